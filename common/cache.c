@@ -1,0 +1,319 @@
+/*
+ * cache.c - reading and writing the prepared data set, ncf-cache(5).
+ *
+ * A cache is a container file (container.h) with magic "NCFCACHE",
+ * version 1, and these sections in this order (U users, I items,
+ * P training positives, N evaluation negatives per user):
+ *
+ *   tag       bytes       filters         contents
+ *   meta      256         -               fixed fields below
+ *   userids   4 U         shuffle 4       u32 original user id per index
+ *   itemids   4 I         shuffle 4       u32 original item id per index
+ *   offsets   8 (U+1)     shuffle 8       i64 CSR row offsets, [0]=0, [U]=P
+ *   trainitm  4 P         delta, shuffle 4  u32 item indices, ascending per row
+ *   testitm   4 U         shuffle 4       u32 test positive per user
+ *   evalneg   4 U N       shuffle 4       u32 N negatives per user, as drawn
+ *   end
+ *
+ * meta (all little-endian):
+ *   0 u32 users           4 u32 items           8 u64 train_positives
+ *  16 u32 eval_negatives 20 u32 min_ratings    24 u64 seed
+ *  32 u32 source_format  36 u32 source_crc32c  40 u64 source_bytes
+ *  48 u64 ratings_read   56 u64 duplicates_dropped
+ *  64 u64 users_dropped  72 u64 ratings_dropped 80 u64 items_dropped
+ *  88 u64 test_only_users 96 u64 test_ties     104 f64 oracle_hr@10 (NaN: none)
+ * 112 char[32] synthetic shape, NUL padded     144..255 zero
+ *
+ * Worked example: the cache of the three-line CSV
+ *   userId,movieId,rating,timestamp / 1,10,4.0,100 / 1,20,3.0,200
+ * made with --eval-negatives 1 (one user, two items, P = 1) starts
+ *
+ *   00000000  4e 43 46 43 41 43 48 45  01 00 00 00 00 00 00 00  |NCFCACHE........|
+ *   00000010  00 00 00 00 00 00 00 00  00 00 00 00 xx xx xx xx  |................|
+ *   00000020  6d 65 74 61 00 00 00 00  00 01 00 00 00 00 00 00  |meta............|
+ *   00000030  cc cc cc cc cc cc cc cc  00 00 00 00 yy yy yy yy  |................|
+ *   00000040  28 b5 2f fd ...                                   |(./.            |
+ *
+ * that is: the file header (magic, version 1, CRC-32C xx), then the header
+ * of section "meta" (256 raw bytes, cc compressed bytes, no filters, its
+ * CRC yy) and the zstd frame (magic 28 b5 2f fd).  tests/cli/cache.t
+ * rebuilds this file and checks these bytes.
+ *
+ * A reader checks, beyond the container's checksums: the sizes in meta
+ * against each section, offsets non-decreasing from 0 to P, every item
+ * index below I, and the counts in meta; any failure is reported as a
+ * corrupt cache with the hint to re-run ncf-prep.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "container.h"
+#include "crc32c.h"
+#include "err.h"
+#include "io.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "ncf stores arrays in host order and needs a little-endian host"
+#endif
+
+#define META_SIZE 256
+static const char MAGIC[8] = {'N', 'C', 'F', 'C', 'A', 'C', 'H', 'E'};
+static const char HINT[] = " (re-run ncf-prep to rebuild it)";
+
+const char *ncf_format_name(enum ncf_format f)
+{
+	switch (f) {
+	case NCF_FORMAT_ML20M:
+		return "ml-20m";
+	case NCF_FORMAT_ML1M:
+		return "ml-1m";
+	case NCF_FORMAT_ML100K:
+		return "ml-100k";
+	case NCF_FORMAT_CSV:
+		return "csv";
+	case NCF_FORMAT_SYNTHETIC:
+		return "synthetic";
+	default:
+		return "unknown";
+	}
+}
+
+static void meta_pack(const struct ncf_cache *c, unsigned char *m)
+{
+	memset(m, 0, META_SIZE);
+	ncf_put_u32(m + 0, c->users);
+	ncf_put_u32(m + 4, c->items);
+	ncf_put_u64(m + 8, (uint64_t)c->train_positives);
+	ncf_put_u32(m + 16, c->eval_negatives);
+	ncf_put_u32(m + 20, c->min_ratings);
+	ncf_put_u64(m + 24, c->seed);
+	ncf_put_u32(m + 32, c->format);
+	ncf_put_u32(m + 36, c->source_crc);
+	ncf_put_u64(m + 40, c->source_bytes);
+	ncf_put_u64(m + 48, c->ratings_read);
+	ncf_put_u64(m + 56, c->duplicates_dropped);
+	ncf_put_u64(m + 64, c->users_dropped);
+	ncf_put_u64(m + 72, c->ratings_dropped);
+	ncf_put_u64(m + 80, c->items_dropped);
+	ncf_put_u64(m + 88, c->test_only_users);
+	ncf_put_u64(m + 96, c->test_ties);
+	ncf_put_f64(m + 104, c->oracle_hr);
+	memcpy(m + 112, c->synthetic, 32);
+	m[143] = 0;
+}
+
+static void meta_unpack(struct ncf_cache *c, const unsigned char *m)
+{
+	c->users = ncf_get_u32(m + 0);
+	c->items = ncf_get_u32(m + 4);
+	c->train_positives = (int64_t)ncf_get_u64(m + 8);
+	c->eval_negatives = ncf_get_u32(m + 16);
+	c->min_ratings = ncf_get_u32(m + 20);
+	c->seed = ncf_get_u64(m + 24);
+	c->format = ncf_get_u32(m + 32);
+	c->source_crc = ncf_get_u32(m + 36);
+	c->source_bytes = ncf_get_u64(m + 40);
+	c->ratings_read = ncf_get_u64(m + 48);
+	c->duplicates_dropped = ncf_get_u64(m + 56);
+	c->users_dropped = ncf_get_u64(m + 64);
+	c->ratings_dropped = ncf_get_u64(m + 72);
+	c->items_dropped = ncf_get_u64(m + 80);
+	c->test_only_users = ncf_get_u64(m + 88);
+	c->test_ties = ncf_get_u64(m + 96);
+	c->oracle_hr = ncf_get_f64(m + 104);
+	memcpy(c->synthetic, m + 112, 32);
+	c->synthetic[31] = 0;
+}
+
+int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
+{
+	struct ncf_cw w = {0};
+	unsigned char meta[META_SIZE];
+	meta_pack(c, meta);
+	size_t U = c->users, I = c->items, P = (size_t)c->train_positives;
+	size_t N = c->eval_negatives;
+	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
+	uint32_t s8 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(8);
+	if (ncf_cw_begin(&w, fp, display, MAGIC, NCF_CACHE_VERSION) ||
+	    ncf_cw_section(&w, "meta", meta, META_SIZE, 0) ||
+	    ncf_cw_section(&w, "userids", c->user_ids, 4 * U, s4) ||
+	    ncf_cw_section(&w, "itemids", c->item_ids, 4 * I, s4) ||
+	    ncf_cw_section(&w, "offsets", c->offsets, 8 * (U + 1), s8) ||
+	    ncf_cw_section(&w, "trainitm", c->train_items, 4 * P, s4 | NCF_FILTER_DELTA32) ||
+	    ncf_cw_section(&w, "testitm", c->test_items, 4 * U, s4) ||
+	    ncf_cw_section(&w, "evalneg", c->eval_neg, 4 * U * N, s4) || ncf_cw_end(&w))
+		return -1;
+	return 0;
+}
+
+int ncf_cache_write(const struct ncf_cache *c, const char *path)
+{
+	struct ncf_out o;
+	if (ncf_out_open(&o, path, 1) != 0)
+		return -1;
+	if (ncf_cache_write_fp(c, o.fp, o.display) != 0) {
+		ncf_out_abort(&o);
+		return -1;
+	}
+	return ncf_out_commit(&o);
+}
+
+void ncf_cache_free(struct ncf_cache *c)
+{
+	free(c->user_ids);
+	free(c->item_ids);
+	free(c->offsets);
+	free(c->train_items);
+	free(c->test_items);
+	free(c->eval_neg);
+	free(c->entry_user);
+	c->user_ids = c->item_ids = c->train_items = c->test_items = c->eval_neg = NULL;
+	c->entry_user = NULL;
+	c->offsets = NULL;
+}
+
+void ncf_cache_derive(struct ncf_cache *c)
+{
+	free(c->entry_user);
+	c->entry_user = ncf_xmalloc(sizeof(uint32_t) * (size_t)(c->train_positives ? c->train_positives : 1));
+#pragma omp parallel for schedule(static)
+	for (int64_t u = 0; u < (int64_t)c->users; u++)
+		for (int64_t k = c->offsets[u]; k < c->offsets[u + 1]; k++)
+			c->entry_user[k] = (uint32_t)u;
+}
+
+static int corrupt(const char *display, const char *what)
+{
+	ncf_error("%s: corrupt cache: %s%s", display, what, HINT);
+	return -1;
+}
+
+/* The checks a reader makes beyond checksums (see the top of this file). */
+static int validate(const struct ncf_cache *c, const char *display)
+{
+	char msg[160];
+	if (c->offsets[0] != 0)
+		return corrupt(display, "first row offset is not 0");
+	for (uint32_t u = 0; u < c->users; u++)
+		if (c->offsets[u + 1] < c->offsets[u]) {
+			snprintf(msg, sizeof msg, "row offsets decrease at user %u", u);
+			return corrupt(display, msg);
+		}
+	if (c->offsets[c->users] != c->train_positives)
+		return corrupt(display, "row offsets do not end at the number of positives");
+	int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+	for (int64_t u = 0; u < (int64_t)c->users; u++) {
+		for (int64_t k = c->offsets[u]; k < c->offsets[u + 1]; k++)
+			if (c->train_items[k] >= c->items ||
+			    (k > c->offsets[u] && c->train_items[k] <= c->train_items[k - 1]))
+				bad |= 1;
+		if (c->test_items[u] >= c->items)
+			bad |= 2;
+		for (size_t k = 0; k < c->eval_negatives; k++)
+			if (c->eval_neg[(size_t)u * c->eval_negatives + k] >= c->items)
+				bad |= 4;
+	}
+	if (bad & 1)
+		return corrupt(display, "training items out of range or out of order");
+	if (bad & 2)
+		return corrupt(display, "test item out of range");
+	if (bad & 4)
+		return corrupt(display, "evaluation negative out of range");
+	return 0;
+}
+
+int ncf_cache_read(const char *path, struct ncf_cache *c)
+{
+	memset(c, 0, sizeof *c);
+	const char *display;
+	FILE *fp = ncf_in_open(path, &display);
+	if (!fp)
+		return -1;
+	struct ncf_cr r;
+	void *meta = NULL;
+	size_t n;
+	int rc = -1;
+	if (ncf_cr_open(&r, fp, display, MAGIC, NCF_CACHE_VERSION, NCF_CACHE_VERSION, HINT) ||
+	    ncf_cr_section(&r, "meta", META_SIZE, 1, &meta, &n))
+		goto out;
+	meta_unpack(c, meta);
+	/* Sizes that a sane cache cannot have would make huge allocations: refuse. */
+	if (c->users == 0 || c->items == 0 || c->train_positives < 0 ||
+	    (uint64_t)c->train_positives > ((uint64_t)1 << 40) || c->eval_negatives > 100000 ||
+	    (uint64_t)c->users * c->eval_negatives > ((uint64_t)1 << 36)) {
+		corrupt(display, "impossible sizes in its meta section");
+		goto out;
+	}
+	size_t U = c->users, I = c->items, P = (size_t)c->train_positives;
+	size_t N = c->eval_negatives;
+	if (ncf_cr_section(&r, "userids", 4 * U, 1, (void **)&c->user_ids, &n) ||
+	    ncf_cr_section(&r, "itemids", 4 * I, 1, (void **)&c->item_ids, &n) ||
+	    ncf_cr_section(&r, "offsets", 8 * (U + 1), 1, (void **)&c->offsets, &n) ||
+	    ncf_cr_section(&r, "trainitm", 4 * P, 1, (void **)&c->train_items, &n) ||
+	    ncf_cr_section(&r, "testitm", 4 * U, 1, (void **)&c->test_items, &n) ||
+	    ncf_cr_section(&r, "evalneg", 4 * U * N, 1, (void **)&c->eval_neg, &n) ||
+	    ncf_cr_end(&r))
+		goto out;
+	if (P == 0) { /* a zero-byte section decompresses to a NULL-free 1-byte buffer */
+		free(c->train_items);
+		c->train_items = ncf_xmalloc(4);
+	}
+	if (validate(c, display) != 0)
+		goto out;
+	ncf_cache_derive(c);
+	rc = 0;
+out:
+	free(meta);
+	ncf_in_close(fp);
+	if (rc != 0)
+		ncf_cache_free(c);
+	return rc;
+}
+
+uint32_t ncf_cache_fingerprint(const struct ncf_cache *c)
+{
+	unsigned char h[8];
+	ncf_put_u32(h, c->users);
+	ncf_put_u32(h + 4, c->items);
+	uint32_t crc = ncf_crc32c(0, h, 8);
+	crc = ncf_crc32c(crc, c->user_ids, 4 * (size_t)c->users);
+	return ncf_crc32c(crc, c->item_ids, 4 * (size_t)c->items);
+}
+
+uint32_t ncf_cache_train_users(const struct ncf_cache *c)
+{
+	uint32_t n = 0;
+	for (uint32_t u = 0; u < c->users; u++)
+		n += c->offsets[u + 1] > c->offsets[u];
+	return n;
+}
+
+void ncf_cache_print_info(const struct ncf_cache *c, FILE *out)
+{
+	fprintf(out, "format\t%s\n", ncf_format_name(c->format));
+	if (c->synthetic[0])
+		fprintf(out, "synthetic\t%s\n", c->synthetic);
+	fprintf(out, "version\t%d\n", NCF_CACHE_VERSION);
+	fprintf(out, "users\t%u\n", c->users);
+	fprintf(out, "items\t%u\n", c->items);
+	fprintf(out, "train_positives\t%lld\n", (long long)c->train_positives);
+	fprintf(out, "test_positives\t%u\n", c->users);
+	fprintf(out, "eval_negatives_per_user\t%u\n", c->eval_negatives);
+	fprintf(out, "seed\t%llu\n", (unsigned long long)c->seed);
+	fprintf(out, "min_ratings\t%u\n", c->min_ratings);
+	fprintf(out, "ratings_read\t%llu\n", (unsigned long long)c->ratings_read);
+	fprintf(out, "duplicates_dropped\t%llu\n", (unsigned long long)c->duplicates_dropped);
+	fprintf(out, "users_dropped\t%llu\n", (unsigned long long)c->users_dropped);
+	fprintf(out, "ratings_dropped\t%llu\n", (unsigned long long)c->ratings_dropped);
+	fprintf(out, "items_dropped\t%llu\n", (unsigned long long)c->items_dropped);
+	fprintf(out, "test_only_users\t%llu\n", (unsigned long long)c->test_only_users);
+	fprintf(out, "test_timestamp_ties\t%llu\n", (unsigned long long)c->test_ties);
+	fprintf(out, "source_bytes\t%llu\n", (unsigned long long)c->source_bytes);
+	fprintf(out, "source_crc32c\t%08x\n", c->source_crc);
+	fprintf(out, "fingerprint\t%08x\n", ncf_cache_fingerprint(c));
+	if (!isnan(c->oracle_hr))
+		fprintf(out, "oracle_hr@10\t%.6f\n", c->oracle_hr);
+}

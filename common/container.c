@@ -1,0 +1,321 @@
+/* container.c - see container.h for the layout. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "container.h"
+#include "crc32c.h"
+#include "err.h"
+#include "io.h"
+
+#define HDR 32
+
+/* Report a zstd failure with zstd's own words. */
+#define NCF_ZSTD_CHECK(call, what)                                                    \
+	({                                                                            \
+		size_t zr__ = (call);                                                 \
+		if (ZSTD_isError(zr__))                                               \
+			ncf_error("%s: zstd %s failed (%s:%d): %s", w_or_r_display, what,   \
+				  __FILE__, __LINE__, ZSTD_getErrorName(zr__));       \
+		zr__;                                                                 \
+	})
+
+static void shuffle_bytes(unsigned char *dst, const unsigned char *src, size_t n, size_t elem)
+{
+	size_t count = n / elem;
+	for (size_t b = 0; b < elem; b++)
+		for (size_t i = 0; i < count; i++)
+			dst[b * count + i] = src[i * elem + b];
+}
+
+static void unshuffle_bytes(unsigned char *dst, const unsigned char *src, size_t n, size_t elem)
+{
+	size_t count = n / elem;
+	for (size_t b = 0; b < elem; b++)
+		for (size_t i = 0; i < count; i++)
+			dst[i * elem + b] = src[b * count + i];
+}
+
+int ncf_cw_begin(struct ncf_cw *w, FILE *fp, const char *display, const char magic[8],
+		 uint32_t version)
+{
+	w->fp = fp;
+	w->display = display;
+	if (!w->level)
+		w->level = 3;
+	unsigned char h[HDR] = {0};
+	memcpy(h, magic, 8);
+	ncf_put_u32(h + 8, version);
+	ncf_put_u32(h + 28, ncf_crc32c(0, h, 28));
+	if (ncf_write_full(fp, h, HDR) != 0) {
+		ncf_error("%s: write failed: %s", display, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int write_section_header(struct ncf_cw *w, const char *tag, uint64_t raw, uint64_t comp,
+				uint32_t filters)
+{
+	unsigned char h[HDR] = {0};
+	strncpy((char *)h, tag, 8);
+	ncf_put_u64(h + 8, raw);
+	ncf_put_u64(h + 16, comp);
+	ncf_put_u32(h + 24, filters);
+	ncf_put_u32(h + 28, ncf_crc32c(0, h, 28));
+	if (ncf_write_full(w->fp, h, HDR) != 0) {
+		ncf_error("%s: write failed: %s", w->display, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t size,
+		   uint32_t filters)
+{
+	const char *w_or_r_display = w->display;
+	const unsigned char *src = data;
+	unsigned char *tmp = NULL, *tmp2 = NULL;
+	if ((filters & NCF_FILTER_DELTA32) && size % 4 == 0 && size) {
+		tmp = ncf_xmalloc(size);
+		const uint32_t *in = data;
+		uint32_t *out = (uint32_t *)tmp, prev = 0;
+		for (size_t i = 0; i < size / 4; i++) {
+			out[i] = in[i] - prev;
+			prev = in[i];
+		}
+		src = tmp;
+	} else {
+		filters &= ~NCF_FILTER_DELTA32;
+	}
+	size_t elem = (filters >> 8) & 0xFF;
+	if ((filters & NCF_FILTER_SHUFFLE) && elem > 1 && size % elem == 0 && size) {
+		tmp2 = ncf_xmalloc(size);
+		shuffle_bytes(tmp2, src, size, elem);
+		src = tmp2;
+	} else {
+		filters &= ~(NCF_FILTER_SHUFFLE | 0xFF00u);
+	}
+	size_t bound = ZSTD_compressBound(size);
+	unsigned char *comp = ncf_xmalloc(bound);
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	if (!cc)
+		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+	size_t n = 0;
+	int rc = -1;
+	if (ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, w->level),
+					"set level")) ||
+	    ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1),
+					"set checksum")) ||
+	    ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1),
+					"set content size")))
+		goto out;
+	n = NCF_ZSTD_CHECK(ZSTD_compress2(cc, comp, bound, src, size), "compress");
+	if (ZSTD_isError(n))
+		goto out;
+	if (write_section_header(w, tag, size, n, filters) != 0)
+		goto out;
+	if (ncf_write_full(w->fp, comp, n) != 0) {
+		ncf_error("%s: write failed: %s", w->display, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	ZSTD_freeCCtx(cc);
+	free(comp);
+	free(tmp);
+	free(tmp2);
+	return rc;
+}
+
+int ncf_cw_end(struct ncf_cw *w)
+{
+	return write_section_header(w, "end", 0, 0, 0);
+}
+
+static int read_exact(struct ncf_cr *r, void *buf, size_t n, const char *what)
+{
+	if (ncf_read_full(r->fp, buf, n) != 0) {
+		if (errno)
+			ncf_error("%s: read failed: %s", r->display, strerror(errno));
+		else
+			ncf_error("%s: truncated: file ends in the %s at byte %llu%s", r->display,
+				  what, (unsigned long long)r->offset, r->hint);
+		return -1;
+	}
+	r->offset += n;
+	return 0;
+}
+
+int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magic[8],
+		uint32_t min_version, uint32_t max_version, const char *hint)
+{
+	memset(r, 0, sizeof *r);
+	r->fp = fp;
+	r->display = display;
+	r->hint = hint ? hint : "";
+	unsigned char h[HDR];
+	errno = 0;
+	size_t got = fread(h, 1, HDR, fp);
+	if (got < 8 || memcmp(h, magic, 8) != 0) {
+		if (ferror(fp))
+			ncf_error("%s: read failed: %s", display, strerror(errno));
+		else if (got == 0)
+			ncf_error("%s: empty file, not an ncf %s file%s", display,
+				  !memcmp(magic, "NCFCACHE", 8) ? "cache" : "model", r->hint);
+		else if (got >= 8 && !memcmp(h, "NCF", 3))
+			ncf_error("%s: an ncf file of another kind (%.8s), not %.8s%s", display,
+				  ncf_escape((const char *)h, 8, 8), magic, r->hint);
+		else
+			ncf_error("%s: not an ncf %s file (bad magic number)%s", display,
+				  !memcmp(magic, "NCFCACHE", 8) ? "cache" : "model", r->hint);
+		return -1;
+	}
+	if (got < HDR) {
+		ncf_error("%s: truncated: file ends in its header%s", display, r->hint);
+		return -1;
+	}
+	r->offset = HDR;
+	if (ncf_get_u32(h + 28) != ncf_crc32c(0, h, 28)) {
+		ncf_error("%s: corrupt header (checksum mismatch)%s", display, r->hint);
+		return -1;
+	}
+	r->version = ncf_get_u32(h + 8);
+	if (r->version < min_version || r->version > max_version) {
+		ncf_error("%s: format version %u, this program reads version%s %u%s%s", display,
+			  r->version, min_version == max_version ? "" : "s", min_version,
+			  min_version == max_version ? "" : " and later", r->hint);
+		return -1;
+	}
+	return 0;
+}
+
+static int read_section_header(struct ncf_cr *r, const char *tag, uint64_t *raw, uint64_t *comp,
+			       uint32_t *filters)
+{
+	unsigned char h[HDR];
+	char what[64];
+	snprintf(what, sizeof what, "header of section '%s'", tag);
+	if (read_exact(r, h, HDR, what) != 0)
+		return -1;
+	if (ncf_get_u32(h + 28) != ncf_crc32c(0, h, 28)) {
+		ncf_error("%s: corrupt section header at byte %llu (checksum mismatch)%s",
+			  r->display, (unsigned long long)(r->offset - HDR), r->hint);
+		return -1;
+	}
+	char got[9] = {0};
+	memcpy(got, h, 8);
+	if (strncmp(got, tag, 8) != 0) {
+		ncf_error("%s: expected section '%s' at byte %llu, found '%s'%s", r->display, tag,
+			  (unsigned long long)(r->offset - HDR), ncf_escape(got, strlen(got), 8),
+			  r->hint);
+		return -1;
+	}
+	*raw = ncf_get_u64(h + 8);
+	*comp = ncf_get_u64(h + 16);
+	*filters = ncf_get_u32(h + 24);
+	return 0;
+}
+
+int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact, void **data,
+		   size_t *size)
+{
+	const char *w_or_r_display = r->display;
+	uint64_t raw, comp;
+	uint32_t filters;
+	*data = NULL;
+	*size = 0;
+	if (read_section_header(r, tag, &raw, &comp, &filters) != 0)
+		return -1;
+	size_t elem = (filters >> 8) & 0xFF;
+	if (raw > max_size || (exact && raw != max_size) ||
+	    comp > ZSTD_compressBound((size_t)raw) || comp == 0 ||
+	    (filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
+	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
+	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem))) {
+		ncf_error("%s: section '%s' has %llu bytes (%llu compressed), expected %s%zu%s",
+			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp,
+			  exact ? "" : "at most ", max_size, r->hint);
+		return -1;
+	}
+	unsigned char *out = ncf_xmalloc((size_t)raw);
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	if (!dc)
+		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+	size_t chunk = ZSTD_DStreamInSize();
+	unsigned char *in = ncf_xmalloc(chunk);
+	ZSTD_outBuffer ob = {out, (size_t)raw, 0};
+	uint64_t left = comp;
+	size_t zr = 1;
+	int rc = -1;
+	char what[64];
+	snprintf(what, sizeof what, "section '%s'", tag);
+	while (left > 0) {
+		size_t want = left < chunk ? (size_t)left : chunk;
+		if (read_exact(r, in, want, what) != 0)
+			goto out;
+		left -= want;
+		ZSTD_inBuffer ib = {in, want, 0};
+		while (ib.pos < ib.size) {
+			size_t before_in = ib.pos, before_out = ob.pos;
+			zr = ZSTD_decompressStream(dc, &ob, &ib);
+			if (ZSTD_isError(zr)) {
+				ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
+					  ZSTD_getErrorName(zr), r->hint);
+				goto out;
+			}
+			if (zr == 0 && ib.pos < ib.size) {
+				ncf_error("%s: section '%s' is corrupt (data after its frame)%s",
+					  r->display, tag, r->hint);
+				goto out;
+			}
+			if (ib.pos == before_in && ob.pos == before_out) {
+				ncf_error("%s: section '%s' is corrupt (more data than its size)%s",
+					  r->display, tag, r->hint);
+				goto out;
+			}
+		}
+	}
+	if (zr != 0 || ob.pos != raw) {
+		ncf_error("%s: section '%s' is corrupt (incomplete frame)%s", r->display, tag,
+			  r->hint);
+		goto out;
+	}
+	if (filters & NCF_FILTER_SHUFFLE) {
+		unsigned char *t = ncf_xmalloc((size_t)raw);
+		unshuffle_bytes(t, out, (size_t)raw, elem);
+		free(out);
+		out = t;
+	}
+	if (filters & NCF_FILTER_DELTA32) {
+		uint32_t *v = (uint32_t *)out, acc = 0;
+		for (size_t i = 0; i < raw / 4; i++) {
+			acc += v[i];
+			v[i] = acc;
+		}
+	}
+	*data = out;
+	*size = (size_t)raw;
+	out = NULL;
+	rc = 0;
+out:
+	(void)w_or_r_display;
+	ZSTD_freeDCtx(dc);
+	free(in);
+	free(out);
+	return rc;
+}
+
+int ncf_cr_end(struct ncf_cr *r)
+{
+	uint64_t raw, comp;
+	uint32_t filters;
+	if (read_section_header(r, "end", &raw, &comp, &filters) != 0)
+		return -1;
+	if (raw || comp) {
+		ncf_error("%s: corrupt end section%s", r->display, r->hint);
+		return -1;
+	}
+	return 0;
+}

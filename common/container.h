@@ -1,0 +1,89 @@
+/*
+ * container.h - the sectioned, checksummed, zstd-compressed file layout
+ * shared by the cache (.ncfc, cache.c) and the checkpoint (.ncfm, ckpt.c).
+ *
+ * A file is a header, then sections, then an end section; it is written and
+ * read strictly in order, so it works through pipes.  All integers are
+ * little-endian.
+ *
+ *   file header (32 bytes)
+ *     0   8  magic        "NCFCACHE" or "NCFMODEL"
+ *     8   4  version      format version of the file kind
+ *     12  4  flags        0
+ *     16  8  created      0 (reserved; files are reproducible byte for byte)
+ *     24  4  reserved     0
+ *     28  4  crc          CRC-32C of bytes 0..27
+ *
+ *   section header (32 bytes), followed by comp_size bytes of payload
+ *     0   8  tag          ASCII name, NUL padded ("meta", "trainitm", ...)
+ *     8   8  raw_size     bytes after decompression and filters
+ *     16  8  comp_size    bytes of the zstd frame that follows
+ *     24  4  filters      bit 0: u32 delta; bit 1: byte shuffle, element
+ *                         size in bits 8..15
+ *     28  4  crc          CRC-32C of bytes 0..27
+ *
+ *   payload: one zstd frame with its content size and content checksum
+ *   (XXH64-based, verified by zstd on decompression).  Filters are undone
+ *   in reverse order after decompression: un-shuffle, then prefix-sum.
+ *
+ *   end: a section header with tag "end", sizes 0, no payload.
+ *
+ * The reader checks every CRC and size, never allocates more than the
+ * caller says a section may hold, and reports truncation, corruption and
+ * unknown versions in one line that names the file and ends with a hint.
+ */
+#ifndef NCF_CONTAINER_H
+#define NCF_CONTAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NCF_FILTER_DELTA32 1u
+#define NCF_FILTER_SHUFFLE 2u
+#define NCF_FILTER_SHUFFLE_ELEM(n) ((uint32_t)(n) << 8)
+
+struct ncf_cw {
+	FILE *fp;	     /* destination */
+	const char *display; /* name for messages */
+	int level;	     /* zstd level */
+};
+
+/* Write the file header.  Returns 0 or -1 (reported). */
+int ncf_cw_begin(struct ncf_cw *w, FILE *fp, const char *display, const char magic[8],
+		 uint32_t version);
+/*
+ * Write one section from data (size bytes).  filters: NCF_FILTER_* (delta
+ * needs size % 4 == 0, shuffle size % elem == 0).  Returns 0 or -1.
+ */
+int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t size,
+		   uint32_t filters);
+/* Write the end section.  Returns 0 or -1. */
+int ncf_cw_end(struct ncf_cw *w);
+
+struct ncf_cr {
+	FILE *fp;
+	const char *display; /* name for messages */
+	const char *hint;    /* appended to corruption messages */
+	uint32_t version;    /* the file's version */
+	uint64_t offset;     /* bytes consumed so far */
+};
+
+/*
+ * Read and check the file header.  Accepts versions min_version..
+ * max_version.  Returns 0 or -1 (reported: not this kind of file,
+ * truncated, corrupt header, unsupported version).
+ */
+int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magic[8],
+		uint32_t min_version, uint32_t max_version, const char *hint);
+/*
+ * Read the next section, which must be named tag and hold at most
+ * max_size bytes (exactly max_size if exact).  On success *data is a new
+ * malloc'd buffer of *size bytes (aligned for any type).  Returns 0 or -1.
+ */
+int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact,
+		   void **data, size_t *size);
+/* Read the end section.  Returns 0 or -1. */
+int ncf_cr_end(struct ncf_cr *r);
+
+#endif

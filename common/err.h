@@ -1,0 +1,52 @@
+/*
+ * err.h - messages to people, on stderr, prefixed with the program name.
+ *
+ * Library code in common/ reports with ncf_error() and returns -1; only a
+ * tool's main() decides the exit status (see the exit codes below, which
+ * every man page documents).  NCF_CHECK_* macros for foreign libraries live
+ * beside the code that calls those libraries.
+ */
+#ifndef NCF_ERR_H
+#define NCF_ERR_H
+
+#include <stdarg.h>
+
+enum ncf_exit {
+	NCF_EXIT_OK = 0,	  /* success */
+	NCF_EXIT_FAIL = 1,	  /* I/O, corrupt file, bad data, NaN, device error */
+	NCF_EXIT_USAGE = 2,	  /* bad command line */
+	NCF_EXIT_UNAVAILABLE = 3, /* requested device or feature not available */
+	NCF_EXIT_SIGINT = 130,	  /* interrupted by SIGINT, state saved */
+	NCF_EXIT_SIGTERM = 143,	  /* terminated by SIGTERM, state saved */
+};
+
+/* Display levels: 0 quiet (errors only), 1 warnings, 2 normal, 3 verbose. */
+extern int ncf_verbosity;
+
+/* Set the program name used as the prefix of every message. */
+void ncf_set_progname(const char *name);
+const char *ncf_progname(void);
+
+/* "prog: message\n" on stderr.  Always printed. */
+void ncf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Printed at level >= 1. */
+void ncf_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Printed at level >= 2 (normal information). */
+void ncf_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Printed at level >= 3. */
+void ncf_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ncf_error() then exit(code). */
+void ncf_die(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+/* calloc/malloc/realloc that report "out of memory (N bytes)" and exit 1. */
+void *ncf_xmalloc(size_t n);
+void *ncf_xcalloc(size_t n, size_t size);
+void *ncf_xrealloc(void *p, size_t n);
+char *ncf_xstrdup(const char *s);
+
+/* Escape s (len bytes) for a message: printable ASCII as is, the rest as
+ * \xNN, cut at max bytes with "...".  Returns a static buffer. */
+const char *ncf_escape(const char *s, size_t len, size_t max);
+
+#endif

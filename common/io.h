@@ -1,0 +1,94 @@
+/*
+ * io.h - files in and out, the way every ncf tool handles them.
+ *
+ * Outputs are written under a temporary name in the destination's
+ * directory and renamed on success (ncf_out_commit); a failure or a signal
+ * removes the temporary file, so a final name never holds a partial file.
+ * "-" or NULL is stdout, which a binary output refuses when it is a
+ * terminal.  Inputs: "-" or NULL is stdin.
+ */
+#ifndef NCF_IO_H
+#define NCF_IO_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct ncf_out {
+	FILE *fp;	     /* write here */
+	char *path;	     /* final name, NULL for stdout */
+	char *tmp;	     /* temporary name while open */
+	const char *display; /* name for messages */
+	int slot;	     /* cleanup registry slot, -1 for none */
+};
+
+/*
+ * Open an output.  binary: refuse a terminal on stdout.  Returns 0, or -1
+ * after reporting (cannot create, terminal).
+ */
+int ncf_out_open(struct ncf_out *o, const char *path, int binary);
+/* Flush, check, sync and rename into place.  Returns 0 or -1 (reported;
+ * the temporary file is removed). */
+int ncf_out_commit(struct ncf_out *o);
+/* Give up: close and remove the temporary file.  Safe to call twice. */
+void ncf_out_abort(struct ncf_out *o);
+
+/*
+ * Install SIGINT/SIGTERM/SIGHUP/SIGPIPE handlers that remove open
+ * temporary outputs and then die of the signal.  Tools that catch signals
+ * themselves (ncf-train) do not call this.
+ */
+void ncf_out_cleanup_on_signals(void);
+/* Remove every registered temporary file (async-signal-safe). */
+void ncf_out_cleanup_all(void);
+
+/* Open an input ("-" or NULL: stdin).  *display gets a name for messages.
+ * Returns NULL after reporting. */
+FILE *ncf_in_open(const char *path, const char **display);
+void ncf_in_close(FILE *fp);
+
+/* Read exactly n bytes; 0 on success, -1 on EOF or error (errno 0 at EOF). */
+int ncf_read_full(FILE *fp, void *buf, size_t n);
+/* Write n bytes; 0 or -1. */
+int ncf_write_full(FILE *fp, const void *buf, size_t n);
+
+/* Flush and close stdout, reporting a failed write (full disk, closed
+ * pipe) as an error.  Returns 0 or -1.  Call before exiting 0. */
+int ncf_close_stdout(void);
+
+/* Little-endian field access. */
+static inline void ncf_put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+static inline void ncf_put_u64(unsigned char *p, uint64_t v)
+{
+	ncf_put_u32(p, (uint32_t)v);
+	ncf_put_u32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t ncf_get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t ncf_get_u64(const unsigned char *p)
+{
+	return (uint64_t)ncf_get_u32(p) | (uint64_t)ncf_get_u32(p + 4) << 32;
+}
+static inline void ncf_put_f64(unsigned char *p, double d)
+{
+	uint64_t v;
+	__builtin_memcpy(&v, &d, 8);
+	ncf_put_u64(p, v);
+}
+static inline double ncf_get_f64(const unsigned char *p)
+{
+	uint64_t v = ncf_get_u64(p);
+	double d;
+	__builtin_memcpy(&d, &v, 8);
+	return d;
+}
+
+#endif
