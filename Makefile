@@ -39,13 +39,17 @@ endif
 # --- flags ---------------------------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CPPFLAGS_NCF := -Icommon -Ikernels -Incf-prep -D_GNU_SOURCE
-BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off $(WARN) -MMD -MP
+BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno $(WARN) -MMD -MP
 LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
-ifeq ($(HAVE_CUDA),1)
+CU_SRC := $(wildcard kernels/*.cu)
+ifneq ($(CU_SRC),)
+BUILD_CUDA := $(HAVE_CUDA)
+endif
+ifeq ($(BUILD_CUDA),1)
 CPPFLAGS_NCF += -DNCF_HAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 ifeq ($(HAVE_NCCL),1)
@@ -62,27 +66,34 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp,-Wall -lineinfo
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c) \
 	   $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
-CU_SRC := $(wildcard kernels/*.cu)
 TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 ASAN_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/tests/%)
 
+# Rebuild when the flags change.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS)
+$(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-ifeq ($(HAVE_CUDA),1)
+ifeq ($(BUILD_CUDA),1)
 LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 endif
 ASAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-$(BUILD)/obj/%.o: %.c $(CONFIG)
+## all: build the tools into build/bin (the default)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS)
+
+$(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(CONFIG)
+$(BUILD)/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter -I% -D%,$(CPPFLAGS_NCF)) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
@@ -98,8 +109,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
 
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
+
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and unit tests.
-$(BUILD)/asan/obj/%.o: %.c $(CONFIG)
+$(BUILD)/asan/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(ASAN_FLAGS) -c $< -o $@
 

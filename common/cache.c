@@ -36,8 +36,8 @@
  *
  * that is: the file header (magic, version 1, CRC-32C xx), then the header
  * of section "meta" (256 raw bytes, cc compressed bytes, no filters, its
- * CRC yy) and the zstd frame (magic 28 b5 2f fd).  tests/cli/cache.t
- * rebuilds this file and checks these bytes.
+ * CRC yy) and the zstd frame (magic 28 b5 2f fd).
+ * tests/unit/test_cache.c checks this layout.
  *
  * A reader checks, beyond the container's checksums: the sizes in meta
  * against each section, offsets non-decreasing from 0 to P, every item

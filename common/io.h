@@ -33,7 +33,7 @@ int ncf_out_commit(struct ncf_out *o);
 void ncf_out_abort(struct ncf_out *o);
 
 /*
- * Install SIGINT/SIGTERM/SIGHUP/SIGPIPE handlers that remove open
+ * Install SIGINT/SIGTERM/SIGHUP handlers that remove open
  * temporary outputs and then die of the signal.  Tools that catch signals
  * themselves (ncf-train) do not call this.
  */

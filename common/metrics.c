@@ -6,13 +6,13 @@
 #include "metrics.h"
 
 uint8_t *ncf_eval_mask(const uint32_t *pos, const uint32_t *neg, uint32_t U, uint32_t N,
-		       uint32_t I)
+		       uint32_t n_items)
 {
 	uint8_t *mask = ncf_xmalloc((size_t)U * N + 1);
 #pragma omp parallel
 	{
 		/* stamp[i] == u + 1: item i already seen for user u */
-		uint32_t *stamp = ncf_xcalloc(I, sizeof *stamp);
+		uint32_t *stamp = ncf_xcalloc(n_items, sizeof *stamp);
 #pragma omp for schedule(static)
 		for (int64_t u = 0; u < (int64_t)U; u++) {
 			uint32_t tag = (uint32_t)u + 1;

@@ -18,10 +18,10 @@
 
 /*
  * Which negatives count, as a mask (U, N): 1 for counted.  neg is (U, N),
- * pos (U).  Needs I for its scratch table.
+ * pos (U); n_items sizes its scratch table.
  */
 uint8_t *ncf_eval_mask(const uint32_t *pos, const uint32_t *neg, uint32_t U, uint32_t N,
-		       uint32_t I);
+		       uint32_t n_items);
 
 /* rank of the positive given its score and the negatives' (N) scores. */
 NCF_HD uint32_t ncf_rank(float pos_score, const float *neg_scores, const uint8_t *counted,

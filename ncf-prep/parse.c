@@ -53,6 +53,7 @@ struct parser {
 	char deferred[512];	  /* a field error held while the row may be a header */
 	/* header parsing mode */
 	int in_header;
+	uint64_t rows_ended;	  /* rows completed, to catch a quote left open */
 };
 
 static void fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -67,19 +68,20 @@ static void fail(struct parser *p, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The column's name with its article: "a user id", "an item id". */
 static const char *kind_name(enum col_kind k)
 {
 	switch (k) {
 	case COL_USER:
-		return "user id";
+		return "a user id";
 	case COL_ITEM:
-		return "item id";
+		return "an item id";
 	case COL_RATING:
-		return "rating";
+		return "a rating";
 	case COL_TS:
-		return "timestamp";
+		return "a timestamp";
 	default:
-		return "field";
+		return "a field";
 	}
 }
 
@@ -201,11 +203,11 @@ static void take_field(struct parser *p, const char *s, size_t len)
 	const char *what = kind_name(k);
 	const char *esc = ncf_escape(s, len, 40);
 	if (len == 0)
-		field_error(p, defer, "field %d: empty, expected a %s", idx + 1, what);
+		field_error(p, defer, "field %d: empty, expected %s", idx + 1, what);
 	else if (rc == -2)
-		field_error(p, defer, "field %d: '%s' is not a %s (negative)", idx + 1, esc, what);
+		field_error(p, defer, "field %d: '%s' is not %s (negative)", idx + 1, esc, what);
 	else if (rc == -3)
-		field_error(p, defer, "field %d: '%s' is out of range for a %s (0 to %llu)", idx + 1, esc, what,
+		field_error(p, defer, "field %d: '%s' is out of range for %s (0 to %llu)", idx + 1, esc, what,
 		     k == COL_TS ? (unsigned long long)INT64_MAX : (unsigned long long)UINT32_MAX);
 	else if (k == COL_TS)
 		field_error(p, defer, "field %d: '%s' is not a timestamp (expected integer Unix seconds)",
@@ -213,7 +215,7 @@ static void take_field(struct parser *p, const char *s, size_t len)
 	else if (k == COL_RATING)
 		field_error(p, defer, "field %d: '%s' is not a rating (expected a number)", idx + 1, esc);
 	else
-		field_error(p, defer, "field %d: '%s' is not a %s (expected an integer from 0 to %u)", idx + 1,
+		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u)", idx + 1,
 		     esc, what, UINT32_MAX);
 }
 
@@ -230,6 +232,7 @@ static void end_row(struct parser *p)
 	}
 	if (!p->err)
 		ncf_rows_push(p->rows, p->user, p->item, p->ts);
+	p->rows_ended++;
 	p->field = 0;
 	p->header_match = 1;
 	p->deferred[0] = 0;
@@ -427,30 +430,33 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 				ncf_error("%s: empty input, expected MovieLens ratings", display);
 				goto out;
 			}
+			if (have >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3))
+				pos = 3; /* a UTF-8 byte-order mark: skip it */
 			size_t probe = have < 65536 ? have : 65536;
 			if (memchr(buf, 0, probe)) {
 				ncf_error("%s: binary data (NUL bytes), not a ratings file", display);
 				goto out;
 			}
-			char *nl = memchr(buf, '\n', have);
+			char *nl = memchr(buf + pos, '\n', have - pos);
 			if (!nl && !eof)
 				continue; /* the first line is not complete yet */
-			size_t l0 = nl ? (size_t)(nl - buf) : have;
+			const char *first = buf + pos;
+			size_t l0 = nl ? (size_t)(nl - first) : have - pos;
 			if (l0 > MAX_LINE) {
 				ncf_error("%s:1: line longer than %u bytes, not a ratings file", display,
 					  MAX_LINE);
 				goto out;
 			}
-			if (l0 && buf[l0 - 1] == '\r')
+			if (l0 && first[l0 - 1] == '\r')
 				l0--;
-			enum ncf_format guess = detect(buf, l0);
+			enum ncf_format guess = detect(first, l0);
 			if (format == NCF_FORMAT_UNKNOWN)
 				format = guess;
 			if (format == NCF_FORMAT_UNKNOWN) {
 				ncf_error("%s:1: unknown format: '%s' is not a MovieLens ratings line or a "
 					  "CSV header naming user, item and timestamp columns "
 					  "(use --format)",
-					  display, ncf_escape(buf, l0, 60));
+					  display, ncf_escape(first, l0, 60));
 				goto out;
 			}
 			p.format = format;
@@ -461,9 +467,9 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 				csv_set_space_func(&cp, csv_space);
 			}
 			if (format == NCF_FORMAT_ML20M &&
-			    !(l0 == strlen(ML20M_HEADER) && !memcmp(buf, ML20M_HEADER, l0))) {
+			    !(l0 == strlen(ML20M_HEADER) && !memcmp(first, ML20M_HEADER, l0))) {
 				ncf_error("%s:1: expected the ml-20m header '%s', found '%s'", display,
-					  ML20M_HEADER, ncf_escape(buf, l0, 60));
+					  ML20M_HEADER, ncf_escape(first, l0, 60));
 				goto out;
 			}
 			if (format == NCF_FORMAT_ML20M || format == NCF_FORMAT_CSV) {
@@ -473,7 +479,7 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 						  display);
 					goto out;
 				}
-				if (setup_header(&p, &cp, buf, (size_t)(nl - buf) + 1) != 0)
+				if (setup_header(&p, &cp, first, (size_t)(nl - first) + 1) != 0)
 					goto out;
 				pos = (size_t)(nl - buf) + 1;
 				p.line = 1;
@@ -511,11 +517,18 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 					  (unsigned long long)p.line);
 				goto out;
 			}
+			uint64_t ended = p.rows_ended;
 			if (format == NCF_FORMAT_ML1M) {
 				parse_dat_line(&p, s, body);
 			} else if (csv_parse(&cp, s, len, cb_field, cb_row, &p) != len) {
 				ncf_error("%s:%llu: malformed CSV: %s", display,
 					  (unsigned long long)p.line, csv_strerror(csv_error(&cp)));
+				goto out;
+			}
+			if (!p.err && p.rows_ended == ended) {
+				/* the line ended inside a quoted field */
+				ncf_error("%s:%llu: unterminated quote (a field cannot span lines)",
+					  display, (unsigned long long)p.line);
 				goto out;
 			}
 			if (p.err) {

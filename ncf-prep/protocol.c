@@ -139,7 +139,7 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 			user_new[u] = U++;
 		} else {
 			user_new[u] = UINT32_MAX;
-			ratings_dropped += start[u + 1] - start[u];
+			ratings_dropped += kept[u]; /* duplicates are counted once, above */
 		}
 	}
 	if (U == 0) {

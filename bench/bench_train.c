@@ -1,0 +1,160 @@
+/*
+ * bench_train - training throughput of a backend at a given batch size, on
+ * a cache: warm-up steps, then timed steps; prints samples/s, the FLOP rate
+ * of the dense layers, and this machine's own sgemm rate measured in the
+ * same run, as key<TAB>value lines.  Used by scripts/bench.sh.
+ *
+ *   bench_train CACHE [--batch N] [--steps N] [--warmup N] [--device D]
+ *               [--precision P] [--threads N]
+ */
+#include <cblas.h>
+#undef I
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "cache.h"
+#include "cli.h"
+#include "err.h"
+#include "evaluate.h"
+#include "model.h"
+
+/* sgemm rate (FLOP/s) of this machine with `threads` threads each running
+ * single-threaded OpenBLAS on its own tiles, the way the cpu backend
+ * calls it; shape (m, n, k) per call. */
+static double sgemm_rate(int threads, int m, int n, int k, int reps)
+{
+	openblas_set_num_threads(1);
+	float *a = ncf_xmalloc((size_t)threads * m * k * sizeof(float));
+	float *b = ncf_xmalloc((size_t)n * k * sizeof(float));
+	float *c = ncf_xmalloc((size_t)threads * m * n * sizeof(float));
+	for (size_t i = 0; i < (size_t)threads * m * k; i++)
+		a[i] = (float)(i % 13) * 0.01f;
+	for (size_t i = 0; i < (size_t)n * k; i++)
+		b[i] = (float)(i % 7) * 0.01f;
+	double best = 0;
+	for (int trial = 0; trial < 3; trial++) {
+		double t = ncf_now();
+#pragma omp parallel num_threads(threads)
+		{
+#ifdef _OPENMP
+			int id = omp_get_thread_num();
+#else
+			int id = 0;
+#endif
+			for (int r = 0; r < reps; r++)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
+					    a + (size_t)id * m * k, k, b, k, 0.0f,
+					    c + (size_t)id * m * n, n);
+		}
+		t = ncf_now() - t;
+		double rate = 2.0 * m * n * k * (double)reps * threads / t;
+		if (rate > best)
+			best = rate;
+	}
+	free(a), free(b), free(c);
+	return best;
+}
+
+int main(int argc, char **argv)
+{
+	ncf_set_progname("bench_train");
+	ncf_verbosity = 1;
+	uint64_t batch = 1u << 20;
+	int steps = 3, warmup = 1, threads = 0;
+	enum ncf_device device = NCF_DEVICE_CPU;
+	enum ncf_precision prec = NCF_PRECISION_DEFAULT;
+	static const struct option opts[] = {
+		{"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},	{"warmup", 1, 0, 'w'},
+		{"device", 1, 0, 'd'}, {"precision", 1, 0, 'p'}, {"threads", 1, 0, 't'},
+		{0, 0, 0, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b': batch = (uint64_t)ncf_opt_int("--batch", optarg, 1, 1ll << 32); break;
+		case 's': steps = (int)ncf_opt_int("--steps", optarg, 1, 100000); break;
+		case 'w': warmup = (int)ncf_opt_int("--warmup", optarg, 0, 100000); break;
+		case 'd': if (ncf_device_parse(optarg, &device)) ncf_usage_error("--device"); break;
+		case 'p': if (ncf_precision_parse(optarg, &prec)) ncf_usage_error("--precision"); break;
+		case 't': threads = (int)ncf_opt_int("--threads", optarg, 1, 4096); break;
+		default: ncf_usage_error("bad option");
+		}
+	}
+	if (optind != argc - 1)
+		ncf_usage_error("usage: bench_train CACHE [options]");
+	struct ncf_cache cache;
+	if (ncf_cache_read(argv[optind], &cache) != 0)
+		return 1;
+	struct ncf_shape shape = {.users = cache.users, .items = cache.items, .factors = 64,
+				  .n_layers = 4, .layers = {256, 256, 128, 64}};
+	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				 .dropout = 0.5f, .negatives = 4, .batch = batch, .seed = 1};
+	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend be;
+	int rc = ncf_backend_open(&be, device, &shape, &hp, prec, threads, &dist);
+	if (rc)
+		return rc == -3 ? 3 : 1;
+	float *params = ncf_xmalloc(be.layout.total * sizeof(float));
+	ncf_model_init(&shape, &be.layout, 1, params);
+	uint8_t *mask;
+	if (be.i->set_state(&be, params, NULL, NULL) || ncf_backend_load_cache(&be, &cache, &mask, 1))
+		return 1;
+	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint64_t pos = 0;
+	double loss;
+	for (int w = 0; w < warmup; w++, pos += batch)
+		if (be.i->train_step(&be, 0, pos % S, batch, &loss))
+			return 1;
+	if (be.i->sync)
+		be.i->sync(&be);
+	double t = ncf_now();
+	for (int k = 0; k < steps; k++, pos += batch)
+		if (be.i->train_step(&be, 0, pos % S, batch, &loss))
+			return 1;
+	if (be.i->sync)
+		be.i->sync(&be);
+	t = ncf_now() - t;
+	double sps = (double)batch * steps / t;
+	/* dense FLOPs: forward, backward data, backward weights = 3 x 2 x MACs;
+	 * per sample with the first layer factorized, plus the first layer once
+	 * per distinct user and item (counted as a full table here: an upper
+	 * bound on the distinct rows of a batch). */
+	double per_sample = 6.0 * ncf_dense_macs_factorized(&shape);
+	double first = 6.0 * ((double)cache.users + cache.items) * shape.layers[1] * (shape.layers[0] / 2);
+	double distinct_frac = 1.0; /* see above */
+	double flops = per_sample * batch * steps + first * distinct_frac * steps;
+	double t2 = ncf_now(), hr, ndcg;
+	if (ncf_evaluate(&be, &cache, 10, &hr, &ndcg))
+		return 1;
+	double te = ncf_now() - t2;
+	int nth = 1;
+#ifdef _OPENMP
+	nth = omp_get_max_threads();
+#endif
+	printf("backend\t%s\n", be.i->name);
+	printf("threads\t%d\n", nth);
+	printf("batch\t%llu\n", (unsigned long long)batch);
+	printf("steps\t%d\n", steps);
+	printf("seconds_per_step\t%.4f\n", t / steps);
+	printf("samples_per_s\t%.0f\n", sps);
+	printf("dense_gflops\t%.2f\n", flops / t / 1e9);
+	if (be.i == &ncf_backend_cpu) {
+		double peak = sgemm_rate(nth, 1024, 128, 256, 40);
+		printf("sgemm_gflops\t%.2f\n", peak / 1e9);
+		printf("dense_fraction_of_sgemm\t%.3f\n", flops / t / peak);
+	}
+	printf("eval_seconds\t%.4f\n", te);
+	printf("eval_samples_per_s\t%.0f\n", (double)cache.users * (cache.eval_negatives + 1) / te);
+	printf("epoch_seconds_estimate\t%.2f\n", (double)S / sps);
+	printf("peak_rss_mb\t%.1f\n", (double)ncf_peak_rss() / 1e6);
+	ncf_backend_close(&be);
+	free(mask);
+	free(params);
+	ncf_cache_free(&cache);
+	return 0;
+}

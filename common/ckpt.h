@@ -1,0 +1,42 @@
+/*
+ * ckpt.h - the checkpoint (.ncfm) that ncf-train writes and ncf-eval,
+ * ncf-infer and ncf-train --resume read.  The byte layout is documented at
+ * the top of ckpt.c and in ncf-model(5).
+ */
+#ifndef NCF_CKPT_H
+#define NCF_CKPT_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+#define NCF_CKPT_VERSION 1
+
+struct ncf_ckpt {
+	struct ncf_shape shape;
+	struct ncf_hparams hp;
+	uint32_t fingerprint;	  /* ncf_cache_fingerprint of the training cache */
+	uint64_t train_positives; /* P of that cache */
+	uint64_t step;		  /* Adam steps taken */
+	uint32_t epoch;		  /* the epoch in progress, 0-based */
+	uint64_t position;	  /* next position of that epoch's stream (0: its start) */
+	double epoch_loss;	  /* loss sum of the epoch so far */
+	uint32_t epochs_done;	  /* epochs finished and evaluated */
+	uint32_t topk;		  /* K of the HR@K below */
+	double best_hr, best_ndcg;/* best HR@K so far, its NDCG; -1 none */
+	uint32_t best_epoch;	  /* 1-based epoch of the best HR, 0 none */
+	double last_hr, last_ndcg;/* of the last finished epoch; -1 none */
+	uint32_t *user_ids;	  /* (U) original ids */
+	uint32_t *item_ids;	  /* (I) */
+	float *params;		  /* (layout total) */
+	float *m, *v;		  /* (layout total) Adam moments; NULL when not loaded */
+};
+
+/* Write ck to path atomically.  Returns 0 or -1 (reported). */
+int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path);
+/* Read and validate a checkpoint ("-": stdin); with_adam 0 skips keeping
+ * the moments (they are still checked).  Returns 0 or -1 (reported). */
+int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam);
+void ncf_ckpt_free(struct ncf_ckpt *ck);
+
+#endif

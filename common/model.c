@@ -1,0 +1,112 @@
+/* model.c - see model.h. */
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+#include "ncf_hd.h"
+
+void ncf_layout_make(const struct ncf_shape *s, struct ncf_layout *l)
+{
+	memset(l, 0, sizeof *l);
+	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
+	size_t o = 0;
+	l->p = o;
+	o += U * F;
+	l->q = o;
+	o += I * F;
+	l->pm = o;
+	o += U * M;
+	l->qm = o;
+	o += I * M;
+	l->dense = o;
+	for (uint32_t k = 1; k < s->n_layers; k++) {
+		l->w[k] = o;
+		o += (size_t)s->layers[k] * s->layers[k - 1];
+		l->b[k] = o;
+		o += s->layers[k];
+	}
+	l->head_w = o;
+	o += F + ncf_shape_last(s);
+	l->head_b = o;
+	o += 1;
+	l->total = o;
+}
+
+/* Uniform in [-limit, limit) for element k of tensor t. */
+static float init_uniform(uint64_t seed, uint32_t t, size_t k, float limit)
+{
+	ncf_u32x4 r = ncf_rng(seed, NCF_RNG_INIT, t, k, 0);
+	return (2.0f * ncf_uniform01(r.v[0]) - 1.0f) * limit;
+}
+
+/* N(0, sd) for element k of tensor t (Box-Muller on one Philox block). */
+static float init_normal(uint64_t seed, uint32_t t, size_t k, float sd)
+{
+	ncf_u32x4 r = ncf_rng(seed, NCF_RNG_INIT, t, k, 1);
+	double u1 = ((double)r.v[0] + 1.0) / 4294967296.0; /* (0, 1] */
+	double u2 = (double)r.v[1] / 4294967296.0;
+	return (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void ncf_model_init(const struct ncf_shape *s, const struct ncf_layout *l, uint64_t seed,
+		    float *params)
+{
+	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
+	struct {
+		size_t off, n;
+	} emb[4] = {{l->p, U * F}, {l->q, I * F}, {l->pm, U * M}, {l->qm, I * M}};
+	for (uint32_t t = 0; t < 4; t++) {
+		float *x = params + emb[t].off;
+		size_t n = emb[t].n;
+#pragma omp parallel for schedule(static)
+		for (int64_t k = 0; k < (int64_t)n; k++)
+			x[k] = init_normal(seed, t, (size_t)k, 0.01f);
+	}
+	uint32_t t = 4;
+	for (uint32_t k = 1; k < s->n_layers; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k];
+		float glorot = sqrtf(6.0f / (float)(in + out));
+		float *w = params + l->w[k], *b = params + l->b[k];
+		for (size_t j = 0; j < in * out; j++)
+			w[j] = init_uniform(seed, t, j, glorot);
+		t++;
+		float bl = 1.0f / sqrtf((float)in);
+		for (size_t j = 0; j < out; j++)
+			b[j] = init_uniform(seed, t, j, bl);
+		t++;
+	}
+	size_t hin = F + ncf_shape_last(s);
+	float lecun = sqrtf(3.0f / (float)hin);
+	for (size_t j = 0; j < hin; j++)
+		params[l->head_w + j] = init_uniform(seed, t, j, lecun);
+	t++;
+	params[l->head_b] = init_uniform(seed, t, 0, 1.0f / sqrtf((float)hin));
+}
+
+double ncf_dense_macs_per_sample(const struct ncf_shape *s)
+{
+	double m = 0;
+	for (uint32_t k = 1; k < s->n_layers; k++)
+		m += (double)s->layers[k] * s->layers[k - 1];
+	return m + s->factors + ncf_shape_last(s) + s->factors;
+}
+
+double ncf_dense_macs_factorized(const struct ncf_shape *s)
+{
+	return ncf_dense_macs_per_sample(s) - (double)s->layers[1] * s->layers[0];
+}
+
+const char *ncf_shape_check(const struct ncf_shape *s)
+{
+	if (s->n_layers < 2 || s->n_layers > NCF_MAX_LAYERS)
+		return "--layers needs 2 to 8 sizes (the input width first)";
+	if (s->layers[0] % 2)
+		return "--layers: the first size is the concatenated user and item MLP embeddings "
+		       "and must be even";
+	for (uint32_t k = 0; k < s->n_layers; k++)
+		if (s->layers[k] < 1 || s->layers[k] > 8192)
+			return "--layers: sizes must be from 1 to 8192";
+	if (s->factors < 1 || s->factors > 65536)
+		return "--factors must be from 1 to 65536";
+	return NULL;
+}

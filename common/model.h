@@ -1,0 +1,93 @@
+/*
+ * model.h - NeuMF as NVIDIA defines it (DESIGN.md section 3): the shape,
+ * the layout of all parameters in one flat float vector, the
+ * initialisation, the hyperparameters.
+ *
+ * Legend: U users, I items, F GMF factors, M = layers[0] / 2 the MLP
+ * embedding width, H_l the hidden widths layers[1..], B batch.
+ *
+ *   GMF:  g = P[u] * Q[i]                                      (F)
+ *   MLP:  x = [Pm[u], Qm[i]]                                   (2M)
+ *         h_l = dropout(relu(W_l h_{l-1} + b_l)), l = 1..L     (H_l)
+ *   head: logit = w . [g, h_L] + b                             (1)
+ *
+ * The flat vector holds, in this order (row-major, PyTorch's Linear
+ * layout: W_l is (H_l, H_{l-1})):
+ *   P (U, F) | Q (I, F) | Pm (U, M) | Qm (I, M) |
+ *   W_1 (H_1, 2M) | b_1 (H_1) | ... | W_L | b_L | w (F + H_L) | b (1)
+ * Embeddings come first, the dense part after it (ncf_layout.dense).
+ */
+#ifndef NCF_MODEL_H
+#define NCF_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NCF_MAX_LAYERS 8
+
+struct ncf_shape {
+	uint32_t users;			 /* U */
+	uint32_t items;			 /* I */
+	uint32_t factors;		 /* F */
+	uint32_t n_layers;		 /* entries in layers, >= 2 */
+	uint32_t layers[NCF_MAX_LAYERS]; /* 2M, H_1, ..., H_L (NVIDIA: 256,256,128,64) */
+};
+
+struct ncf_layout {
+	size_t p, q, pm, qm;	       /* embedding tables */
+	size_t w[NCF_MAX_LAYERS];      /* W_l for l = 1..L at w[l] (w[0] unused) */
+	size_t b[NCF_MAX_LAYERS];      /* b_l */
+	size_t head_w, head_b;	       /* w (F + H_L), b (1) */
+	size_t dense;		       /* first dense parameter (= W_1) */
+	size_t total;		       /* floats in all */
+};
+
+struct ncf_hparams {
+	float lr;	     /* Adam learning rate (NVIDIA 0.0045) */
+	float beta1;	     /* 0.25 */
+	float beta2;	     /* 0.5 */
+	float eps;	     /* 1e-8 */
+	float dropout;	     /* 0.5; 0 = none */
+	uint32_t negatives;  /* per positive (4) */
+	uint32_t true_neg;   /* reject training positives as negatives */
+	uint64_t batch;	     /* global batch (2^20) */
+	uint64_t seed;	     /* of initialisation, stream and dropout */
+};
+
+/* M and L of a shape. */
+static inline uint32_t ncf_shape_m(const struct ncf_shape *s)
+{
+	return s->layers[0] / 2;
+}
+static inline uint32_t ncf_shape_hidden(const struct ncf_shape *s)
+{
+	return s->n_layers - 1;
+}
+static inline uint32_t ncf_shape_last(const struct ncf_shape *s)
+{
+	return s->layers[s->n_layers - 1];
+}
+
+/* Fill the layout of shape s. */
+void ncf_layout_make(const struct ncf_shape *s, struct ncf_layout *l);
+
+/*
+ * NVIDIA's initialisation, from Philox (NCF_RNG_INIT, a = tensor number):
+ * embeddings N(0, 0.01); MLP weights Glorot uniform; head weight LeCun
+ * uniform (limit sqrt(3 / fan_in)); biases uniform +-1/sqrt(fan_in).
+ * params has l->total floats.
+ */
+void ncf_model_init(const struct ncf_shape *s, const struct ncf_layout *l, uint64_t seed,
+		    float *params);
+
+/* Multiply-adds per sample of the dense layers: unfactorized (the MLP as
+ * written) and the part that runs per sample with the first layer
+ * factorized (layers 2..L plus head and GMF). */
+double ncf_dense_macs_per_sample(const struct ncf_shape *s);
+double ncf_dense_macs_factorized(const struct ncf_shape *s);
+
+/* Check a shape: first layer even, sizes in range.  Returns NULL or a
+ * message. */
+const char *ncf_shape_check(const struct ncf_shape *s);
+
+#endif
