@@ -24,20 +24,24 @@
 	})
 #endif
 
-#ifndef NCF_HAVE_MPI
-/* Launchers announce the job size in the environment. */
+/* Launchers announce the job in the environment: 0 when none did, else
+ * the job size they give (1 for a launcher that gives no size). */
 static int launcher_size(void)
 {
-	static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-				     "SLURM_NTASKS", "MPI_LOCALNRANKS", NULL};
-	for (int i = 0; vars[i]; i++) {
-		const char *v = getenv(vars[i]);
-		if (v && atoi(v) > 1 && (i != 3 || getenv("SLURM_STEP_ID")))
+	static const char *sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+				      "MPI_LOCALNRANKS", NULL};
+	for (int i = 0; sizes[i]; i++) {
+		const char *v = getenv(sizes[i]);
+		if (v && atoi(v) >= 1)
 			return atoi(v);
 	}
-	return 1;
+	if (getenv("PMIX_RANK") || getenv("PMI_RANK"))
+		return 1;
+	const char *slurm = getenv("SLURM_NTASKS");
+	if (slurm && getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"))
+		return atoi(slurm) >= 1 ? atoi(slurm) : 1;
+	return 0;
 }
-#endif
 
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 {
@@ -45,6 +49,10 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 	d->size = 1;
 	d->local_size = 1;
 #ifdef NCF_HAVE_MPI
+	/* Without a launcher this is a job of one: skip MPI_Init, which would
+	 * start a singleton runtime (Open MPI forks an orted) for nothing. */
+	if (launcher_size() == 0)
+		return 0;
 	int inited = 0;
 	MPI_Initialized(&inited);
 	if (!inited) {

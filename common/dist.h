@@ -22,8 +22,9 @@ struct ncf_dist {
 };
 
 /*
- * Start: MPI_Init when built with MPI (a run without mpirun is a job of
- * one).  A build without MPI started by mpirun with several processes
+ * Start: MPI_Init when built with MPI and started by a launcher (mpirun,
+ * srun: seen in the environment); without one it is a job of one and MPI
+ * is not initialised.  A build without MPI started by mpirun with several processes
  * (seen in the launcher's environment) is refused with a message: returns
  * -1.  Returns 0.
  */

@@ -72,6 +72,7 @@ struct cpu {
 	uint32_t *slot_user;	     /* (Bu) user of each slot */
 	uint32_t *slot_item;	     /* (Bi) */
 	uint32_t *ustart, *ulist;    /* (Bu+1), (B) samples per user slot */
+	uint32_t *rowof;	     /* (B) row of each sample in user order */
 	uint32_t *istart, *ilist;    /* (Bi+1), (B) */
 	float *xu, *xi;		     /* (Bu, M), (Bi, M) gathered MLP embeddings */
 	float *au, *ai;		     /* (Bu, H1), (Bi, H1) first layer per slot */
@@ -190,7 +191,7 @@ static void cpu_free(struct ncf_backend *be)
 	free(c->su), free(c->si), free(c->lab), free(c->slot_u), free(c->slot_i);
 	free(c->dlogit), free(c->dz1), free(c->chunk_loss);
 	free(c->uslot), free(c->islot), free(c->slot_user), free(c->slot_item);
-	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist);
+	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
 	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
 	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
 	free(c);
@@ -259,6 +260,7 @@ static void grow_samples(struct cpu *c, const struct ncf_shape *s, size_t n)
 	c->dz1 = ncf_xrealloc(c->dz1, n * H1 * sizeof *c->dz1);
 	c->chunk_loss = ncf_xrealloc(c->chunk_loss, (n / CHUNK + 1) * sizeof *c->chunk_loss);
 	c->ulist = ncf_xrealloc(c->ulist, n * sizeof *c->ulist);
+	c->rowof = ncf_xrealloc(c->rowof, n * sizeof *c->rowof);
 	c->ilist = ncf_xrealloc(c->ilist, n * sizeof *c->ilist);
 }
 
@@ -402,11 +404,11 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 		mult[h] = u16[h] >= drop16 ? scale : 0.0f;
 }
 
-/* z += b, ReLU, dropout (hidden layer index `layer`, positions pos0 + j),
- * in place: z is (n, H). */
+/* z += b, ReLU, dropout (hidden layer index `layer`; row j is the sample
+ * at epoch position pos0 + order[j]), in place: z is (n, H). */
 static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float *restrict b,
 			      int drop, uint32_t drop16, float scale, uint64_t seed, uint32_t epoch,
-			      uint64_t pos0, uint32_t layer)
+			      uint64_t pos0, const uint32_t *order, uint32_t layer)
 {
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t j = 0; j < n; j++) {
@@ -418,7 +420,7 @@ static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float
 			}
 			continue;
 		}
-		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + j, layer);
+		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
 		for (size_t h = 0; h < H; h++) {
 			float x = row[h] + b[h];
 			row[h] = (x > 0.0f ? x : 0.0f) * mult[h];
@@ -435,16 +437,20 @@ static void relu_dropout_back(float *restrict dz, const float *restrict dh,
 }
 
 /*
- * Forward and backward of one chunk of samples [j0, j0 + n) of the step;
- * weight gradients of layers 2..L and the head go to lane (tail layout),
- * dz1 to c->dz1, dlogit to c->dlogit.  Returns the chunk's loss sum.
+ * Forward and backward of rows [k0, k0 + n) of the step, in user order:
+ * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
+ * of one user are adjacent).  Weight gradients of layers 2..L and the head
+ * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
+ * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  Returns the
+ * rows' loss sum.
  */
-static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t j0,
+static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
 			  size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	const float *prm = c->params;
+	const uint32_t *order = c->ulist + k0;
 	uint32_t nl = s->n_layers, last = nl - 1;
 	size_t F = s->factors, H1 = s->layers[1];
 	int drop = be->hp.dropout > 0.0f;
@@ -454,20 +460,22 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 
 	/* layer 1, factorized: gather the per-slot projections */
 	float *h1 = x->h[1];
-	for (size_t j = 0; j < n; j++) {
-		const float *a = c->au + (size_t)c->slot_u[j0 + j] * H1;
-		const float *b = c->ai + (size_t)c->slot_i[j0 + j] * H1;
-		float *z = h1 + j * H1;
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		const float *restrict a = c->au + (size_t)c->slot_u[j] * H1;
+		const float *restrict b = c->ai + (size_t)c->slot_i[j] * H1;
+		float *restrict z = h1 + r * H1;
 		for (size_t h = 0; h < H1; h++)
 			z[h] = a[h] + b[h];
 	}
-	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, 0);
+	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, order,
+			  0);
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f,
 			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)out);
 		bias_relu_dropout(x->h[k], n, out, prm + L->b[k], drop, drop16, scale, seed, epoch,
-				  pos0, k - 1);
+				  pos0, order, k - 1);
 	}
 	/* GMF, head, loss */
 	const float *wg = prm + L->head_w, *wh = wg + F;
@@ -475,25 +483,28 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	size_t HL = s->layers[last];
 	const float *hL = x->h[last];
 	double loss = 0;
-	float *lw = lane + (L->head_w - c->tail_off);
-	float *lwh = lw + F, *lb = lane + (L->head_b - c->tail_off);
-	for (size_t j = 0; j < n; j++) {
-		const float *pu = prm + L->p + (size_t)c->su[j0 + j] * F;
-		const float *qi = prm + L->q + (size_t)c->si[j0 + j] * F;
-		float *g = x->g + j * F;
+	float *restrict lw = lane + (L->head_w - c->tail_off);
+	float *restrict lwh = lw + F, *restrict lb = lane + (L->head_b - c->tail_off);
+	float *restrict dl_row = x->logit;
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		const float *restrict pu = prm + L->p + (size_t)c->su[j] * F;
+		const float *restrict qi = prm + L->q + (size_t)c->si[j] * F;
+		float *restrict g = x->g + r * F;
 		float acc = 0.0f;
 		for (size_t f = 0; f < F; f++) {
 			g[f] = pu[f] * qi[f];
 			acc += wg[f] * g[f];
 		}
-		const float *hrow = hL + j * HL;
+		const float *hrow = hL + r * HL;
 		for (size_t h = 0; h < HL; h++)
 			acc += wh[h] * hrow[h];
 		float logit = acc + hb;
-		float y = (float)c->lab[j0 + j];
+		float y = (float)c->lab[j];
 		loss += (double)ncf_bce(logit, y);
 		float dl = (ncf_sigmoid(logit) - y) * inv_n;
-		c->dlogit[j0 + j] = dl;
+		c->dlogit[j] = dl;
+		dl_row[r] = dl;
 		for (size_t f = 0; f < F; f++)
 			lw[f] += dl * g[f];
 		for (size_t h = 0; h < HL; h++)
@@ -502,25 +513,23 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	}
 	/* backward through layers L..2 */
 	float *dh = x->dh, *dz = x->dz;
-	for (size_t j = 0; j < n; j++) {
-		float dl = c->dlogit[j0 + j];
+	for (size_t r = 0; r < n; r++)
 		for (size_t h = 0; h < HL; h++)
-			dh[j * HL + h] = dl * wh[h];
-	}
+			dh[r * HL + h] = dl_row[r] * wh[h];
 	for (uint32_t k = last; k >= 2; k--) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		relu_dropout_back(dz, dh, x->h[k], n * out, scale);
 		float *lW = lane + (L->w[k] - c->tail_off), *lB = lane + (L->b[k] - c->tail_off);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f,
 			    dz, (int)out, x->h[k - 1], (int)in, 1.0f, lW, (int)in);
-		for (size_t j = 0; j < n; j++)
+		for (size_t r = 0; r < n; r++)
 			for (size_t h = 0; h < out; h++)
-				lB[h] += dz[j * out + h];
+				lB[h] += dz[r * out + h];
 		/* dh for layer k-1 */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f,
 			    dz, (int)out, prm + L->w[k], (int)in, 0.0f, dh, (int)in);
 	}
-	relu_dropout_back(c->dz1 + j0 * H1, dh, h1, n * H1, scale);
+	relu_dropout_back(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
 	return loss;
 }
 
@@ -573,6 +582,9 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 	c->ai = ncf_xrealloc(c->ai, (size_t)c->cap_i * H1 * sizeof(float));
 	c->dai = ncf_xrealloc(c->dai, (size_t)c->cap_i * H1 * sizeof(float));
 	size_t cap_ui = c->cap_u > c->cap_i ? c->cap_u : c->cap_i;
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)B; k++)
+		c->rowof[c->ulist[k]] = (uint32_t)k;
 	c->dx = ncf_xrealloc(c->dx, cap_ui * M * sizeof(float));
 
 	prof_mark(1);
@@ -600,8 +612,7 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		float *lane = c->lane + (size_t)l * c->tail_len;
 		for (size_t ch = (size_t)l; ch < chunks; ch += LANES) {
 			size_t j0 = ch * CHUNK, cn = B - j0 < CHUNK ? B - j0 : CHUNK;
-			c->chunk_loss[ch] =
-				chunk_train(be, c, x, j0, cn, pos0 + j0, epoch, inv_n, lane);
+			c->chunk_loss[ch] = chunk_train(be, c, x, j0, cn, pos0, epoch, inv_n, lane);
 		}
 	}
 	prof_mark(3);
@@ -625,7 +636,7 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		float *d = c->dau + (size_t)k * H1;
 		memset(d, 0, H1 * sizeof(float));
 		for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
-			const float *z = c->dz1 + (size_t)c->ulist[e] * H1;
+			const float *z = c->dz1 + (size_t)e * H1; /* rows are in user order */
 			for (size_t h = 0; h < H1; h++)
 				d[h] += z[h];
 		}
@@ -635,7 +646,7 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		float *d = c->dai + (size_t)k * H1;
 		memset(d, 0, H1 * sizeof(float));
 		for (uint32_t e = c->istart[k]; e < c->istart[k + 1]; e++) {
-			const float *z = c->dz1 + (size_t)c->ilist[e] * H1;
+			const float *z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
 			for (size_t h = 0; h < H1; h++)
 				d[h] += z[h];
 		}
@@ -781,7 +792,7 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 		size_t in = s->layers[k - 1], outw = s->layers[k];
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)outw, (int)in, 1.0f,
 			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)outw);
-		bias_relu_dropout(x->h[k], n, outw, prm + L->b[k], 0, 0, 1.0f, 0, 0, 0, 0);
+		bias_relu_dropout(x->h[k], n, outw, prm + L->b[k], 0, 0, 1.0f, 0, 0, 0, NULL, 0);
 	}
 	const float *wg = prm + L->head_w, *wh = wg + F;
 	size_t HL = s->layers[last];

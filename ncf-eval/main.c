@@ -1,0 +1,223 @@
+/*
+ * ncf-eval - HR@K and NDCG@K of a model (or of the popularity ranking) on a
+ * cache's evaluation candidates.  See ncf-eval(1).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cache.h"
+#include "ckpt.h"
+#include "cli.h"
+#include "dist.h"
+#include "err.h"
+#include "evaluate.h"
+#include "io.h"
+#include "metrics.h"
+
+static void usage(void)
+{
+	printf("usage: ncf-eval -m MODEL [options] CACHE\n"
+	       "       ncf-eval --baseline popularity [options] CACHE\n"
+	       "\n"
+	       "Rank each user's test item among its evaluation negatives and print HR@K,\n"
+	       "NDCG@K and the number of users as key<TAB>value lines.\n"
+	       "\n"
+	       "  -m, --model MODEL        a checkpoint written by ncf-train\n"
+	       "      --baseline popularity  rank items by their training count instead\n"
+	       "  -k, --topk K             K of HR@K and NDCG@K (default 10)\n"
+	       "      --json               print one JSON object instead\n"
+	       "      --device auto|cpu|cuda  where to score (default auto)\n"
+	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
+	       "      --threads N          CPU threads (default: all)\n"
+	       "  -q, --quiet              print errors only\n"
+	       "  -v, --verbose            print timings\n"
+	       "  -h, --help               show this help\n"
+	       "  -V, --version            show the version\n"
+	       "\n"
+	       "Exit status: 0 ok, 1 failure (bad file, model and cache do not match), 2 usage,\n"
+	       "3 device unavailable.\n");
+}
+
+enum { OPT_BASELINE = 256, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_THREADS };
+
+/* Ranks of every user under the popularity ranking: candidates scored by
+ * their number of training positives. */
+static void popularity_ranks(const struct ncf_cache *c, const uint8_t *mask, uint32_t *ranks)
+{
+	float *pop = ncf_xcalloc(c->items, sizeof *pop);
+	for (int64_t k = 0; k < c->train_positives; k++)
+		pop[c->train_items[k]] += 1.0f;
+	uint32_t N = c->eval_negatives;
+#pragma omp parallel
+	{
+		float *sc = ncf_xmalloc(((size_t)N + 1) * sizeof *sc);
+#pragma omp for schedule(static)
+		for (int64_t u = 0; u < (int64_t)c->users; u++) {
+			for (uint32_t k = 0; k < N; k++)
+				sc[k] = pop[c->eval_neg[(size_t)u * N + k]];
+			ranks[u] = ncf_rank(pop[c->test_items[u]], sc, mask + (size_t)u * N, N);
+		}
+		free(sc);
+	}
+	free(pop);
+}
+
+int main(int argc, char **argv)
+{
+	ncf_set_progname(argv[0]);
+	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
+	static const struct option opts[] = {
+		{"model", required_argument, 0, 'm'},
+		{"baseline", required_argument, 0, OPT_BASELINE},
+		{"topk", required_argument, 0, 'k'},
+		{"json", no_argument, 0, OPT_JSON},
+		{"device", required_argument, 0, OPT_DEVICE},
+		{"precision", required_argument, 0, OPT_PRECISION},
+		{"threads", required_argument, 0, OPT_THREADS},
+		{"quiet", no_argument, 0, 'q'},
+		{"verbose", no_argument, 0, 'v'},
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, 'V'},
+		{0, 0, 0, 0},
+	};
+	const char *model = NULL, *baseline = NULL;
+	uint32_t topk = 10;
+	int json = 0, threads = 0, version = 0, c;
+	enum ncf_device device = NCF_DEVICE_AUTO;
+	enum ncf_precision precision = NCF_PRECISION_DEFAULT;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":m:k:qvhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			model = optarg;
+			break;
+		case OPT_BASELINE:
+			if (strcmp(optarg, "popularity") != 0)
+				ncf_usage_error("--baseline: '%s' is not a baseline (popularity)",
+						ncf_escape(optarg, strlen(optarg), 40));
+			baseline = optarg;
+			break;
+		case 'k':
+			topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
+			break;
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_DEVICE:
+			if (ncf_device_parse(optarg, &device) != 0)
+				ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
+						ncf_escape(optarg, strlen(optarg), 40));
+			break;
+		case OPT_PRECISION:
+			if (ncf_precision_parse(optarg, &precision) != 0)
+				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
+						ncf_escape(optarg, strlen(optarg), 40));
+			break;
+		case OPT_THREADS:
+			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
+			break;
+		case 'q':
+			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
+			break;
+		case 'v':
+			ncf_verbosity++;
+			break;
+		case 'h':
+			usage();
+			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
+		case 'V':
+			version = 1;
+			break;
+		case ':':
+			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (version) {
+		ncf_print_version(ncf_verbosity > 2, NULL);
+		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
+	}
+	if (!model && !baseline)
+		ncf_usage_error("give a model (-m MODEL) or --baseline popularity");
+	if (model && baseline)
+		ncf_usage_error("-m and --baseline exclude each other");
+	if (optind >= argc)
+		ncf_usage_error("no cache given");
+	if (argc - optind > 1)
+		ncf_usage_error("one cache only ('%s' is extra)", argv[optind + 1]);
+	const char *cache_path = argv[optind];
+	if (model && !strcmp(model, "-") && !strcmp(cache_path, "-"))
+		ncf_usage_error("the model and the cache cannot both come from stdin");
+
+	struct ncf_dist dist;
+	if (ncf_dist_init(&dist, &argc, &argv) != 0)
+		return NCF_EXIT_FAIL;
+	struct ncf_cache cache;
+	if (ncf_cache_read(cache_path, &cache) != 0)
+		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+	double t0 = ncf_now(), hr = 0, ndcg = 0;
+	if (baseline) {
+		uint8_t *mask = ncf_eval_mask(cache.test_items, cache.eval_neg, cache.users,
+					      cache.eval_negatives, cache.items);
+		uint32_t *ranks = ncf_xmalloc((size_t)cache.users * sizeof *ranks);
+		popularity_ranks(&cache, mask, ranks);
+		ncf_metrics_from_ranks(ranks, cache.users, topk, &hr, &ndcg);
+		free(ranks);
+		free(mask);
+	} else {
+		struct ncf_ckpt ck;
+		if (ncf_ckpt_read(model, &ck, 0) != 0)
+			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		uint32_t fp = ncf_cache_fingerprint(&cache);
+		if (ck.fingerprint != fp || ck.shape.users != cache.users ||
+		    ck.shape.items != cache.items) {
+			ncf_error("%s and %s do not belong together: the model was trained on %u users "
+				  "and %u items (data fingerprint %08x), the cache has %u users and %u "
+				  "items (fingerprint %08x); evaluate with the cache the model was "
+				  "trained on",
+				  model, cache_path, ck.shape.users, ck.shape.items, ck.fingerprint,
+				  cache.users, cache.items, fp);
+			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		}
+		struct ncf_backend be;
+		int rc = ncf_backend_open(&be, device, &ck.shape, &ck.hp, precision, threads, &dist);
+		if (rc != 0)
+			ncf_dist_abort(&dist, rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL);
+		uint8_t *mask = NULL;
+		if (be.i->set_state(&be, ck.params, NULL, NULL) != 0 ||
+		    ncf_backend_load_cache(&be, &cache, &mask, 0) != 0 ||
+		    ncf_evaluate(&be, &cache, topk, &hr, &ndcg) != 0)
+			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		ncf_backend_close(&be);
+		free(mask);
+		ncf_ckpt_free(&ck);
+	}
+	double dt = ncf_now() - t0;
+	ncf_debug("evaluated %u users x %u candidates in %.3f s (%.0f candidates/s)", cache.users,
+		  cache.eval_negatives + 1, dt,
+		  dt > 0 ? (double)cache.users * (cache.eval_negatives + 1) / dt : 0.0);
+	int status = 0;
+	if (dist.rank == 0) {
+		if (json) {
+			printf("{\"hr@%u\": %.6f, \"ndcg@%u\": %.6f, \"users\": %u", topk, hr, topk, ndcg,
+			       cache.users);
+			if (!isnan(cache.oracle_hr))
+				printf(", \"oracle_hr@10\": %.6f", cache.oracle_hr);
+			printf("}\n");
+		} else {
+			printf("hr@%u\t%.6f\nndcg@%u\t%.6f\nusers\t%u\n", topk, hr, topk, ndcg,
+			       cache.users);
+			if (!isnan(cache.oracle_hr))
+				printf("oracle_hr@10\t%.6f\n", cache.oracle_hr);
+		}
+		if (ncf_close_stdout() != 0)
+			status = NCF_EXIT_FAIL;
+	}
+	ncf_cache_free(&cache);
+	ncf_dist_finish(&dist);
+	return status;
+}

@@ -1,0 +1,200 @@
+/*
+ * test_grad - the cpu backend's gradient of the whole NeuMF (factorized
+ * first layer, dropout, GMF, head, BCE) against central finite differences
+ * of an independent double-precision evaluation of the unfactorized model,
+ * on the same samples and dropout masks; and bit-identical gradients for 1
+ * and 2 threads.
+ *
+ * Tolerances.  The reference loss is double; the backend computes in
+ * float, so its loss agrees to float rounding (rel 1e-5 over a few hundred
+ * terms).  Finite differences with h = 1e-6 in double have truncation error
+ * O(h^2) ~ 1e-12 and no kink trouble unless a ReLU input sits within 1e-6
+ * of 0 (we check that none does); the backend's float gradient carries
+ * accumulation error of a few ulps of the summed terms, so we accept
+ * |g - fd| <= 1e-6 + 1e-3 |fd| per parameter: 1e-6 is ~10 ulps of the
+ * largest terms (~1e-2) of a mean over 100+ samples, and 1e-3 relative
+ * leaves room for cancellation in small gradients.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "model.h"
+#include "ncf_hd.h"
+#include "tap.h"
+
+/* A small data set: U users, I items, CSR by hand. */
+#define U 7
+#define I 11
+static const int64_t offsets[U + 1] = {0, 3, 5, 9, 10, 13, 13, 16};
+static const uint32_t items[16] = {0, 4, 7, 1, 2, 3, 5, 8, 10, 6, 0, 9, 10, 2, 4, 6};
+static uint32_t entry_user[16];
+
+static struct ncf_shape shape = {.users = U, .items = I, .factors = 4, .n_layers = 4,
+				 .layers = {8, 6, 4, 3}};
+static struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				.dropout = 0.3f, .negatives = 2, .true_neg = 0, .batch = 48,
+				.seed = 7};
+static struct ncf_layout L;
+static double min_relu_gap; /* smallest |pre-activation| seen */
+
+/* Mean BCE over positions [first, first + n) of epoch, in double, the
+ * model written out plainly: x = [Pm[u], Qm[i]], h_k = drop(relu(W_k h + b)). */
+static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t n)
+{
+	uint64_t S = 16 * (1 + hp.negatives);
+	ncf_perm perm = ncf_perm_make(S, hp.seed, epoch);
+	uint32_t drop16 = ncf_dropout_threshold(hp.dropout);
+	double scale = (double)(1.0f / (1.0f - hp.dropout));
+	size_t F = shape.factors, M = shape.layers[0] / 2;
+	double total = 0;
+	for (uint64_t t = first; t < first + n; t++) {
+		uint32_t u, it;
+		int y = ncf_sample_at(&perm, t, hp.seed, epoch, 16, I, 0, entry_user, offsets, items,
+				      &u, &it);
+		double h[2][64];
+		for (size_t k = 0; k < M; k++) {
+			h[0][k] = p[L.pm + u * M + k];
+			h[0][M + k] = p[L.qm + it * M + k];
+		}
+		int cur = 0;
+		size_t width = 2 * M;
+		for (uint32_t k = 1; k < shape.n_layers; k++) {
+			size_t out = shape.layers[k];
+			for (size_t o = 0; o < out; o++) {
+				double z = p[L.b[k] + o];
+				for (size_t q = 0; q < width; q++)
+					z += p[L.w[k] + o * width + q] * h[cur][q];
+				if (fabs(z) < min_relu_gap)
+					min_relu_gap = fabs(z);
+				double a = z > 0 ? z : 0;
+				ncf_u32x4 bits = ncf_dropout_bits(hp.seed, epoch, t, k - 1, (uint32_t)(o / 8));
+				a = ncf_dropout_keep(bits, (uint32_t)(o % 8), drop16) ? a * scale : 0;
+				h[1 - cur][o] = a;
+			}
+			cur = 1 - cur;
+			width = out;
+		}
+		double logit = p[L.head_b];
+		for (size_t f = 0; f < F; f++)
+			logit += p[L.head_w + f] * p[L.p + u * F + f] * p[L.q + it * F + f];
+		for (size_t q = 0; q < width; q++)
+			logit += p[L.head_w + F + q] * h[cur][q];
+		/* stable BCE with logits */
+		double l = (logit > 0 ? logit : 0) - logit * y + log1p(exp(-fabs(logit)));
+		total += l;
+	}
+	return total / (double)n;
+}
+
+static int run_grad(int threads, const float *params, uint64_t first, uint64_t n, float *g,
+		    double *loss)
+{
+	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend be;
+	if (ncf_backend_open(&be, NCF_DEVICE_CPU, &shape, &hp, NCF_PRECISION_DEFAULT, threads,
+			     &dist) != 0)
+		return -1;
+	struct ncf_train_data td = {.users = U, .items = I, .positives = 16, .offsets = offsets,
+				    .items_csr = items, .entry_user = entry_user};
+	int rc = be.i->set_state(&be, params, NULL, NULL) || be.i->set_train_data(&be, &td) ||
+		 be.i->grad(&be, 0, first, n, g, loss);
+	ncf_backend_close(&be);
+	return rc;
+}
+
+int main(void)
+{
+	for (uint32_t u = 0; u < U; u++)
+		for (int64_t k = offsets[u]; k < offsets[u + 1]; k++)
+			entry_user[k] = u;
+	ncf_layout_make(&shape, &L);
+	float *params = malloc(L.total * sizeof(float));
+	ncf_model_init(&shape, &L, hp.seed, params);
+	/* Embeddings of N(0, 0.01) make every gradient tiny; scale them up so
+	 * that the check sees gradients of ordinary size. */
+	for (size_t k = 0; k < L.dense; k++)
+		params[k] *= 30.0f;
+	float *g = malloc(L.total * sizeof(float));
+	float *g2 = malloc(L.total * sizeof(float));
+	double *p = malloc(L.total * sizeof(double));
+	for (size_t k = 0; k < L.total; k++)
+		p[k] = params[k];
+	uint64_t first = 5, n = 40; /* a batch that starts inside the epoch */
+	double loss;
+
+	tap_plan(7);
+	tap_ok(run_grad(1, params, first, n, g, &loss) == 0, "cpu backend computes a gradient");
+	min_relu_gap = INFINITY;
+	double ref = ref_loss(p, 0, first, n);
+	tap_ok(tap_close(loss / (double)n, ref, 0, 1e-5, "loss"),
+	       "loss equals the double-precision reference (rel 1e-5): %.8f", ref);
+	tap_diag("smallest |ReLU input| %.3g (finite differences need > 1e-5)", min_relu_gap);
+
+	const double h = 1e-6;
+	int bad = 0, checked = 0;
+	double worst = 0, largest = 0;
+	for (size_t k = 0; k < L.total; k++) {
+		double keep = p[k];
+		p[k] = keep + h;
+		double lp = ref_loss(p, 0, first, n);
+		p[k] = keep - h;
+		double lm = ref_loss(p, 0, first, n);
+		p[k] = keep;
+		double fd = (lp - lm) / (2 * h);
+		double err = fabs((double)g[k] - fd);
+		if (fabs(fd) > largest)
+			largest = fabs(fd);
+		double tol = 1e-6 + 1e-3 * fabs(fd);
+		if (err / tol > worst)
+			worst = err / tol;
+		if (err > tol) {
+			if (bad < 10)
+				tap_diag("parameter %zu: backend %.9g, finite difference %.9g", k,
+					 (double)g[k], fd);
+			bad++;
+		}
+		checked++;
+	}
+	tap_ok(bad == 0 && min_relu_gap > 1e-5,
+	       "all %d parameter gradients match finite differences (worst error %.2f of its "
+	       "tolerance)",
+	       checked, worst);
+	tap_diag("largest gradient %.3g", largest);
+	int nonzero = 0;
+	for (size_t k = 0; k < L.total; k++)
+		nonzero += g[k] != 0.0f;
+	tap_ok(nonzero > (int)L.total / 2, "the gradient is not trivially zero (%d of %zu nonzero)",
+	       nonzero, L.total);
+
+	tap_ok(run_grad(2, params, first, n, g2, &loss) == 0 &&
+		       memcmp(g, g2, L.total * sizeof(float)) == 0,
+	       "1 and 2 threads give bit-identical gradients");
+
+	/* Without dropout, and a batch that covers the whole epoch. */
+	hp.dropout = 0.0f;
+	uint64_t S = 16 * (1 + hp.negatives);
+	tap_ok(run_grad(2, params, 0, S, g, &loss) == 0 &&
+		       tap_close(loss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5, "loss"),
+	       "no dropout, whole epoch: loss equals the reference");
+	bad = 0;
+	for (size_t k = 0; k < L.total; k++) {
+		double keep = p[k];
+		p[k] = keep + h;
+		double lp = ref_loss(p, 0, 0, S);
+		p[k] = keep - h;
+		double lm = ref_loss(p, 0, 0, S);
+		p[k] = keep;
+		double fd = (lp - lm) / (2 * h);
+		if (fabs((double)g[k] - fd) > 1e-6 + 1e-3 * fabs(fd))
+			bad++;
+	}
+	tap_ok(bad == 0, "no dropout, whole epoch: gradients match finite differences (%d off)",
+	       bad);
+	free(params), free(g), free(g2), free(p);
+	return tap_done();
+}
