@@ -47,9 +47,11 @@
 #define LANES 64   /* accumulators of the dense weight gradients */
 #define TILE 2048  /* table rows per tile */
 #define NCF_MAX_HIDDEN 8192 /* widest layer (model.h limit) */
+#define PAD16(n) (((n) + 15) & ~(size_t)15) /* inference row stride */
 
 struct scratch {
 	float *h[NCF_MAX_LAYERS]; /* (CHUNK, H_k) activations after dropout, h[1..L] */
+	float *hp[NCF_MAX_LAYERS];/* (CHUNK, pad16(H_k)) inference activations, k >= 2 */
 	float *dh, *dz;		  /* (CHUNK, max H) */
 	float *g;		  /* (CHUNK, F) */
 	float *logit;		  /* (CHUNK) */
@@ -87,6 +89,7 @@ struct cpu {
 	int nthreads;
 	/* evaluation / scoring tables: first layer for every user and item */
 	float *AU, *AI;		     /* (U, H1) with b1 added, (I, H1) */
+	float *wt[NCF_MAX_LAYERS];   /* W_k^T packed (H_{k-1}, pad16(H_k)) for k >= 2 */
 	int tables_valid;
 };
 
@@ -165,6 +168,8 @@ static int cpu_init(struct ncf_backend *be)
 		struct scratch *x = &c->ts[t];
 		for (uint32_t k = 1; k < s->n_layers; k++)
 			x->h[k] = ncf_xmalloc((size_t)CHUNK * s->layers[k] * sizeof(float));
+		for (uint32_t k = 2; k < s->n_layers; k++)
+			x->hp[k] = ncf_xmalloc((size_t)CHUNK * PAD16(s->layers[k]) * sizeof(float));
 		x->dh = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(float));
 		x->dz = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(float));
 		x->g = ncf_xmalloc((size_t)CHUNK * s->factors * sizeof(float));
@@ -180,7 +185,7 @@ static void cpu_free(struct ncf_backend *be)
 		return;
 	for (int t = 0; t < c->nthreads; t++) {
 		for (uint32_t k = 1; k < be->shape.n_layers; k++)
-			free(c->ts[t].h[k]);
+			free(c->ts[t].h[k]), free(c->ts[t].hp[k]);
 		free(c->ts[t].dh);
 		free(c->ts[t].dz);
 		free(c->ts[t].g);
@@ -194,6 +199,8 @@ static void cpu_free(struct ncf_backend *be)
 	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
 	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
 	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
+	for (int k = 0; k < NCF_MAX_LAYERS; k++)
+		free(c->wt[k]);
 	free(c);
 	be->impl = NULL;
 }
@@ -748,6 +755,89 @@ static int cpu_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint
 	return 0;
 }
 
+/*
+ * Inference layers: y (n, outp) = relu(x (n, in) W^T + b), computed so that
+ * every row's result depends on that row alone, never on the batch it came
+ * in: y[r][o] = relu(b[o] + sum over q = 0..in-1 of x[r][q] W[o][q]), the
+ * sum accumulated in q order with fused multiply-adds.  OpenBLAS sgemm does
+ * not promise this (a row's last bits depend on its place in the batch), and
+ * scores must not change with the batch: ncf-eval, ncf-infer --score and
+ * --recommend agree to the last digit.  wt is W^T packed (in, outp), outp =
+ * out rounded up to 16 with zero columns; x has row stride ldx.
+ */
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* R rows x 16 outputs starting at column o: the register tile. */
+#define DENSE_TILE(R)                                                                        \
+	static inline void dense_tile##R(const float *x, size_t ldx, size_t in,              \
+					 const float *wt, size_t outp, const float *b,        \
+					 float *y, size_t o)                                  \
+	{                                                                                    \
+		__m256 acc[R][2];                                                            \
+		for (int i = 0; i < R; i++)                                                  \
+			acc[i][0] = acc[i][1] = _mm256_setzero_ps();                         \
+		const float *w = wt + o;                                                     \
+		for (size_t q = 0; q < in; q++, w += outp) {                                 \
+			__m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);         \
+			for (int i = 0; i < R; i++) {                                        \
+				__m256 v = _mm256_broadcast_ss(x + i * ldx + q);             \
+				acc[i][0] = _mm256_fmadd_ps(v, w0, acc[i][0]);               \
+				acc[i][1] = _mm256_fmadd_ps(v, w1, acc[i][1]);               \
+			}                                                                    \
+		}                                                                            \
+		__m256 b0 = _mm256_loadu_ps(b + o), b1 = _mm256_loadu_ps(b + o + 8);        \
+		__m256 z = _mm256_setzero_ps();                                              \
+		for (int i = 0; i < R; i++) {                                                \
+			_mm256_storeu_ps(y + i * outp + o,                                   \
+					 _mm256_max_ps(_mm256_add_ps(acc[i][0], b0), z));    \
+			_mm256_storeu_ps(y + i * outp + o + 8,                               \
+					 _mm256_max_ps(_mm256_add_ps(acc[i][1], b1), z));    \
+		}                                                                            \
+	}
+DENSE_TILE(6)
+DENSE_TILE(1)
+
+/* Rows in tiles of 96 (their inputs stay in L2) times column blocks of 16
+ * (their weights stay in L1); 6-row register tiles, single rows at the end:
+ * each output goes through the same operations either way. */
+static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
+		       size_t outp, const float *b, size_t out, float *y)
+{
+	for (size_t r0 = 0; r0 < n; r0 += 96) {
+		size_t r1 = r0 + 96 < n ? r0 + 96 : n;
+		for (size_t o = 0; o < outp; o += 16) {
+			size_t r = r0;
+			for (; r + 6 <= r1; r += 6)
+				dense_tile6(x + r * ldx, ldx, in, wt, outp, b, y + r * outp, o);
+			for (; r < r1; r++)
+				dense_tile1(x + r * ldx, ldx, in, wt, outp, b, y + r * outp, o);
+		}
+	}
+	(void)out;
+}
+#else
+/* Portable version of the same contract (one row at a time). */
+static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
+		       size_t outp, const float *b, size_t out, float *y)
+{
+	for (size_t r = 0; r < n; r++) {
+		float *yr = y + r * outp;
+		for (size_t o = 0; o < outp; o++)
+			yr[o] = 0.0f;
+		for (size_t q = 0; q < in; q++) {
+			float v = x[r * ldx + q];
+			const float *w = wt + q * outp;
+			for (size_t o = 0; o < outp; o++)
+				yr[o] = fmaf(v, w[o], yr[o]);
+		}
+		for (size_t o = 0; o < outp; o++) {
+			float z = yr[o] + (o < out ? b[o] : 0.0f);
+			yr[o] = z > 0.0f ? z : 0.0f;
+		}
+	}
+}
+#endif
+
 /* The first layer of every user (b1 folded in) and item, for scoring. */
 static void build_tables(struct ncf_backend *be, struct cpu *c)
 {
@@ -767,10 +857,23 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 	for (int64_t u = 0; u < (int64_t)s->users; u++)
 		for (size_t h = 0; h < H1; h++)
 			c->AU[(size_t)u * H1 + h] += b1[h];
+	/* W_k^T packed with zero padding, then the padded bias right after */
+	for (uint32_t k = 2; k < s->n_layers; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k], outp = PAD16(out);
+		free(c->wt[k]);
+		c->wt[k] = ncf_xcalloc(in * outp + outp, sizeof(float));
+		const float *W = c->params + L->w[k];
+		for (size_t o = 0; o < out; o++)
+			for (size_t q = 0; q < in; q++)
+				c->wt[k][q * outp + o] = W[o * in + q];
+		memcpy(c->wt[k] + in * outp, c->params + L->b[k], out * sizeof(float));
+	}
 	c->tables_valid = 1;
 }
 
-/* Logits of n pairs, no dropout: one chunk with thread scratch x. */
+/* Logits of n pairs, no dropout: one chunk with thread scratch x.  Row
+ * independent (see dense_rows): a pair's logit does not depend on the
+ * others. */
 static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 			 const uint32_t *users, const uint32_t *items, size_t n, float *out)
 {
@@ -781,18 +884,21 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 	size_t F = s->factors, H1 = s->layers[1];
 	float *h1 = x->h[1];
 	for (size_t j = 0; j < n; j++) {
-		const float *a = c->AU + (size_t)users[j] * H1, *b = c->AI + (size_t)items[j] * H1;
-		float *z = h1 + j * H1;
+		const float *restrict a = c->AU + (size_t)users[j] * H1;
+		const float *restrict b = c->AI + (size_t)items[j] * H1;
+		float *restrict z = h1 + j * H1;
 		for (size_t h = 0; h < H1; h++) {
 			float v = a[h] + b[h];
 			z[h] = v > 0.0f ? v : 0.0f;
 		}
 	}
+	const float *prev = h1;
+	size_t ld = H1;
 	for (uint32_t k = 2; k < nl; k++) {
-		size_t in = s->layers[k - 1], outw = s->layers[k];
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)outw, (int)in, 1.0f,
-			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)outw);
-		bias_relu_dropout(x->h[k], n, outw, prm + L->b[k], 0, 0, 1.0f, 0, 0, 0, NULL, 0);
+		size_t in = s->layers[k - 1], outw = s->layers[k], outp = PAD16(outw);
+		dense_rows(prev, ld, n, in, c->wt[k], outp, c->wt[k] + in * outp, outw, x->hp[k]);
+		prev = x->hp[k];
+		ld = outp;
 	}
 	const float *wg = prm + L->head_w, *wh = wg + F;
 	size_t HL = s->layers[last];
@@ -802,7 +908,7 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 		float acc = 0.0f;
 		for (size_t f = 0; f < F; f++)
 			acc += wg[f] * (pu[f] * qi[f]);
-		const float *hrow = x->h[last] + j * HL;
+		const float *hrow = prev + j * ld;
 		for (size_t h = 0; h < HL; h++)
 			acc += wh[h] * hrow[h];
 		out[j] = acc + prm[L->head_b];

@@ -29,6 +29,8 @@ static void usage(void)
 	       "      --baseline popularity  rank items by their training count instead\n"
 	       "  -k, --topk K             K of HR@K and NDCG@K (default 10)\n"
 	       "      --json               print one JSON object instead\n"
+	       "      --scores FILE|-      also write every candidate's probability as\n"
+	       "                           user<TAB>item<TAB>score lines (original ids)\n"
 	       "      --device auto|cpu|cuda  where to score (default auto)\n"
 	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
 	       "      --threads N          CPU threads (default: all)\n"
@@ -41,7 +43,45 @@ static void usage(void)
 	       "3 device unavailable.\n");
 }
 
-enum { OPT_BASELINE = 256, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_THREADS };
+enum { OPT_BASELINE = 256, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_THREADS, OPT_SCORES };
+
+/* Write "user<TAB>item<TAB>probability" for every candidate of every user
+ * (the test item first, then the negatives as drawn).  Returns 0 or -1. */
+static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const char *path)
+{
+	struct ncf_out o;
+	if (ncf_out_open(&o, path, 0) != 0)
+		return -1;
+	uint32_t per = c->eval_negatives + 1, block = 1024;
+	size_t cap = (size_t)block * per;
+	uint32_t *u = ncf_xmalloc(cap * sizeof *u), *it = ncf_xmalloc(cap * sizeof *it);
+	float *p = ncf_xmalloc(cap * sizeof *p);
+	int rc = 0;
+	for (uint32_t u0 = 0; u0 < c->users && rc == 0; u0 += block) {
+		uint32_t u1 = u0 + block < c->users ? u0 + block : c->users;
+		size_t n = 0;
+		for (uint32_t x = u0; x < u1; x++) {
+			u[n] = x;
+			it[n++] = c->test_items[x];
+			for (uint32_t k = 0; k < c->eval_negatives; k++) {
+				u[n] = x;
+				it[n++] = c->eval_neg[(size_t)x * c->eval_negatives + k];
+			}
+		}
+		if (be->i->score(be, u, it, n, p) != 0) {
+			rc = -1;
+			break;
+		}
+		for (size_t j = 0; j < n; j++)
+			fprintf(o.fp, "%u\t%u\t%.9g\n", c->user_ids[u[j]], c->item_ids[it[j]], p[j]);
+	}
+	free(u), free(it), free(p);
+	if (rc != 0) {
+		ncf_out_abort(&o);
+		return -1;
+	}
+	return ncf_out_commit(&o);
+}
 
 /* Ranks of every user under the popularity ranking: candidates scored by
  * their number of training positives. */
@@ -74,6 +114,7 @@ int main(int argc, char **argv)
 		{"baseline", required_argument, 0, OPT_BASELINE},
 		{"topk", required_argument, 0, 'k'},
 		{"json", no_argument, 0, OPT_JSON},
+		{"scores", required_argument, 0, OPT_SCORES},
 		{"device", required_argument, 0, OPT_DEVICE},
 		{"precision", required_argument, 0, OPT_PRECISION},
 		{"threads", required_argument, 0, OPT_THREADS},
@@ -83,7 +124,7 @@ int main(int argc, char **argv)
 		{"version", no_argument, 0, 'V'},
 		{0, 0, 0, 0},
 	};
-	const char *model = NULL, *baseline = NULL;
+	const char *model = NULL, *baseline = NULL, *scores = NULL;
 	uint32_t topk = 10;
 	int json = 0, threads = 0, version = 0, c;
 	enum ncf_device device = NCF_DEVICE_AUTO;
@@ -105,6 +146,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			json = 1;
+			break;
+		case OPT_SCORES:
+			scores = optarg;
 			break;
 		case OPT_DEVICE:
 			if (ncf_device_parse(optarg, &device) != 0)
@@ -145,6 +189,8 @@ int main(int argc, char **argv)
 		ncf_usage_error("give a model (-m MODEL) or --baseline popularity");
 	if (model && baseline)
 		ncf_usage_error("-m and --baseline exclude each other");
+	if (scores && !model)
+		ncf_usage_error("--scores needs a model (-m MODEL)");
 	if (optind >= argc)
 		ncf_usage_error("no cache given");
 	if (argc - optind > 1)
@@ -191,6 +237,8 @@ int main(int argc, char **argv)
 		if (be.i->set_state(&be, ck.params, NULL, NULL) != 0 ||
 		    ncf_backend_load_cache(&be, &cache, &mask, 0) != 0 ||
 		    ncf_evaluate(&be, &cache, topk, &hr, &ndcg) != 0)
+			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		if (scores && dist.rank == 0 && write_scores(&be, &cache, scores) != 0)
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
 		ncf_backend_close(&be);
 		free(mask);

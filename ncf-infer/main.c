@@ -1,0 +1,733 @@
+/*
+ * ncf-infer - NVIDIA's inference benchmark, scoring of (user, item) pairs
+ * and top-K recommendations from a checkpoint.  See ncf-infer(1).
+ *
+ * Every mode scores through the backend's score(): the factorized first
+ * layer is precomputed once for every user and item, and (cpu backend) a
+ * pair's score does not depend on the batch it is scored in.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "cache.h"
+#include "ckpt.h"
+#include "cli.h"
+#include "err.h"
+#include "idindex.h"
+#include "io.h"
+#include "model.h"
+#include "ncf_hd.h"
+
+#define SCORE_BATCH 65536 /* pairs scored per call in --score */
+
+static void usage(void)
+{
+	printf("usage: ncf-infer --bench (-m MODEL | --random-model) [options]\n"
+	       "       ncf-infer --score -m MODEL [options] [FILE]\n"
+	       "       ncf-infer --recommend K -m MODEL [--exclude-seen CACHE] [options] [FILE]\n"
+	       "\n"
+	       "  --bench                  NVIDIA's inference benchmark: throughput and latency\n"
+	       "                           per batch size, as a table on stdout\n"
+	       "  --score                  read 'user item' lines (original ids; separated by\n"
+	       "                           spaces, tabs or a comma), write one probability each\n"
+	       "  --recommend K            read user ids, write each user's K best items as\n"
+	       "                           user<TAB>item<TAB>score lines, best first\n"
+	       "  -m, --model MODEL        a checkpoint written by ncf-train\n"
+	       "      --random-model       (--bench) NVIDIA's ml-20m sizes, random weights\n"
+	       "      --exclude-seen CACHE (--recommend) leave out the user's training items\n"
+	       "      --skip-unknown       write nan for unknown ids instead of failing\n"
+	       "  -b, --batch-sizes LIST   (--bench) default 1024,4096,16384,65536,262144,1048576\n"
+	       "      --warmup N           (--bench) untimed passes per batch size (default 10)\n"
+	       "      --iterations N       (--bench) timed passes per batch size (default 190)\n"
+	       "      --json               (--bench) one JSON object instead of the table\n"
+	       "      --device auto|cpu|cuda  where to run (default auto)\n"
+	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
+	       "      --amp                bf16 where the GPU has it\n"
+	       "      --threads N          CPU threads (default: all)\n"
+	       "  -s, --seed N             seed of the random model and ids (default 1)\n"
+	       "  -q, --quiet              print errors only\n"
+	       "  -v, --verbose            print more\n"
+	       "  -h, --help               show this help\n"
+	       "  -V, --version            show the version\n"
+	       "\n"
+	       "Exit status: 0 ok, 1 failure (bad input line, unknown id, bad model), 2 usage,\n"
+	       "3 device unavailable.\n");
+}
+
+enum {
+	OPT_BENCH = 256, OPT_SCORE, OPT_RECOMMEND, OPT_RANDOM, OPT_EXCLUDE, OPT_SKIP, OPT_WARMUP,
+	OPT_ITER, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_AMP, OPT_THREADS,
+};
+
+struct model {
+	struct ncf_shape shape;
+	struct ncf_hparams hp;
+	uint32_t fingerprint;
+	uint32_t *user_ids, *item_ids;
+	float *params;
+	struct ncf_idindex users, items;
+};
+
+static void random_model(struct model *m, uint64_t seed)
+{
+	struct ncf_shape s = {.users = 138493, .items = 26744, .factors = 64, .n_layers = 4,
+			      .layers = {256, 256, 128, 64}};
+	m->shape = s;
+	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				 .dropout = 0.5f, .negatives = 4, .batch = 1u << 20, .seed = seed};
+	m->hp = hp;
+	struct ncf_layout L;
+	ncf_layout_make(&s, &L);
+	m->params = ncf_xmalloc(L.total * sizeof(float));
+	ncf_model_init(&s, &L, seed, m->params);
+	m->user_ids = ncf_xmalloc((size_t)s.users * sizeof(uint32_t));
+	m->item_ids = ncf_xmalloc((size_t)s.items * sizeof(uint32_t));
+	for (uint32_t u = 0; u < s.users; u++)
+		m->user_ids[u] = u + 1;
+	for (uint32_t i = 0; i < s.items; i++)
+		m->item_ids[i] = i + 1;
+}
+
+static int load_model(struct model *m, const char *path)
+{
+	struct ncf_ckpt ck;
+	if (ncf_ckpt_read(path, &ck, 0) != 0)
+		return -1;
+	m->shape = ck.shape;
+	m->hp = ck.hp;
+	m->fingerprint = ck.fingerprint;
+	m->user_ids = ck.user_ids;
+	m->item_ids = ck.item_ids;
+	m->params = ck.params;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- bench */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The p-th percentile of sorted x (n): nearest rank. */
+static double percentile(const double *x, int n, double p)
+{
+	int k = (int)ceil(p / 100.0 * n) - 1;
+	if (k < 0)
+		k = 0;
+	if (k >= n)
+		k = n - 1;
+	return x[k];
+}
+
+static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
+		 int iterations, int json, uint64_t seed)
+{
+	if (json)
+		printf("{\"device\": \"%s\", \"precision\": \"%s\", \"warmup\": %d, \"iterations\": "
+		       "%d, \"results\": [",
+		       be->i->name,
+		       be->i == &ncf_backend_cpu ? "fp32" : ncf_precision_name(be->precision),
+		       warmup, iterations);
+	else
+		printf("batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\t"
+		       "latency_p99\n");
+	double *lat = ncf_xmalloc((size_t)iterations * sizeof *lat);
+	for (int s = 0; s < nsizes; s++) {
+		size_t n = (size_t)sizes[s];
+		uint32_t *u = ncf_xmalloc(n * sizeof *u), *it = ncf_xmalloc(n * sizeof *it);
+		float *out = ncf_xmalloc(n * sizeof *out);
+		for (size_t j = 0; j < n; j++) {
+			ncf_u32x4 r = ncf_rng(seed, NCF_RNG_BENCH, (uint32_t)s, j, 0);
+			u[j] = ncf_uniform_below(r.v[0], be->shape.users);
+			it[j] = ncf_uniform_below(r.v[1], be->shape.items);
+		}
+		for (int w = 0; w < warmup; w++)
+			if (be->i->score(be, u, it, n, out) != 0)
+				return -1;
+		if (be->i->sync && be->i->sync(be) != 0)
+			return -1;
+		double total = 0;
+		for (int k = 0; k < iterations; k++) {
+			double t = ncf_now();
+			if (be->i->score(be, u, it, n, out) != 0)
+				return -1;
+			if (be->i->sync && be->i->sync(be) != 0)
+				return -1;
+			lat[k] = ncf_now() - t;
+			total += lat[k];
+		}
+		for (size_t j = 0; j < n; j++)
+			if (!(out[j] >= 0.0f && out[j] <= 1.0f)) {
+				ncf_error("benchmark: score %zu is %g, not a probability", j, out[j]);
+				return -1;
+			}
+		qsort(lat, (size_t)iterations, sizeof *lat, cmp_double);
+		double mean = total / iterations;
+		double p90 = percentile(lat, iterations, 90), p95 = percentile(lat, iterations, 95);
+		double p99 = percentile(lat, iterations, 99);
+		if (json)
+			printf("%s{\"batch_size\": %zu, \"throughput_avg\": %.1f, \"latency_avg\": %.9f, "
+			       "\"latency_p90\": %.9f, \"latency_p95\": %.9f, \"latency_p99\": %.9f}",
+			       s ? ", " : "", n, (double)n / mean, mean, p90, p95, p99);
+		else
+			printf("%zu\t%.1f\t%.9f\t%.9f\t%.9f\t%.9f\n", n, (double)n / mean, mean, p90, p95,
+			       p99);
+		fflush(stdout);
+		free(u), free(it), free(out);
+	}
+	if (json)
+		printf("]}\n");
+	free(lat);
+	return 0;
+}
+
+/* ------------------------------------------------------- line reading */
+
+struct lines {
+	int fd;
+	const char *display;
+	char *buf;
+	size_t cap, start, end;
+	uint64_t line;
+	int eof;
+};
+
+static void lines_init(struct lines *l, int fd, const char *display)
+{
+	memset(l, 0, sizeof *l);
+	l->fd = fd;
+	l->display = display;
+	l->cap = 1 << 20;
+	l->buf = ncf_xmalloc(l->cap + 1);
+}
+
+/*
+ * Next complete line into *s (NUL-terminated, line end stripped), or 0 when
+ * none is buffered: then *more says whether reading may bring more.
+ * Returns 1 line, 0 none buffered, -1 error (reported).
+ */
+static int lines_next(struct lines *l, char **s, int *more)
+{
+	char *nl = memchr(l->buf + l->start, '\n', l->end - l->start);
+	if (!nl) {
+		*more = !l->eof;
+		if (l->eof && l->end > l->start) { /* a last line without its end */
+			l->buf[l->end] = 0;
+			*s = l->buf + l->start;
+			l->start = l->end;
+			l->line++;
+			return 1;
+		}
+		return 0;
+	}
+	*nl = 0;
+	if (nl > l->buf + l->start && nl[-1] == '\r')
+		nl[-1] = 0;
+	*s = l->buf + l->start;
+	l->start = (size_t)(nl - l->buf) + 1;
+	l->line++;
+	return 1;
+}
+
+/* Read more input (blocking).  Returns 0, or -1 on a read error. */
+static int lines_fill(struct lines *l)
+{
+	if (l->start > 0) {
+		memmove(l->buf, l->buf + l->start, l->end - l->start);
+		l->end -= l->start;
+		l->start = 0;
+	}
+	if (l->end == l->cap) {
+		ncf_error("%s:%llu: line longer than %zu bytes", l->display,
+			  (unsigned long long)l->line + 1, l->cap);
+		return -1;
+	}
+	ssize_t got;
+	do
+		got = read(l->fd, l->buf + l->end, l->cap - l->end);
+	while (got < 0 && errno == EINTR);
+	if (got < 0) {
+		ncf_error("%s: read failed: %s", l->display, strerror(errno));
+		return -1;
+	}
+	if (got == 0)
+		l->eof = 1;
+	l->end += (size_t)got;
+	return 0;
+}
+
+/* Parse an unsigned 32-bit id at *p; advance.  0 ok, -1 none. */
+static int parse_id(const char **p, uint32_t *id)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	int d = 0;
+	while (*s >= '0' && *s <= '9') {
+		v = v * 10 + (uint64_t)(*s - '0');
+		if (v > UINT32_MAX)
+			return -1;
+		s++, d++;
+	}
+	if (!d)
+		return -1;
+	*id = (uint32_t)v;
+	*p = s;
+	return 0;
+}
+
+static const char *skip_sep(const char *s)
+{
+	while (*s == ' ' || *s == '\t' || *s == ',')
+		s++;
+	return s;
+}
+
+static int blank(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return *s == 0;
+}
+
+/* Parse "ID" or "ID SEP ID" (want ids); 0 ok, -1 malformed. */
+static int parse_ids(const char *s, int want, uint32_t *a, uint32_t *b)
+{
+	const char *p = s;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (parse_id(&p, a) != 0)
+		return -1;
+	if (want == 2) {
+		const char *q = skip_sep(p);
+		if (q == p || parse_id(&q, b) != 0)
+			return -1;
+		p = q;
+	}
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p == 0 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- score */
+
+struct pending {
+	uint32_t *u, *it;
+	uint8_t *known;
+	float *out;
+	size_t n;
+};
+
+static int flush_scores(struct ncf_backend *be, struct pending *pd)
+{
+	if (!pd->n)
+		return 0;
+	/* unknown pairs are scored as (0, 0) and printed as nan */
+	if (be->i->score(be, pd->u, pd->it, pd->n, pd->out) != 0)
+		return -1;
+	for (size_t j = 0; j < pd->n; j++) {
+		if (pd->known[j])
+			printf("%.9g\n", pd->out[j]);
+		else
+			fputs("nan\n", stdout);
+	}
+	pd->n = 0;
+	if (fflush(stdout) != 0)
+		return -1;
+	return 0;
+}
+
+static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l, int skip)
+{
+	struct pending pd = {0};
+	pd.u = ncf_xmalloc(SCORE_BATCH * sizeof *pd.u);
+	pd.it = ncf_xmalloc(SCORE_BATCH * sizeof *pd.it);
+	pd.known = ncf_xmalloc(SCORE_BATCH);
+	pd.out = ncf_xmalloc(SCORE_BATCH * sizeof *pd.out);
+	uint64_t pairs = 0;
+	int rc = -1;
+	for (;;) {
+		char *s;
+		int more;
+		int got = lines_next(l, &s, &more);
+		if (got == 0) {
+			/* nothing buffered: score what we have before blocking on input */
+			if (flush_scores(be, &pd) != 0)
+				goto out;
+			if (!more)
+				break;
+			if (lines_fill(l) != 0)
+				goto out;
+			continue;
+		}
+		if (blank(s))
+			continue;
+		uint32_t a, b;
+		if (parse_ids(s, 2, &a, &b) != 0) {
+			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
+				  "or a comma), found '%s'",
+				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
+			goto out;
+		}
+		int64_t ui = ncf_idindex_find(&m->users, a), ii = ncf_idindex_find(&m->items, b);
+		if ((ui < 0 || ii < 0) && !skip) {
+			ncf_error("%s:%llu: unknown %s id %u (the model knows %u users and %u items; "
+				  "--skip-unknown writes nan instead)",
+				  l->display, (unsigned long long)l->line, ui < 0 ? "user" : "item",
+				  ui < 0 ? a : b, m->shape.users, m->shape.items);
+			goto out;
+		}
+		pd.known[pd.n] = ui >= 0 && ii >= 0;
+		pd.u[pd.n] = ui >= 0 ? (uint32_t)ui : 0;
+		pd.it[pd.n] = ii >= 0 ? (uint32_t)ii : 0;
+		pd.n++;
+		pairs++;
+		if (pd.n == SCORE_BATCH && flush_scores(be, &pd) != 0)
+			goto out;
+	}
+	if (pairs == 0) {
+		ncf_error("%s: empty input, expected 'user item' lines", l->display);
+		goto out;
+	}
+	ncf_debug("scored %llu pairs", (unsigned long long)pairs);
+	rc = 0;
+out:
+	free(pd.u), free(pd.it), free(pd.known), free(pd.out);
+	return rc;
+}
+
+/* ------------------------------------------------------------ recommend */
+
+struct cand {
+	float logit;
+	uint32_t item;
+};
+
+/* Better first: higher logit, then lower item index. */
+static int cand_better(const struct cand *a, const struct cand *b)
+{
+	return a->logit > b->logit || (a->logit == b->logit && a->item < b->item);
+}
+
+static void heap_down(struct cand *h, size_t n, size_t i)
+{
+	/* a min-heap by "better": the root is the worst of the kept */
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, w = i;
+		if (l < n && cand_better(&h[w], &h[l]))
+			w = l;
+		if (r < n && cand_better(&h[w], &h[r]))
+			w = r;
+		if (w == i)
+			return;
+		struct cand t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	return cand_better(x, y) ? -1 : cand_better(y, x) ? 1 : 0;
+}
+
+static int recommend_stream(struct ncf_backend *be, struct model *m, struct lines *l,
+			    uint32_t K, const struct ncf_cache *seen, int skip)
+{
+	uint32_t I = m->shape.items;
+	uint32_t *u = ncf_xmalloc((size_t)I * sizeof *u), *it = ncf_xmalloc((size_t)I * sizeof *it);
+	float *lg = ncf_xmalloc((size_t)I * sizeof *lg);
+	struct cand *heap = ncf_xmalloc(((size_t)K + 1) * sizeof *heap);
+	uint8_t *excluded = ncf_xcalloc(I, 1);
+	for (uint32_t i = 0; i < I; i++)
+		it[i] = i;
+	uint64_t users = 0;
+	int rc = -1;
+	for (;;) {
+		char *s;
+		int more;
+		int got = lines_next(l, &s, &more);
+		if (got == 0) {
+			if (fflush(stdout) != 0)
+				goto out;
+			if (!more)
+				break;
+			if (lines_fill(l) != 0)
+				goto out;
+			continue;
+		}
+		if (blank(s))
+			continue;
+		uint32_t a, dummy;
+		if (parse_ids(s, 1, &a, &dummy) != 0) {
+			ncf_error("%s:%llu: expected a user id, found '%s'", l->display,
+				  (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
+			goto out;
+		}
+		users++;
+		int64_t ui = ncf_idindex_find(&m->users, a);
+		if (ui < 0) {
+			if (skip) {
+				printf("%u\tnan\tnan\n", a);
+				continue;
+			}
+			ncf_error("%s:%llu: unknown user id %u (the model knows %u users; "
+				  "--skip-unknown writes nan instead)",
+				  l->display, (unsigned long long)l->line, a, m->shape.users);
+			goto out;
+		}
+		for (uint32_t i = 0; i < I; i++)
+			u[i] = (uint32_t)ui;
+		int lrc = be->i->logits ? be->i->logits(be, u, it, I, lg)
+					: be->i->score(be, u, it, I, lg);
+		if (lrc != 0)
+			goto out;
+		if (seen)
+			for (int64_t k = seen->offsets[ui]; k < seen->offsets[ui + 1]; k++)
+				excluded[seen->train_items[k]] = 1;
+		size_t n = 0;
+		for (uint32_t i = 0; i < I; i++) {
+			if (excluded[i])
+				continue;
+			struct cand c = {lg[i], i};
+			if (n < K) {
+				heap[n++] = c;
+				if (n == K)
+					for (size_t k = K / 2 + 1; k-- > 0;)
+						heap_down(heap, n, k);
+			} else if (cand_better(&c, &heap[0])) {
+				heap[0] = c;
+				heap_down(heap, n, 0);
+			}
+		}
+		if (seen)
+			for (int64_t k = seen->offsets[ui]; k < seen->offsets[ui + 1]; k++)
+				excluded[seen->train_items[k]] = 0;
+		qsort(heap, n, sizeof *heap, cmp_cand);
+		for (size_t k = 0; k < n; k++) {
+			float p = be->i->logits ? ncf_sigmoid(heap[k].logit) : heap[k].logit;
+			printf("%u\t%u\t%.9g\n", a, m->item_ids[heap[k].item], p);
+		}
+	}
+	if (users == 0) {
+		ncf_error("%s: empty input, expected user ids, one per line", l->display);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(u), free(it), free(lg), free(heap), free(excluded);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	ncf_set_progname(argv[0]);
+	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K) (-m MODEL | --random-model) "
+		       "[options] [FILE]";
+	static const struct option opts[] = {
+		{"bench", no_argument, 0, OPT_BENCH},
+		{"score", no_argument, 0, OPT_SCORE},
+		{"recommend", required_argument, 0, OPT_RECOMMEND},
+		{"model", required_argument, 0, 'm'},
+		{"random-model", no_argument, 0, OPT_RANDOM},
+		{"exclude-seen", required_argument, 0, OPT_EXCLUDE},
+		{"skip-unknown", no_argument, 0, OPT_SKIP},
+		{"batch-sizes", required_argument, 0, 'b'},
+		{"warmup", required_argument, 0, OPT_WARMUP},
+		{"iterations", required_argument, 0, OPT_ITER},
+		{"json", no_argument, 0, OPT_JSON},
+		{"device", required_argument, 0, OPT_DEVICE},
+		{"precision", required_argument, 0, OPT_PRECISION},
+		{"amp", no_argument, 0, OPT_AMP},
+		{"threads", required_argument, 0, OPT_THREADS},
+		{"seed", required_argument, 0, 's'},
+		{"quiet", no_argument, 0, 'q'},
+		{"verbose", no_argument, 0, 'v'},
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, 'V'},
+		{0, 0, 0, 0},
+	};
+	int mode = 0, random = 0, skip = 0, json = 0, threads = 0, version = 0, amp = 0, c;
+	const char *model_path = NULL, *exclude = NULL;
+	uint32_t K = 0;
+	int64_t sizes[64] = {1024, 4096, 16384, 65536, 262144, 1048576};
+	int nsizes = 6, warmup = 10, iterations = 190;
+	uint64_t seed = 1;
+	enum ncf_device device = NCF_DEVICE_AUTO;
+	enum ncf_precision precision = NCF_PRECISION_DEFAULT;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":m:b:s:qvhV", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_BENCH:
+		case OPT_SCORE:
+		case OPT_RECOMMEND:
+			if (mode && mode != c)
+				ncf_usage_error("choose one of --bench, --score, --recommend");
+			mode = c;
+			if (c == OPT_RECOMMEND)
+				K = (uint32_t)ncf_opt_int("--recommend", optarg, 1, 1000000);
+			break;
+		case 'm':
+			model_path = optarg;
+			break;
+		case OPT_RANDOM:
+			random = 1;
+			break;
+		case OPT_EXCLUDE:
+			exclude = optarg;
+			break;
+		case OPT_SKIP:
+			skip = 1;
+			break;
+		case 'b':
+			nsizes = ncf_opt_int_list("--batch-sizes", optarg, sizes, 64, 1, 1ll << 28);
+			break;
+		case OPT_WARMUP:
+			warmup = (int)ncf_opt_int("--warmup", optarg, 0, 1000000);
+			break;
+		case OPT_ITER:
+			iterations = (int)ncf_opt_int("--iterations", optarg, 1, 1000000);
+			break;
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_DEVICE:
+			if (ncf_device_parse(optarg, &device) != 0)
+				ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
+						ncf_escape(optarg, strlen(optarg), 40));
+			break;
+		case OPT_PRECISION:
+			if (ncf_precision_parse(optarg, &precision) != 0)
+				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
+						ncf_escape(optarg, strlen(optarg), 40));
+			break;
+		case OPT_AMP:
+			amp = 1;
+			break;
+		case OPT_THREADS:
+			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
+			break;
+		case 's':
+			seed = ncf_opt_u64("--seed", optarg);
+			break;
+		case 'q':
+			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
+			break;
+		case 'v':
+			ncf_verbosity++;
+			break;
+		case 'h':
+			usage();
+			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
+		case 'V':
+			version = 1;
+			break;
+		case ':':
+			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (version) {
+		ncf_print_version(ncf_verbosity > 2, NULL);
+		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
+	}
+	if (!mode)
+		ncf_usage_error("choose a mode: --bench, --score or --recommend K");
+	if (amp) {
+		if (precision != NCF_PRECISION_DEFAULT && precision != NCF_PRECISION_BF16)
+			ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
+					ncf_precision_name(precision));
+		precision = NCF_PRECISION_BF16;
+	}
+	if (random && mode != OPT_BENCH)
+		ncf_usage_error("--random-model is for --bench");
+	if (random && model_path)
+		ncf_usage_error("-m and --random-model exclude each other");
+	if (!random && !model_path)
+		ncf_usage_error("no model given (-m MODEL%s)", mode == OPT_BENCH ? " or --random-model" : "");
+	if (exclude && mode != OPT_RECOMMEND)
+		ncf_usage_error("--exclude-seen is for --recommend");
+	if (mode == OPT_BENCH && optind < argc)
+		ncf_usage_error("--bench reads no input ('%s' is extra)", argv[optind]);
+	if (argc - optind > 1)
+		ncf_usage_error("one input file at most ('%s' is extra)", argv[optind + 1]);
+	const char *input = optind < argc ? argv[optind] : NULL;
+
+	struct model m;
+	memset(&m, 0, sizeof m);
+	if (random)
+		random_model(&m, seed);
+	else if (load_model(&m, model_path) != 0)
+		return NCF_EXIT_FAIL;
+	struct ncf_cache seen;
+	memset(&seen, 0, sizeof seen);
+	if (exclude) {
+		if (ncf_cache_read(exclude, &seen) != 0)
+			return NCF_EXIT_FAIL;
+		if (ncf_cache_fingerprint(&seen) != m.fingerprint || seen.users != m.shape.users ||
+		    seen.items != m.shape.items) {
+			ncf_error("%s and %s do not belong together: the model was trained on another "
+				  "data set (%u users, %u items; the cache has %u, %u)",
+				  model_path, exclude, m.shape.users, m.shape.items, seen.users,
+				  seen.items);
+			return NCF_EXIT_FAIL;
+		}
+	}
+	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend be;
+	int orc = ncf_backend_open(&be, device, &m.shape, &m.hp, precision, threads, &dist);
+	if (orc != 0)
+		return orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+	if (be.i->set_state(&be, m.params, NULL, NULL) != 0)
+		return NCF_EXIT_FAIL;
+	int rc = 0;
+	if (mode == OPT_BENCH) {
+		int nth = 1;
+#ifdef _OPENMP
+		nth = omp_get_max_threads();
+#endif
+		ncf_info("inference benchmark: %s model (%u users, %u items), %s backend, %d "
+			 "thread%s, %d warm-up and %d timed passes; throughput in samples/s, "
+			 "latency in seconds",
+			 random ? "random ml-20m-sized" : model_path, m.shape.users, m.shape.items,
+			 be.i->name, nth, nth == 1 ? "" : "s", warmup, iterations);
+		rc = bench(&be, sizes, nsizes, warmup, iterations, json, seed);
+	} else {
+		const char *display;
+		FILE *in = ncf_in_open(input, &display);
+		if (!in)
+			return NCF_EXIT_FAIL;
+		struct lines l;
+		lines_init(&l, fileno(in), display);
+		m.users.n = 0;
+		ncf_idindex_init(&m.users, m.user_ids, m.shape.users);
+		ncf_idindex_init(&m.items, m.item_ids, m.shape.items);
+		if (mode == OPT_SCORE)
+			rc = score_stream(&be, &m, &l, skip);
+		else
+			rc = recommend_stream(&be, &m, &l, K, exclude ? &seen : NULL, skip);
+		free(l.buf);
+		ncf_in_close(in);
+		ncf_idindex_free(&m.users);
+		ncf_idindex_free(&m.items);
+	}
+	ncf_backend_close(&be);
+	if (exclude)
+		ncf_cache_free(&seen);
+	free(m.params), free(m.user_ids), free(m.item_ids);
+	if (ncf_close_stdout() != 0)
+		return NCF_EXIT_FAIL;
+	return rc == 0 ? 0 : NCF_EXIT_FAIL;
+}
