@@ -85,9 +85,11 @@ ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-s
 
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+TESTTOOL_SRC := $(wildcard tests/tools/*.c)
+TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -106,6 +108,10 @@ $(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(BUILD)/libncf.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
+
+$(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
 

@@ -87,6 +87,9 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		ncf_usage_error("usage: bench_train CACHE [options]");
+	struct ncf_dist dist;
+	if (ncf_dist_init(&dist, &argc, &argv) != 0)
+		return 1;
 	struct ncf_cache cache;
 	if (ncf_cache_read(argv[optind], &cache) != 0)
 		return 1;
@@ -94,7 +97,6 @@ int main(int argc, char **argv)
 				  .n_layers = 4, .layers = {256, 256, 128, 64}};
 	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
 				 .dropout = 0.5f, .negatives = 4, .batch = batch, .seed = 1};
-	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend be;
 	int rc = ncf_backend_open(&be, device, &shape, &hp, prec, threads, &dist);
 	if (rc)
@@ -112,13 +114,17 @@ int main(int argc, char **argv)
 			return 1;
 	if (be.i->sync)
 		be.i->sync(&be);
+	ncf_dist_barrier(&dist);
+	double ar0 = dist.allreduce_seconds;
 	double t = ncf_now();
 	for (int k = 0; k < steps; k++, pos += batch)
 		if (be.i->train_step(&be, 0, pos % S, batch, &loss))
 			return 1;
 	if (be.i->sync)
 		be.i->sync(&be);
+	ncf_dist_barrier(&dist);
 	t = ncf_now() - t;
+	double ar = dist.allreduce_seconds - ar0;
 	double sps = (double)batch * steps / t;
 	/* dense FLOPs: forward, backward data, backward weights = 3 x 2 x MACs;
 	 * per sample with the first layer factorized, plus the first layer once
@@ -136,18 +142,26 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
 #endif
+	if (dist.rank != 0) {
+		ncf_backend_close(&be);
+		ncf_dist_finish(&dist);
+		return 0;
+	}
 	printf("backend\t%s\n", be.i->name);
+	printf("ranks\t%d\n", dist.size);
 	printf("threads\t%d\n", nth);
 	printf("batch\t%llu\n", (unsigned long long)batch);
 	printf("steps\t%d\n", steps);
 	printf("seconds_per_step\t%.4f\n", t / steps);
+	printf("allreduce_fraction\t%.4f\n", t > 0 ? ar / t : 0.0);
 	printf("samples_per_s\t%.0f\n", sps);
 	printf("dense_gflops\t%.2f\n", flops / t / 1e9);
-	if (be.i == &ncf_backend_cpu) {
+	if (be.i == &ncf_backend_cpu && dist.size == 1) {
 		double peak = sgemm_rate(nth, 1024, 128, 256, 40);
 		printf("sgemm_gflops\t%.2f\n", peak / 1e9);
 		printf("dense_fraction_of_sgemm\t%.3f\n", flops / t / peak);
 	}
+	printf("rank_samples_per_s\t%.0f\n", sps / dist.size);
 	printf("eval_seconds\t%.4f\n", te);
 	printf("eval_samples_per_s\t%.0f\n", (double)cache.users * (cache.eval_negatives + 1) / te);
 	printf("epoch_seconds_estimate\t%.2f\n", (double)S / sps);
@@ -156,5 +170,6 @@ int main(int argc, char **argv)
 	free(mask);
 	free(params);
 	ncf_cache_free(&cache);
+	ncf_dist_finish(&dist);
 	return 0;
 }

@@ -155,8 +155,13 @@ static int cpu_init(struct ncf_backend *be)
 	c->tail_len = total - c->tail_off;
 	c->lane = ncf_xcalloc((size_t)LANES * c->tail_len, sizeof(float));
 #ifdef _OPENMP
-	if (be->threads > 0)
+	if (be->threads > 0) {
 		omp_set_num_threads(be->threads);
+	} else if (!getenv("OMP_NUM_THREADS") && be->dist->local_size > 1) {
+		/* ranks sharing a node share its cores */
+		int n = omp_get_num_procs() / be->dist->local_size;
+		omp_set_num_threads(n > 0 ? n : 1);
+	}
 	c->nthreads = omp_get_max_threads();
 #else
 	c->nthreads = 1;

@@ -584,6 +584,15 @@ int main(int argc, char **argv)
 		ncf_info("train throughput: mean %s samples/s, best %s samples/s over %u epoch%s "
 			 "(%.1f s)",
 			 mean, bst, epochs_run, epochs_run == 1 ? "" : "s", total_train);
+		if (r.dist.size > 1) {
+			char per[16];
+			fmt_rate(per, sizeof per,
+				 total_train > 0 ? (double)total_samples / total_train / r.dist.size : 0);
+			ncf_info("%d ranks: %s samples/s per rank; %.1f%% of training time in the "
+				 "gradient all-reduce",
+				 r.dist.size, per,
+				 total_train > 0 ? 100.0 * r.dist.allreduce_seconds / total_train : 0.0);
+		}
 	}
 	if (r.log && r.log != stdout && fclose(r.log) != 0) {
 		ncf_error("%s: write failed", r.log_path);

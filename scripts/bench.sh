@@ -1,0 +1,116 @@
+#!/bin/sh
+# bench.sh BIN - make bench: the benchmark tables.
+#
+#   1. ncf-prep on a synthetic ml-20m-shaped CSV (20,000,263 ratings): MB/s,
+#      seconds per stage, peak memory, cache/CSV size ratio
+#      (BENCH_LARGE=1 adds ml-20mx10, 200M ratings, ~5 GB of CSV);
+#   2. CPU training at batch 2^20 on ml-20m-shaped data: samples/s, dense
+#      FLOP rate against this machine's sgemm rate measured in the same run,
+#      evaluation throughput, peak memory; seconds per epoch on
+#      ml-latest-small (../shared/data, else synthetic of its shape);
+#   3. many processes: 1 and 2 CPU ranks (mpirun), samples/s per rank and
+#      the fraction of step time in the all-reduce;
+#   4. inference: NVIDIA's table (throughput, latency mean/p90/p95/p99) on
+#      the CPU with a random ml-20m-sized model;
+#   5. the GPU part, when a GPU is usable (scripts/gpu-bench.sh).
+#
+# Generated data live in build/bench (reused between runs).  Environment:
+# BENCH_STEPS (timed training steps, default 3), BENCH_LARGE=1, NCF_DATA.
+set -eu
+BIN=${1:-build/bin}
+ROOT=$(pwd)
+BENCHBIN=$ROOT/build/bench
+W=$ROOT/build/bench-data
+mkdir -p "$W"
+STEPS=${BENCH_STEPS:-3}
+DATA=${NCF_DATA:-$ROOT/../shared/data}
+TIME=/usr/bin/time
+[ -x "$TIME" ] || TIME=""
+
+say() { printf '\n== %s\n' "$*"; }
+# peak RSS in MB and wall seconds of a command: sets PEAK_MB and WALL_S
+measure() {
+	if [ -n "$TIME" ]; then
+		"$TIME" -f '%e %M' -o "$W/time.out" "$@"
+		WALL_S=$(cut -d' ' -f1 "$W/time.out")
+		PEAK_MB=$(awk '{ printf "%.1f", $2 / 1024 }' "$W/time.out")
+	else
+		t0=$(date +%s.%N)
+		"$@"
+		WALL_S=$(echo "$(date +%s.%N) - $t0" | bc)
+		PEAK_MB=n/a
+	fi
+}
+
+cat <<EOF
+ncf benchmarks on $(uname -n): $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)
+EOF
+
+prep_bench() { # shape
+	shape=$1
+	csv=$W/$shape.csv
+	[ -s "$csv" ] || "$BIN/ncf-prep" -q --synthetic "$shape" --emit-csv -o "$csv"
+	bytes=$(stat -c %s "$csv")
+	measure "$BIN/ncf-prep" -vv -o "$W/$shape.ncfc" "$csv" 2>"$W/prep.err"
+	cache_bytes=$(stat -c %s "$W/$shape.ncfc")
+	ratings=$(awk -F'\t' '$1 == "ratings_read" { print $2 }' <<EOF
+$("$BIN/ncf-prep" --info "$W/$shape.ncfc")
+EOF
+)
+	stages=$(sed -n 's/.*time read \([0-9.]*\) s.*index \([0-9.]*\) s, protocol \([0-9.]*\) s, oracle [0-9.]* s, write \([0-9.]*\) s.*/\1 \2 \3 \4/p' "$W/prep.err")
+	printf '%-12s %11s %9s %8s %8s %7s %7s %8s %8s %8s %9s %9s\n' shape ratings csv_MB seconds MB/s read_s index_s proto_s write_s peak_MB cache_MB cache/csv
+	echo "$shape $ratings $bytes $WALL_S $stages $PEAK_MB $cache_bytes" | awk '{
+		printf "%-12s %11d %9.1f %8.2f %8.1f %7.2f %7.2f %8.2f %8.2f %8s %9.1f %9.4f\n",
+			$1, $2, $3 / 1e6, $4, $3 / 1e6 / $4, $5, $6, $7, $8, $9, $10 / 1e6, $10 / $3 }'
+}
+
+say "ncf-prep: synthetic ml-20m-shaped CSV to cache (target: <= 15 s, <= 2 GB)"
+prep_bench ml-20m
+if [ "${BENCH_LARGE:-0}" = 1 ]; then
+	say "ncf-prep: ml-20mx10 (200M ratings)"
+	prep_bench ml-20mx10
+	rm -f "$W/ml-20mx10.csv"
+fi
+
+say "ncf-train, cpu backend: batch 2^20 on ml-20m-shaped data ($STEPS timed steps; targets >= 150,000 samples/s, dense layers >= 50% of sgemm)"
+[ -s "$W/ml-20m.ncfc" ] || "$BIN/ncf-prep" -q --synthetic ml-20m -o "$W/ml-20m.ncfc"
+measure "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS" --warmup 1 >"$W/train.out"
+sed 's/^/  /' "$W/train.out"
+echo "  peak_rss_mb_total	$PEAK_MB"
+
+say "ncf-train, cpu backend: seconds per epoch on ml-latest-small (batch 16384)"
+if [ -s "$DATA/ml-latest-small/ratings.csv" ]; then
+	"$BIN/ncf-prep" -q -o "$W/mls.ncfc" "$DATA/ml-latest-small/ratings.csv"
+	src="ml-latest-small (GroupLens)"
+else
+	"$BIN/ncf-prep" -q --synthetic ml-latest-small -o "$W/mls.ncfc"
+	src="synthetic ml-latest-small (../shared/data absent)"
+fi
+measure "$BIN/ncf-train" "$W/mls.ncfc" -o "$W/mls.ncfm" -e 2 -b 16384 --log "$W/mls.jsonl" 2>/dev/null
+echo "  data: $src; peak memory $PEAK_MB MB"
+awk -F'[:,] *' '{ for (i = 1; i < NF; i++) { k = $i; gsub(/[{" ]/, "", k); v[k] = $(i + 1) }
+	printf "  epoch %d: train %.2f s (%.0f samples/s), eval %.3f s, hr@10 %.4f\n",
+		v["epoch"], v["train_time"], v["train_throughput"], v["eval_time"], v["hr@10"] }' "$W/mls.jsonl"
+
+if command -v mpirun >/dev/null 2>&1 && [ -s "$W/ml-20m.ncfc" ]; then
+	say "many processes, cpu backend: 1 and 2 ranks of 1 thread each, batch 2^20, ml-20m-shaped"
+	printf '  %-6s %-8s %14s %18s %20s\n' ranks threads samples/s per_rank_samples/s allreduce_fraction
+	for np in 1 2; do
+		mpirun --allow-run-as-root --oversubscribe -np $np "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" \
+			--batch 1048576 --steps 2 --warmup 1 --threads 1 >"$W/mpi$np.out" 2>"$W/mpi$np.err" || {
+			echo "  mpirun -np $np failed:"; sed 's/^/    /' "$W/mpi$np.err"; continue; }
+		awk -F'\t' -v np=$np '{ v[$1] = $2 } END {
+			printf "  %-6d %-8d %14.0f %18.0f %20.4f\n", np, v["threads"], v["samples_per_s"],
+				v["rank_samples_per_s"], v["allreduce_fraction"] }' "$W/mpi$np.out"
+	done
+fi
+
+say "ncf-infer --bench, cpu backend, random ml-20m-sized model (NVIDIA's columns; 3 warm-up + 30 timed passes; target >= 500,000 samples/s at 1,048,576)"
+measure "$BIN/ncf-infer" --bench --random-model --warmup 3 --iterations 30 >"$W/infer.out" 2>/dev/null
+column -t "$W/infer.out" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$W/infer.out"
+echo "  peak memory $PEAK_MB MB"
+
+if [ -x scripts/gpu-bench.sh ]; then
+	sh scripts/gpu-bench.sh "$BIN" "$W"
+fi

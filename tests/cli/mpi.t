@@ -1,0 +1,71 @@
+#!/bin/bash
+# mpi.t - data-parallel ncf-train under mpirun on CPU ranks (issue 6):
+# 2 ranks against 1, mpirun -np 1 against no mpirun, and a failing or dying
+# rank ending the whole job (within a time limit) rather than hanging it.
+. "$(dirname "$0")/lib.sh"
+command -v mpirun >/dev/null 2>&1 || skip_all "mpirun not installed"
+ncf-train -vV 2>/dev/null | grep -q '^features:.* mpi' || skip_all "built without MPI"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+TOOLS=$NCF_ROOT/build/tests/tools
+plan 11
+cd "$T"
+ncf-prep -q --synthetic ml-latest-small -o data.ncfc
+FLAGS="-e 2 -b 8192 --factors 16 --layers 64,32,16 --threads 1"
+
+ncf-train -q data.ncfc -o one.ncfm $FLAGS
+run $MPIRUN -np 2 ncf-train data.ncfc -o two.ncfm $FLAGS
+ok $status "mpirun -np 2 ncf-train"
+like "$err" "2 ranks, each taking 1/2 of every global batch" "says how the batch is split"
+like "$err" "samples/s per rank" "the summary gives the per-rank throughput"
+# Two ranks differ from one only in the order of float sums: each rank sums
+# its half of every batch, then MPI adds the halves.  That changes a
+# gradient by a few ulps, and Adam turns a gradient into a step of at most
+# about lr = 0.0045; after 124 steps differences stay far below 1e-4 in
+# absolute terms (measured: about 2e-6), while one changed step would move
+# a parameter by up to 4.5e-3.
+$TOOLS/ckpt_diff one.ncfm.last two.ncfm.last >diff.txt
+max_abs=$(awk -F'\t' '$1 == "max_abs" { print $2 }' diff.txt)
+diag "1 rank vs 2 ranks after 2 epochs: max |difference| $max_abs"
+awk -v d="$max_abs" 'BEGIN { exit !(d <= 1e-4) }'
+ok $? "2 ranks give the 1-rank parameters within 1e-4 (summation order only)"
+hr1=$(ncf-eval -m one.ncfm.last data.ncfc | awk -F'\t' '$1 == "hr@10" { print $2 }')
+hr2=$(ncf-eval -m two.ncfm.last data.ncfc | awk -F'\t' '$1 == "hr@10" { print $2 }')
+diag "hr@10: 1 rank $hr1, 2 ranks $hr2"
+awk -v a="$hr1" -v b="$hr2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.005) }'
+ok $? "the same HR@10 within 0.005"
+run $MPIRUN -np 1 ncf-train data.ncfc -o np1.ncfm $FLAGS
+cmp -s one.ncfm.last np1.ncfm.last && cmp -s one.ncfm np1.ncfm
+ok $? "mpirun -np 1 writes the same bytes as no mpirun"
+# Evaluation split by users across ranks gives the same metrics.
+run $MPIRUN -np 2 ncf-eval -m one.ncfm.last data.ncfc
+is "$(grep "^hr@10" "$out" | cut -f2)" "$hr1" "ncf-eval on 2 ranks: the same HR@10"
+
+# A rank that cannot open the cache ends the job: non-zero, a message, no hang.
+cat >fail.sh <<'SH'
+#!/bin/sh
+r=${OMPI_COMM_WORLD_RANK:-0}
+if [ "$r" = 1 ]; then exec ncf-train missing.ncfc -o bad.ncfm -e 2 -b 8192; fi
+exec ncf-train data.ncfc -o bad.ncfm -e 50 -b 1024
+SH
+chmod +x fail.sh
+run timeout 120 $MPIRUN -np 2 ./fail.sh
+[ "$status" != 0 ] && [ "$status" != 124 ]
+ok $? "a rank failing to open the cache ends the job (status $status, not a timeout)"
+like "$err" "missing.ncfc" "the message names the file"
+[ ! -e bad.ncfm ]
+ok $? "no model is left behind"
+
+# A rank killed in the middle of training ends the job too.
+cat >die.sh <<'SH'
+#!/bin/sh
+r=${OMPI_COMM_WORLD_RANK:-0}
+ncf-train data.ncfc -o dead.ncfm -e 50 -b 1024 --threads 1 &
+pid=$!
+if [ "$r" = 1 ]; then sleep 2; kill -KILL $pid; fi
+wait $pid
+SH
+chmod +x die.sh
+run timeout 120 $MPIRUN -np 2 ./die.sh
+[ "$status" != 0 ] && [ "$status" != 124 ]
+ok $? "a rank killed mid-training ends the job (status $status, not a timeout)"
+done_testing
