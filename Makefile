@@ -17,7 +17,7 @@ NO_CUDA ?= 0
 NO_MPI ?= 0
 OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
-BUILD := build
+BUILD ?= build
 .DEFAULT_GOAL := all
 
 # --- configuration (probes) ----------------------------------------------------------------
@@ -46,7 +46,8 @@ CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
 CU_SRC := $(wildcard kernels/*.cu)
-ifneq ($(CU_SRC),)
+# The cuda backend is built when the probes find CUDA and its sources are here.
+ifneq ($(wildcard kernels/cuda_backend.cu),)
 BUILD_CUDA := $(HAVE_CUDA)
 endif
 ifeq ($(BUILD_CUDA),1)

@@ -26,22 +26,40 @@
  *
  * Worked example: the cache of the three-line CSV
  *   userId,movieId,rating,timestamp / 1,10,4.0,100 / 1,20,3.0,200
- * made with --eval-negatives 1 (one user, two items, P = 1) starts
+ * made with --eval-negatives 1 (one user, two items, P = 1) has 459
+ * bytes; xxd shows its start as
  *
- *   00000000  4e 43 46 43 41 43 48 45  01 00 00 00 00 00 00 00  |NCFCACHE........|
- *   00000010  00 00 00 00 00 00 00 00  00 00 00 00 xx xx xx xx  |................|
- *   00000020  6d 65 74 61 00 00 00 00  00 01 00 00 00 00 00 00  |meta............|
- *   00000030  cc cc cc cc cc cc cc cc  00 00 00 00 yy yy yy yy  |................|
- *   00000040  28 b5 2f fd ...                                   |(./.            |
+ *   00000000: 4e43 4643 4143 4845 0100 0000 0000 0000  NCFCACHE........
+ *   00000010: 0000 0000 0000 0000 0000 0000 8a74 bdb6  .............t..
+ *   00000020: 6d65 7461 0000 0000 0001 0000 0000 0000  meta............
+ *   00000030: 3c00 0000 0000 0000 0000 0000 9b9d 20c0  <............. .
+ *   00000040: 28b5 2ffd 6400 0075 0100 a001 0000 0002  (./.d..u........
+ *   ...
+ *   00000070: 019d 98ae d080 0124 9b74 288a 7573 6572  .......$.t(.user
+ *   00000080: 6964 7300 0400 0000 0000 0000 1100 0000  ids.............
+ *   00000090: 0000 0000 0204 0000 2276 2e6f 28b5 2ffd  ........"v.o(./.
  *
- * that is: the file header (magic, version 1, CRC-32C xx), then the header
- * of section "meta" (256 raw bytes, cc compressed bytes, no filters, its
- * CRC yy) and the zstd frame (magic 28 b5 2f fd).
+ * that is: the file header (magic, version 1, flags 0, created 0, reserved
+ * 0, CRC-32C b6bd748a of bytes 0..27), then the header of section "meta"
+ * (256 raw bytes, 0x3c = 60 compressed bytes, no filters, its CRC c0209d9b)
+ * and its zstd frame (magic 28 b5 2f fd) up to 0x7b; at 0x7c the header of
+ * "userids" (4 raw bytes, 0x11 = 17 compressed, filters 0x402: shuffle of
+ * 4-byte elements) and its frame.  The other section headers are at 0xad
+ * itemids, 0xe2 offsets, 0x118 trainitm (filters 0x403), 0x149 testitm,
+ * 0x17a evalneg, 0x1ab end.  Decompressed: meta starts 01 00 00 00 (users
+ * 1), 02 00 00 00 (items 2), 01 00 .. 00 (P 1), 01 00 00 00 (N 1), holds
+ * source_format 1 (ml-20m), source_crc32c 2ce25c98, source_bytes 58,
+ * ratings_read 2 and oracle_hr@10 NaN (00 00 00 00 00 00 f8 7f); userids
+ * {1}, itemids {10, 20}, offsets {0, 1}, trainitm {0}, testitm {1},
+ * evalneg {1} (the only item that is not a training positive is the test
+ * item itself).  The zstd frames, and with them comp_size and the section
+ * CRCs, may differ with another zstd version (these are zstd 1.5.4's at
+ * level 3); the layout does not.
  * tests/unit/test_cache.c checks this layout.
  *
  * A reader checks, beyond the container's checksums: the sizes in meta
  * against each section, offsets non-decreasing from 0 to P, every item
- * index below I, and the counts in meta; any failure is reported as a
+ * index below I; any failure is reported as a
  * corrupt cache with the hint to re-run ncf-prep.
  */
 #include <math.h>

@@ -317,5 +317,11 @@ int ncf_cr_end(struct ncf_cr *r)
 		ncf_error("%s: corrupt end section%s", r->display, r->hint);
 		return -1;
 	}
+	if (fgetc(r->fp) != EOF) {
+		ncf_error("%s: data after the end of the file at byte %llu (two files "
+			  "concatenated?)%s",
+			  r->display, (unsigned long long)r->offset, r->hint);
+		return -1;
+	}
 	return 0;
 }

@@ -34,7 +34,7 @@ static void usage(void)
 	       "      --device auto|cpu|cuda  where to score (default auto)\n"
 	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
 	       "      --threads N          CPU threads (default: all)\n"
-	       "  -q, --quiet              print errors only\n"
+	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose            print timings\n"
 	       "  -h, --help               show this help\n"
 	       "  -V, --version            show the version\n"

@@ -53,7 +53,7 @@ static void usage(void)
 	       "      --amp                bf16 where the GPU has it\n"
 	       "      --threads N          CPU threads (default: all)\n"
 	       "  -s, --seed N             seed of the random model and ids (default 1)\n"
-	       "  -q, --quiet              print errors only\n"
+	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose            print more\n"
 	       "  -h, --help               show this help\n"
 	       "  -V, --version            show the version\n"

@@ -40,7 +40,7 @@ static void usage(void)
 	       "      --emit-csv           with --synthetic: write the ratings as ml-20m CSV\n"
 	       "      --info CACHE         print the summary of CACHE as key<TAB>value lines\n"
 	       "      --progress           show progress even when stderr is not a terminal\n"
-	       "  -q, --quiet              print errors only\n"
+	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose            print stage timings\n"
 	       "  -h, --help               show this help\n"
 	       "  -V, --version            show the version (-vV: libraries)\n"

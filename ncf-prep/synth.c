@@ -11,7 +11,8 @@
  *    theta(u, c) = 0.15/K + 0.85 * {0.6, 0.25, 0.15 for f1, f2, f3; else 0};
  *  - user activity is heavy-tailed: n(u) = m0 + floor((m - m0) * (1/sqrt(x) - 1))
  *    for x uniform in (0, 1], whose mean is m (Pareto, alpha 2), with
- *    m0 = 20 (MovieLens keeps users with 20 ratings or more), capped at
+ *    m0 = 20 (MovieLens keeps users with 20 ratings or more; 10 for the
+ *    shape "tiny"), capped at
  *    I/8, and m set (by bisection) so that the total is the shape's count;
  *  - each rating draws a cluster from theta(u, .), then an item of that
  *    cluster by popularity, rejecting items the user already has; so the
@@ -43,7 +44,7 @@ static const struct {
 	uint64_t ratings;
 	uint32_t min_per_user;
 } shapes[] = {
-	{"tiny", 50, 200, 2500, 10},
+	{"tiny", 50, 200, 1200, 10},
 	{"ml-latest-small", 610, 9724, 100836, 20},
 	{"ml-100k", 943, 1682, 100000, 20},
 	{"ml-1m", 6040, 3706, 1000209, 20},

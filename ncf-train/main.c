@@ -65,7 +65,7 @@ static void usage(void)
 	       "      --threads N              CPU threads (default: all)\n"
 	       "      --log FILE|-             one JSON object per epoch\n"
 	       "      --progress               progress bar even when stderr is not a terminal\n"
-	       "  -q, --quiet                  print errors only\n"
+	       "  -q, --quiet                  less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose                print more\n"
 	       "  -h, --help                   show this help\n"
 	       "  -V, --version                show the version (-vV: libraries and devices)\n"
@@ -451,6 +451,11 @@ int main(int argc, char **argv)
 			 r.ck.best_hr, r.threshold);
 		r.epochs = r.ck.epoch;
 	}
+	if (r.ck.epoch >= r.epochs && !(r.ck.position > 0 && r.ck.epoch < r.epochs))
+		ncf_info("nothing to do: %u epoch%s asked for, %u already done%s", r.epochs,
+			 r.epochs == 1 ? "" : "s", r.ck.epoch,
+			 resume ? " (raise -e to train more)" : "");
+	int saved_best = 0;
 	for (uint32_t e = r.ck.epoch; e < r.epochs; e++) {
 		uint64_t pos = e == r.ck.epoch ? r.ck.position : 0;
 		double loss = e == r.ck.epoch ? r.ck.epoch_loss : 0;
@@ -466,10 +471,13 @@ int main(int argc, char **argv)
 			ncf_dist_sum_f64(&r.dist, &gl, 1);
 			if (!isfinite(gl)) {
 				ncf_progress_clear(&prog);
-				ncf_error("epoch %u, step %llu: the loss is %s; stopping (%s keeps the "
-					  "last good state; try a lower --learning-rate)",
+				int saved = r.ck.epochs_done > 0 || resume;
+				ncf_error("epoch %u, step %llu: the loss is %s; stopping (%s%s; try a "
+					  "lower --learning-rate)",
 					  e + 1, (unsigned long long)(pos / hp.batch + 1),
-					  isnan(gl) ? "NaN" : "infinite", r.checkpoint);
+					  isnan(gl) ? "NaN" : "infinite",
+					  saved ? "left as it was: " : "no checkpoint was written",
+					  saved ? (resume && !r.ck.epochs_done ? resume : r.checkpoint) : "");
 				FAIL(NCF_EXIT_FAIL);
 			}
 			loss += ls;
@@ -548,6 +556,7 @@ int main(int argc, char **argv)
 		}
 		if (best && save(&r, r.output, "the best model") != 0)
 			FAIL(NCF_EXIT_FAIL);
+		saved_best |= best;
 		if (save(&r, r.checkpoint, "the latest state") != 0)
 			FAIL(NCF_EXIT_FAIL);
 		if (r.keep_epochs) {
@@ -573,9 +582,16 @@ int main(int argc, char **argv)
 		char mean[16], bst[16];
 		fmt_rate(mean, sizeof mean, total_train > 0 ? (double)total_samples / total_train : 0);
 		fmt_rate(bst, sizeof bst, best_tput);
-		ncf_info("best hr@%u %.4f (ndcg@%u %.4f) at epoch %u, saved in %s; latest state in %s",
-			 r.topk, r.ck.best_hr, r.topk, r.ck.best_ndcg, r.ck.best_epoch, r.output,
-			 r.checkpoint);
+		if (saved_best)
+			ncf_info("best hr@%u %.4f (ndcg@%u %.4f) at epoch %u, saved in %s; latest state "
+				 "in %s",
+				 r.topk, r.ck.best_hr, r.topk, r.ck.best_ndcg, r.ck.best_epoch, r.output,
+				 r.checkpoint);
+		else
+			ncf_info("best hr@%u %.4f (ndcg@%u %.4f) at epoch %u, before --resume: this run "
+				 "did not improve on it, so %s was not written; latest state in %s",
+				 r.topk, r.ck.best_hr, r.topk, r.ck.best_ndcg, r.ck.best_epoch, r.output,
+				 r.checkpoint);
 		if (threshold_epoch)
 			ncf_info("reached the threshold %.4f at epoch %u after %.1f s", r.threshold,
 				 threshold_epoch, t_threshold);
