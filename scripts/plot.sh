@@ -28,6 +28,9 @@ sed -e 's/[{}"]//g' -e 's/, */\n/g' "$log" | awk -F': *' '
 	$1 ~ /^ndcg@/ { n = $2 }
 	END { if (e != "") print e, l, h, n }' >"$data"
 k=$(sed -n 's/.*"hr@\([0-9]*\)".*/\1/p' "$log" | head -n 1)
+epochs=$(wc -l <"$data")
+xtics="set xtics autofreq"
+[ "$epochs" -le 30 ] && xtics="set xtics 1"
 gnuplot <<GP
 set terminal pngcairo size 900,520 noenhanced
 set output "$png"
@@ -39,6 +42,7 @@ set ytics nomirror
 set y2tics
 set key bottom right
 set grid
+$xtics
 plot "$data" using 1:3 with linespoints title "HR@$k", \
      "$data" using 1:4 with linespoints title "NDCG@$k", \
      "$data" using 1:2 axes x1y2 with linespoints title "loss"
