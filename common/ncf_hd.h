@@ -276,6 +276,21 @@ NCF_HD float ncf_bce(float x, float y)
 	return m - x * y + log1pf(expf(-ax));
 }
 
+/*
+ * BCE with logits and its gradient sigmoid(x) - y from one exp: the same
+ * bits as ncf_bce(x, y) and ncf_sigmoid(x) - y.  Returns the gradient,
+ * writes the loss.
+ */
+NCF_HD float ncf_bce_grad(float x, float y, float *loss)
+{
+	float ax = x < 0.0f ? -x : x;
+	float e = expf(-ax);
+	float m = x > 0.0f ? x : 0.0f;
+	*loss = m - x * y + log1pf(e);
+	float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+	return s - y;
+}
+
 /* Adam constants of one step: bias corrections and step size. */
 typedef struct ncf_adam_k {
 	float lr;    /* learning rate */

@@ -95,15 +95,34 @@ struct cpu {
 
 /* NCF_CPU_PROFILE=1 in the environment prints seconds per phase at exit. */
 static double prof[8];
+/* inside chunks, summed over threads: gather, fwd gemm, fwd elementwise,
+ * head, bwd gemm, bwd elementwise */
+static double cprof[64][8];
 static const char *prof_name[8] = {"samples", "slots", "layer1_fwd", "chunks",
 				   "lane_reduce", "layer1_bwd", "gmf_bwd", "adam"};
 static int prof_on = -1;
 static double prof_t;
 static void prof_report(void)
 {
+	static const char *cn[6] = {"gather", "fwd_gemm", "fwd_elem", "head", "bwd_gemm",
+				    "bwd_elem"};
 	for (int k = 0; k < 8; k++)
 		fprintf(stderr, "cpu profile: %-12s %.3f s\n", prof_name[k], prof[k]);
+	for (int k = 0; k < 6; k++) {
+		double t = 0;
+		for (int th = 0; th < 64; th++)
+			t += cprof[th][k];
+		fprintf(stderr, "cpu profile:   chunk %-9s %.3f thread-s\n", cn[k], t);
+	}
 }
+#define CPROF(k)                                                                 \
+	do {                                                                      \
+		if (prof_on > 0) {                                                \
+			double t__ = ncf_now();                                   \
+			cprof[thread_id() & 63][k] += t__ - ct;                   \
+			ct = t__;                                                 \
+		}                                                                 \
+	} while (0)
 static void prof_mark(int k)
 {
 	if (prof_on < 0) {
@@ -406,8 +425,8 @@ static void col_sum(const float *d, size_t rows, size_t H, float *out)
 static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
 			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
 {
-	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 7) / 8)];
 	size_t blocks = (H + 7) / 8;
+	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 7) / 8)];
 	for (size_t w = 0; w < blocks; w++) {
 		ncf_u32x4 bits = ncf_dropout_bits(seed, epoch, pos, layer, (uint32_t)w);
 		memcpy(u16 + 8 * w, bits.v, 16);
@@ -440,6 +459,34 @@ static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float
 	}
 }
 
+/* a . b over n floats in a fixed order that vectorizes: eight partial sums
+ * (element k goes to sum k % 8), added pairwise at the end. */
+static inline float dot8(const float *restrict a, const float *restrict b, size_t n)
+{
+	float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += a[k + l] * b[k + l];
+	for (int l = 0; k < n; k++, l++)
+		s[l] += a[k] * b[k];
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* (a * b) . w over n floats, the GMF term, in dot8's order. */
+static inline float dot8_prod(const float *restrict a, const float *restrict b,
+			      const float *restrict w, size_t n)
+{
+	float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += w[k + l] * (a[k + l] * b[k + l]);
+	for (int l = 0; k < n; k++, l++)
+		s[l] += w[k] * (a[k] * b[k]);
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
 /* dz = dh where the unit was active and kept (h > 0), times scale. */
 static void relu_dropout_back(float *restrict dz, const float *restrict dh,
 			      const float *restrict h, size_t count, float scale)
@@ -470,6 +517,7 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	float scale = drop ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
 	uint64_t seed = be->hp.seed;
 
+	double ct = prof_on > 0 ? ncf_now() : 0;
 	/* layer 1, factorized: gather the per-slot projections */
 	float *h1 = x->h[1];
 	for (size_t r = 0; r < n; r++) {
@@ -480,14 +528,18 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 		for (size_t h = 0; h < H1; h++)
 			z[h] = a[h] + b[h];
 	}
+	CPROF(0);
 	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, order,
 			  0);
+	CPROF(2);
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f,
 			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)out);
+		CPROF(1);
 		bias_relu_dropout(x->h[k], n, out, prm + L->b[k], drop, drop16, scale, seed, epoch,
 				  pos0, order, k - 1);
+		CPROF(2);
 	}
 	/* GMF, head, loss */
 	const float *wg = prm + L->head_w, *wh = wg + F;
@@ -503,18 +555,13 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 		const float *restrict pu = prm + L->p + (size_t)c->su[j] * F;
 		const float *restrict qi = prm + L->q + (size_t)c->si[j] * F;
 		float *restrict g = x->g + r * F;
-		float acc = 0.0f;
-		for (size_t f = 0; f < F; f++) {
+		for (size_t f = 0; f < F; f++)
 			g[f] = pu[f] * qi[f];
-			acc += wg[f] * g[f];
-		}
-		const float *hrow = hL + r * HL;
-		for (size_t h = 0; h < HL; h++)
-			acc += wh[h] * hrow[h];
-		float logit = acc + hb;
-		float y = (float)c->lab[j];
-		loss += (double)ncf_bce(logit, y);
-		float dl = (ncf_sigmoid(logit) - y) * inv_n;
+		const float *restrict hrow = hL + r * HL;
+		float logit = (dot8(wg, g, F) + dot8(wh, hrow, HL)) + hb;
+		float y = (float)c->lab[j], l;
+		float dl = ncf_bce_grad(logit, y, &l) * inv_n;
+		loss += (double)l;
 		c->dlogit[j] = dl;
 		dl_row[r] = dl;
 		for (size_t f = 0; f < F; f++)
@@ -523,25 +570,33 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 			lwh[h] += dl * hrow[h];
 		lb[0] += dl;
 	}
+	CPROF(3);
 	/* backward through layers L..2 */
 	float *dh = x->dh, *dz = x->dz;
-	for (size_t r = 0; r < n; r++)
+	for (size_t r = 0; r < n; r++) {
+		float *restrict d = dh + r * HL;
 		for (size_t h = 0; h < HL; h++)
-			dh[r * HL + h] = dl_row[r] * wh[h];
+			d[h] = dl_row[r] * wh[h];
+	}
 	for (uint32_t k = last; k >= 2; k--) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		relu_dropout_back(dz, dh, x->h[k], n * out, scale);
-		float *lW = lane + (L->w[k] - c->tail_off), *lB = lane + (L->b[k] - c->tail_off);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f,
-			    dz, (int)out, x->h[k - 1], (int)in, 1.0f, lW, (int)in);
+		float *lW = lane + (L->w[k] - c->tail_off);
+		float *restrict lB = lane + (L->b[k] - c->tail_off);
+		const float *restrict dzr = dz;
 		for (size_t r = 0; r < n; r++)
 			for (size_t h = 0; h < out; h++)
-				lB[h] += dz[r * out + h];
+				lB[h] += dzr[r * out + h];
+		CPROF(5);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f,
+			    dz, (int)out, x->h[k - 1], (int)in, 1.0f, lW, (int)in);
 		/* dh for layer k-1 */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f,
 			    dz, (int)out, prm + L->w[k], (int)in, 0.0f, dh, (int)in);
+		CPROF(4);
 	}
 	relu_dropout_back(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	CPROF(5);
 	return loss;
 }
 
@@ -910,13 +965,8 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 	for (size_t j = 0; j < n; j++) {
 		const float *pu = prm + L->p + (size_t)users[j] * F;
 		const float *qi = prm + L->q + (size_t)items[j] * F;
-		float acc = 0.0f;
-		for (size_t f = 0; f < F; f++)
-			acc += wg[f] * (pu[f] * qi[f]);
 		const float *hrow = prev + j * ld;
-		for (size_t h = 0; h < HL; h++)
-			acc += wh[h] * hrow[h];
-		out[j] = acc + prm[L->head_b];
+		out[j] = (dot8_prod(pu, qi, wg, F) + dot8(wh, hrow, HL)) + prm[L->head_b];
 	}
 }
 
