@@ -422,15 +422,69 @@ static void col_sum(const float *d, size_t rows, size_t H, float *out)
  * position pos: scale where kept, 0 where dropped.  The eight 16-bit
  * uniforms of a Philox block, read as little-endian u16, are units
  * 8w..8w+7 (ncf_dropout_keep, written for vectors). */
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* lo, hi of the eight 32x32-bit products a * b. */
+static inline void mulhilo8(__m256i a, __m256i b, __m256i *lo, __m256i *hi)
+{
+	__m256i even = _mm256_mul_epu32(a, b);
+	__m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
+	*lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+	*hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+/* ncf_philox4x32 on eight counters that differ only in word 3 (c3 + lane),
+ * as the dropout blocks w0..w0+7 of one sample do: out[i][lane] is word i
+ * of block lane.  The same numbers as the scalar generator (test_grad's
+ * reference uses ncf_dropout_bits). */
+static void philox8(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+		    uint32_t out[4][8])
+{
+	__m256i x0 = _mm256_set1_epi32((int)c0), x1 = _mm256_set1_epi32((int)c1);
+	__m256i x2 = _mm256_set1_epi32((int)c2);
+	__m256i x3 = _mm256_add_epi32(_mm256_set1_epi32((int)c3),
+				      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u);
+	const __m256i m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+	for (int r = 0; r < 10; r++) {
+		__m256i lo0, hi0, lo1, hi1;
+		mulhilo8(m0, x0, &lo0, &hi0);
+		mulhilo8(m1, x2, &lo1, &hi1);
+		x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32((int)k0));
+		x1 = lo1;
+		x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32((int)k1));
+		x3 = lo0;
+		k0 += 0x9E3779B9u;
+		k1 += 0xBB67AE85u;
+	}
+	_mm256_storeu_si256((__m256i *)out[0], x0);
+	_mm256_storeu_si256((__m256i *)out[1], x1);
+	_mm256_storeu_si256((__m256i *)out[2], x2);
+	_mm256_storeu_si256((__m256i *)out[3], x3);
+}
+#endif
+
 static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
 			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
 {
 	size_t blocks = (H + 7) / 8;
-	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 7) / 8)];
+	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 63) / 8)];
+#if defined(__AVX2__)
+	uint32_t words[4][8];
+	uint32_t c3 = ((uint32_t)NCF_RNG_DROPOUT << 24) | ((layer << 16) & 0xFFFFFFu);
+	for (size_t w0 = 0; w0 < blocks; w0 += 8) {
+		philox8((uint32_t)pos, (uint32_t)(pos >> 32), epoch, c3 | (uint32_t)w0,
+			(uint32_t)seed, (uint32_t)(seed >> 32), words);
+		for (size_t w = 0; w < 8; w++) /* block-major, as ncf_dropout_bits lays them */
+			for (size_t i = 0; i < 4; i++)
+				memcpy(u16 + 8 * (w0 + w) + 2 * i, &words[i][w], 4);
+	}
+#else
 	for (size_t w = 0; w < blocks; w++) {
 		ncf_u32x4 bits = ncf_dropout_bits(seed, epoch, pos, layer, (uint32_t)w);
 		memcpy(u16 + 8 * w, bits.v, 16);
 	}
+#endif
 	for (size_t h = 0; h < H; h++)
 		mult[h] = u16[h] >= drop16 ? scale : 0.0f;
 }
