@@ -426,9 +426,10 @@ int main(int argc, char **argv)
 	nthreads = omp_get_max_threads();
 #endif
 	ncf_info("training %s on %s: %u users, %u items, %llu samples per epoch, batch %llu "
-		 "(%llu steps), %s backend, %d thread%s%s",
+		 "(%llu step%s), %s backend, %d thread%s%s",
 		 r.output, cache_path, shape.users, shape.items, (unsigned long long)S,
-		 (unsigned long long)hp.batch, (unsigned long long)steps_per_epoch, r.be.i->name,
+		 (unsigned long long)hp.batch, (unsigned long long)steps_per_epoch,
+		 steps_per_epoch == 1 ? "" : "s", r.be.i->name,
 		 nthreads, nthreads == 1 ? "" : "s", "");
 	if (r.dist.size > 1)
 		ncf_info("%d ranks, each taking 1/%d of every global batch", r.dist.size,
@@ -573,9 +574,15 @@ int main(int argc, char **argv)
 			t_threshold = ncf_now() - run_start;
 			break;
 		}
-		if (got_signal) {
+		/* a signal during the epoch's last step or its evaluation: the state
+		 * after the epoch is saved already; every rank agrees to stop */
+		int sig = ncf_dist_max_int(&r.dist, (int)got_signal);
+		if (sig && e + 1 < r.epochs) {
+			ncf_info("interrupted after epoch %u; its state is in %s; resume with "
+				 "--resume %s",
+				 e + 1, r.checkpoint, r.checkpoint);
 			ncf_dist_finish(&r.dist);
-			return got_signal == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM;
+			return sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM;
 		}
 	}
 	if (epochs_run) {
