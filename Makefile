@@ -61,7 +61,9 @@ LIBS += $(CUDA_LIBS)
 endif
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	     -gencode arch=compute_90,code=compute_90
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp,-Wall -lineinfo
+# -fmad=false: no contraction of a*b+c into FMAs, so that the formulas shared with the CPU
+# (ncf_hd.h: Adam, dropout, the head) round as gcc's -ffp-contract=off does.
+NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -lineinfo
 
 # --- sources -------------------------------------------------------------------------------
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
@@ -89,8 +91,31 @@ BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 TESTTOOL_SRC := $(wildcard tests/tools/*.c)
 TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
+# The cuda backend's sources compiled a second time as plain C++ with -DNCF_CUDA_EMULATE
+# (kernels/cuda_emu.h: kernels run on the CPU, cuBLAS is OpenBLAS) into the emulation test,
+# which needs neither a GPU nor the CUDA toolkit (see tests/unit/test_cuda_emu.cc).
+CXX_OK := $(shell $(CXX) --version >/dev/null 2>&1 && echo 1)
+EMU_TEST_SRC := $(if $(CXX_OK),$(wildcard tests/unit/test_cuda_emu.cc))
+ifneq ($(EMU_TEST_SRC),)
+EMU_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -I$(CUDA_HOME)/include,$(CPPFLAGS_NCF)) \
+	-DNCF_CUDA_EMULATE
+EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wextra -Wshadow \
+	-Wno-unused-parameter -MMD -MP
+EMU_SRC := $(CU_SRC) $(EMU_TEST_SRC)
+EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
+EMU_BINS := $(BUILD)/tests/test_cuda_emu
+ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
+ASAN_BINS += $(BUILD)/asan/tests/test_cuda_emu
+endif
+
+# GPU tests (tests/gpu): C programs built where CUDA is, run by the tests/gpu/*.t scripts.
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
+ifeq ($(BUILD_CUDA),1)
+GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+endif
+
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -120,10 +145,33 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
 
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
+
+# The emulation test: kernels/*.cu and the test as C++, against the C library.
+$(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
+
+$(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) -c $< -o $@
+
+$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CXX) -fopenmp $(ASAN_FLAGS) $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a $(LIBS) -o $@
+
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and unit tests.
+# It holds no CUDA objects, so it is compiled as a build without CUDA.
+ASAN_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL,$(CPPFLAGS_NCF))
 $(BUILD)/asan/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+	$(CC) $(ASAN_CPPFLAGS) $(BASE_CFLAGS) $(ASAN_FLAGS) -c $< -o $@
 
 $(BUILD)/asan/libncf.a: $(ASAN_OBJ)
 	@rm -f $@
@@ -138,7 +186,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(CLI_TESTS)
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer

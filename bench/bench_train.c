@@ -109,16 +109,21 @@ int main(int argc, char **argv)
 	uint64_t S = (uint64_t)cache.train_positives * 5;
 	uint64_t pos = 0;
 	double loss;
-	for (int w = 0; w < warmup; w++, pos += batch)
-		if (be.i->train_step(&be, 0, pos % S, batch, &loss))
+	if (batch > S)
+		ncf_usage_error("--batch %llu is larger than an epoch (%llu samples)",
+				(unsigned long long)batch, (unsigned long long)S);
+	/* consecutive batches of epoch 0, starting over when the next would not fit */
+#define NEXT_POS(p) ((p) + 2 * batch <= S ? (p) + batch : 0)
+	for (int w = 0; w < warmup; w++, pos = NEXT_POS(pos))
+		if (be.i->train_step(&be, 0, pos, batch, &loss))
 			return 1;
 	if (be.i->sync)
 		be.i->sync(&be);
 	ncf_dist_barrier(&dist);
 	double ar0 = dist.allreduce_seconds;
 	double t = ncf_now();
-	for (int k = 0; k < steps; k++, pos += batch)
-		if (be.i->train_step(&be, 0, pos % S, batch, &loss))
+	for (int k = 0; k < steps; k++, pos = NEXT_POS(pos))
+		if (be.i->train_step(&be, 0, pos, batch, &loss))
 			return 1;
 	if (be.i->sync)
 		be.i->sync(&be);

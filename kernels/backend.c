@@ -90,10 +90,11 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 			 ncf_precision_name(precision));
 	}
 	be->i = impl;
-	if (impl->init(be) != 0) {
+	int rc = impl->init(be);
+	if (rc != 0) {
 		if (impl->free)
 			impl->free(be);
-		return -1;
+		return rc == -3 ? -3 : -1;
 	}
 	return 0;
 }

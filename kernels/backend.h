@@ -66,7 +66,8 @@ struct ncf_backend {
 
 struct ncf_backend_i {
 	const char *name;
-	/* Allocate for be->shape, be->hp.  Returns 0 or -1 (reported). */
+	/* Allocate for be->shape, be->hp.  Returns 0, -1 (reported), or -3 when
+	 * the device lacks a requested feature (reported; the tools exit 3). */
 	int (*init)(struct ncf_backend *be);
 	/* Release everything init and later calls allocated. */
 	void (*free)(struct ncf_backend *be);

@@ -666,6 +666,15 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		ncf_error("cpu backend: no training data");
 		return -1;
 	}
+	const struct ncf_train_data *td = &c->td;
+	uint64_t S = (uint64_t)td->positives * (1 + be->hp.negatives);
+	if (first + n > S || S == 0) {
+		/* the permutation is defined on [0, S) only */
+		ncf_error("cpu backend: positions %llu..%llu are past the epoch's %llu samples",
+			  (unsigned long long)first, (unsigned long long)(first + n),
+			  (unsigned long long)S);
+		return -1;
+	}
 	uint64_t lo, hi;
 	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
 	size_t B = (size_t)(hi - lo);
@@ -680,8 +689,6 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 	prof_mark(-1);
 
 	/* 1. the samples */
-	const struct ncf_train_data *td = &c->td;
-	uint64_t S = (uint64_t)td->positives * (1 + be->hp.negatives);
 	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 #pragma omp parallel for schedule(static)
 	for (int64_t j = 0; j < (int64_t)B; j++)

@@ -12,7 +12,10 @@
 #      the fraction of step time in the all-reduce;
 #   4. inference: NVIDIA's table (throughput, latency mean/p90/p95/p99) on
 #      the CPU with a random ml-20m-sized model;
-#   5. the GPU part, when a GPU is usable (scripts/gpu-bench.sh).
+#   5. the GPU part, when the cuda backend is built and a GPU is usable:
+#      build/bench/bench_gpu (NVIDIA's training table per precision, epoch
+#      time, evaluation time, fractions of peak) and ncf-infer --bench on
+#      the GPU in bf16 (tf32 too).
 #
 # Generated data live in build/bench (reused between runs).  Environment:
 # BENCH_STEPS (timed training steps, default 3), BENCH_LARGE=1, NCF_DATA.
@@ -111,6 +114,15 @@ measure "$BIN/ncf-infer" --bench --random-model --warmup 3 --iterations 30 >"$W/
 column -t "$W/infer.out" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$W/infer.out"
 echo "  peak memory $PEAK_MB MB"
 
-if [ -x scripts/gpu-bench.sh ]; then
-	sh scripts/gpu-bench.sh "$BIN" "$W"
+if [ -x "$BENCHBIN/bench_gpu" ]; then
+	say "GPU: training and evaluation (build/bench/bench_gpu; targets on an H200: >= 200M samples/s bf16, >= 120M tf32, epoch <= 0.5 s, evaluation <= 50 ms)"
+	"$BENCHBIN/bench_gpu" "$W/ml-20m.ncfc" 2>&1 | sed 's/^/  /'
+	if "$BIN/ncf-infer" --bench --random-model --device cuda --batch-sizes 1 --warmup 0 --iterations 1 >/dev/null 2>&1; then
+		for prec in bf16 tf32; do
+			say "GPU: ncf-infer --bench --device cuda --precision $prec (target bf16: >= 500M samples/s at 1,048,576, p99 <= 50 us at 1024)"
+			"$BIN/ncf-infer" --bench --random-model --device cuda --precision $prec 2>/dev/null | column -t | sed 's/^/  /'
+		done
+	fi
+else
+	say "GPU: the cuda backend is not built here (no nvcc/cuBLAS found)"
 fi

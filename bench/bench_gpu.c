@@ -1,0 +1,265 @@
+/*
+ * bench_gpu - training and evaluation speed of the cuda backend, per
+ * precision, on a cache (for the issue's bars: ncf-prep --synthetic ml-20m):
+ * samples/s at the given batch (2^20, NVIDIA's), seconds for one whole epoch
+ * (every step of it, negative sampling and shuffle included, since the
+ * backend generates the sample stream itself), seconds to rank all users'
+ * test items among their candidates, and the achieved fraction of the GPU's
+ * memory bandwidth and matrix rate.  Prints NVIDIA's training table (GPUs,
+ * batch size per GPU, throughput in TF32 and mixed precision, speedup), a
+ * table per precision, and key<TAB>value lines.
+ *
+ *   bench_gpu CACHE [--batch N] [--steps N] [--warmup N] [--precisions LIST]
+ *                   [--no-epoch]
+ *
+ * LIST: comma-separated fp32, tf32, bf16, fp16 (default tf32,bf16,fp16,fp32).
+ * Fractions of peak: bytes and matrix FLOPs per step are the backend's own
+ * nominal count (ncf_cuda_step_cost: every kernel's reads and writes once,
+ * caches ignored), the peaks come from the device (memory clock x bus width)
+ * and a datasheet table of matrix FLOP per SM per clock (ncf_cuda_peak_rates).
+ * It sets NCF_CUDA_PROFILE=1 (unless set), so that the backend prints its
+ * milliseconds per step for each phase of a step on stderr as each
+ * precision finishes.  Without a usable GPU it says so and exits 0.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cache.h"
+#include "cli.h"
+#include "err.h"
+#include "evaluate.h"
+#include "model.h"
+#ifdef NCF_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+#ifndef NCF_HAVE_CUDA
+int main(void)
+{
+	printf("gpu\tnot built with CUDA\n");
+	return 0;
+}
+#else
+
+struct result {
+	enum ncf_precision prec;
+	int done;
+	double sps, step_s, epoch_s, eval_s, hr;
+	double bw_frac, mx_frac, eval_bw_frac;
+	struct ncf_cuda_peak pk;
+};
+
+static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uint64_t batch,
+		     int warmup, int steps, int epoch, const float *params, struct result *r)
+{
+	struct ncf_shape shape = {.users = cache->users, .items = cache->items, .factors = 64,
+				  .n_layers = 4, .layers = {256, 256, 128, 64}};
+	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				 .dropout = 0.5f, .negatives = 4, .batch = batch, .seed = 1};
+	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend be;
+	uint8_t *mask = NULL;
+	memset(r, 0, sizeof *r);
+	r->prec = prec;
+	if (ncf_backend_open(&be, NCF_DEVICE_CUDA, &shape, &hp, prec, 0, &dist) != 0)
+		return -1;
+	int rc = -1;
+	if (be.i->set_state(&be, params, NULL, NULL) ||
+	    ncf_backend_load_cache(&be, cache, &mask, 1) || ncf_cuda_peak_rates(&be, &r->pk))
+		goto out;
+	uint64_t S = (uint64_t)cache->train_positives * (1 + hp.negatives);
+	uint64_t pos = 0;
+	double loss, t;
+	for (int w = 0; w < warmup; w++, pos = (pos + batch) % S)
+		if (be.i->train_step(&be, 0, pos, batch < S - pos ? batch : S - pos, &loss))
+			goto out;
+	be.i->sync(&be);
+	uint64_t done = 0;
+	t = ncf_now();
+	for (int k = 0; k < steps; k++) {
+		uint64_t n = batch < S - pos ? batch : S - pos;
+		if (be.i->train_step(&be, 0, pos, n, &loss))
+			goto out;
+		done += n;
+		pos = (pos + n) % S;
+	}
+	be.i->sync(&be);
+	t = ncf_now() - t;
+	r->sps = (double)done / t;
+	r->step_s = t / steps;
+	double bytes, flops;
+	ncf_cuda_step_cost(&be, batch, &bytes, &flops);
+	r->bw_frac = r->pk.mem_bytes_s > 0 ? bytes / r->step_s / r->pk.mem_bytes_s : 0;
+	r->mx_frac = r->pk.matrix_flops > 0 ? flops / r->step_s / r->pk.matrix_flops : 0;
+	if (epoch) {
+		t = ncf_now();
+		for (uint64_t p = 0; p < S; p += batch)
+			if (be.i->train_step(&be, 1, p, batch < S - p ? batch : S - p, &loss))
+				goto out;
+		be.i->sync(&be);
+		r->epoch_s = ncf_now() - t;
+	}
+	double ndcg;
+	if (ncf_evaluate(&be, cache, 10, &r->hr, &ndcg)) /* warm-up: tables, buffers */
+		goto out;
+	t = ncf_now();
+	if (ncf_evaluate(&be, cache, 10, &r->hr, &ndcg))
+		goto out;
+	r->eval_s = ncf_now() - t;
+	ncf_cuda_eval_cost(&be, (uint64_t)cache->users * (cache->eval_negatives + 1), &bytes, &flops);
+	r->eval_bw_frac = r->pk.mem_bytes_s > 0 ? bytes / r->eval_s / r->pk.mem_bytes_s : 0;
+	r->done = 1;
+	rc = 0;
+out:
+	ncf_backend_close(&be);
+	free(mask);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	ncf_set_progname("bench_gpu");
+	ncf_verbosity = 1;
+	uint64_t batch = 1u << 20;
+	int steps = 20, warmup = 3, epoch = 1;
+	const char *list = "tf32,bf16,fp16,fp32";
+	static const struct option opts[] = {
+		{"batch", 1, 0, 'b'},	   {"steps", 1, 0, 's'},    {"warmup", 1, 0, 'w'},
+		{"precisions", 1, 0, 'p'}, {"no-epoch", 0, 0, 'E'}, {0, 0, 0, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b': batch = (uint64_t)ncf_opt_int("--batch", optarg, 1, 1ll << 30); break;
+		case 's': steps = (int)ncf_opt_int("--steps", optarg, 1, 100000); break;
+		case 'w': warmup = (int)ncf_opt_int("--warmup", optarg, 0, 100000); break;
+		case 'p': list = optarg; break;
+		case 'E': epoch = 0; break;
+		default: ncf_usage_error("bad option");
+		}
+	}
+	if (optind != argc - 1)
+		ncf_usage_error("usage: bench_gpu CACHE [options]");
+	/* the backend's per-phase times, printed as each precision closes */
+	setenv("NCF_CUDA_PROFILE", "1", 0);
+	char why[256];
+	if (!ncf_cuda_usable(why, sizeof why)) {
+		printf("gpu\tno usable GPU: %s\n", why);
+		return 0;
+	}
+	struct ncf_cache cache;
+	if (ncf_cache_read(argv[optind], &cache) != 0)
+		return 1;
+	struct ncf_shape shape = {.users = cache.users, .items = cache.items, .factors = 64,
+				  .n_layers = 4, .layers = {256, 256, 128, 64}};
+	struct ncf_layout L;
+	ncf_layout_make(&shape, &L);
+	float *params = ncf_xmalloc(L.total * sizeof(float));
+	ncf_model_init(&shape, &L, 1, params);
+
+	struct result res[8];
+	int nres = 0, failed = 0;
+	char *copy = ncf_xstrdup(list), *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok && nres < 8; tok = strtok_r(NULL, ",", &save)) {
+		enum ncf_precision p;
+		if (ncf_precision_parse(tok, &p))
+			ncf_usage_error("--precisions: '%s' is not fp32, tf32, bf16 or fp16", tok);
+		double t0 = ncf_now();
+		if (bench_one(&cache, p, batch, warmup, steps, epoch, params, &res[nres]) != 0) {
+			ncf_error("%s: the benchmark failed", tok);
+			failed = 1;
+		}
+		fprintf(stderr, "bench_gpu: %s done in %.1f s\n", tok, ncf_now() - t0);
+		nres++;
+	}
+	free(copy);
+
+	const struct result *tf32 = NULL, *mixed = NULL;
+	for (int k = 0; k < nres; k++) {
+		if (!res[k].done)
+			continue;
+		if (res[k].prec == NCF_PRECISION_TF32)
+			tf32 = &res[k];
+		if (res[k].prec == NCF_PRECISION_BF16 || (!mixed && res[k].prec == NCF_PRECISION_FP16))
+			mixed = &res[k];
+	}
+	const struct ncf_cuda_peak *pk = nres && res[0].done ? &res[0].pk : NULL;
+	uint64_t S = (uint64_t)cache.train_positives * 5;
+	printf("\nNCF training, %s, %u users x %u items, %llu samples per epoch, batch %llu\n\n",
+	       pk ? pk->name : "GPU", cache.users, cache.items, (unsigned long long)S,
+	       (unsigned long long)batch);
+	printf("| GPUs | Batch size / GPU | Throughput - TF32 (samples/s) | Throughput - mixed "
+	       "precision (samples/s) | Throughput speedup (mixed precision - TF32) |\n");
+	printf("|------|------------------|-------------------------------|--------------------"
+	       "-------------------|----------------------------------------------|\n");
+	printf("| 1 | %llu | %.4gM | %.4gM (%s) | %.2f |\n\n", (unsigned long long)batch,
+	       tf32 ? tf32->sps / 1e6 : 0, mixed ? mixed->sps / 1e6 : 0,
+	       mixed ? ncf_precision_name(mixed->prec) : "-",
+	       tf32 && mixed && tf32->sps > 0 ? mixed->sps / tf32->sps : 0);
+	printf("| precision | samples/s | time per step (ms) | time per epoch (s) | eval %u x %u "
+	       "(ms) | memory bandwidth used | matrix rate used | HR@10 after |\n",
+	       cache.users, cache.eval_negatives + 1);
+	printf("|-----------|-----------|--------------------|--------------------|-------------"
+	       "-----|-----------------------|------------------|-------------|\n");
+	for (int k = 0; k < nres; k++) {
+		const struct result *r = &res[k];
+		if (!r->done) {
+			printf("| %s | failed | | | | | | |\n", ncf_precision_name(r->prec));
+			continue;
+		}
+		printf("| %s | %.4gM | %.3f | %.3f | %.1f | %.0f%% | %.0f%% | %.4f |\n",
+		       ncf_precision_name(r->prec), r->sps / 1e6, r->step_s * 1e3, r->epoch_s,
+		       r->eval_s * 1e3, 100 * r->bw_frac, 100 * r->mx_frac, r->hr);
+	}
+	printf("\n");
+	if (pk)
+		printf("gpu\t%s (compute capability %d.%d, %d SMs)\npeak_memory_bandwidth_GBs\t%.0f\n"
+		       "clock_MHz\t%.0f\nmatrix_peak_source\t%s\n",
+		       pk->name, pk->cc_major, pk->cc_minor, pk->sms, pk->mem_bytes_s / 1e9,
+		       pk->clock_hz / 1e6, pk->matrix_source);
+	for (int k = 0; k < nres; k++) {
+		const struct result *r = &res[k];
+		const char *n = ncf_precision_name(r->prec);
+		if (!r->done)
+			continue;
+		printf("%s_samples_per_s\t%.0f\n%s_seconds_per_step\t%.5f\n%s_epoch_seconds\t%.3f\n"
+		       "%s_eval_seconds\t%.4f\n%s_memory_bandwidth_fraction\t%.3f\n"
+		       "%s_matrix_peak_TFLOPs\t%.1f\n%s_matrix_rate_fraction\t%.3f\n"
+		       "%s_eval_memory_bandwidth_fraction\t%.3f\n",
+		       n, r->sps, n, r->step_s, n, r->epoch_s, n, r->eval_s, n, r->bw_frac, n,
+		       r->pk.matrix_flops / 1e12, n, r->mx_frac, n, r->eval_bw_frac);
+	}
+	/* the bars, for an H200 at batch 2^20 on ml-20m-shaped data */
+	if (cache.users != 138493 || batch != (1u << 20)) {
+		printf("bars	n/a (they are for ml-20m-shaped data at batch 2^20)\n");
+		free(params);
+		ncf_cache_free(&cache);
+		return failed;
+	}
+	const struct result *bf = NULL;
+	double best_epoch = 0, best_eval = 0;
+	for (int k = 0; k < nres; k++) {
+		if (!res[k].done)
+			continue;
+		if (res[k].prec == NCF_PRECISION_BF16)
+			bf = &res[k];
+		if (res[k].epoch_s > 0 && (best_epoch == 0 || res[k].epoch_s < best_epoch))
+			best_epoch = res[k].epoch_s;
+		if (best_eval == 0 || res[k].eval_s < best_eval)
+			best_eval = res[k].eval_s;
+	}
+	printf("bar_bf16_200M_samples_per_s\t%s\n", !bf ? "not run" : bf->sps >= 200e6 ? "met" : "missed");
+	printf("bar_tf32_120M_samples_per_s\t%s\n",
+	       !tf32 ? "not run" : tf32->sps >= 120e6 ? "met" : "missed");
+	printf("bar_epoch_0.5_s\t%s (%.3f s)\n",
+	       best_epoch == 0 ? "not run" : best_epoch <= 0.5 ? "met" : "missed", best_epoch);
+	printf("bar_eval_50_ms\t%s (%.1f ms)\n",
+	       best_eval == 0 ? "not run" : best_eval <= 0.05 ? "met" : "missed", best_eval * 1e3);
+	free(params);
+	ncf_cache_free(&cache);
+	return failed;
+}
+#endif

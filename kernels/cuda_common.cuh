@@ -1,0 +1,284 @@
+/*
+ * cuda_common.cuh - what every source of the cuda backend includes: the CUDA
+ * runtime, bf16/fp16 and cuBLAS (or, under -DNCF_CUDA_EMULATE with a plain C++
+ * compiler, their emulation in cuda_emu.h), the launch macro, one error macro
+ * per library, and the element types with their conversions and 16-byte
+ * vector loads.
+ *
+ * Names: everything of the backend lives in namespace NCF_CUDA_NS, which is
+ * ncf_cuda for nvcc builds and ncf_cuda_emu for emulation builds, so that
+ * both can sit in one link without clashing.
+ */
+#ifndef NCF_CUDA_COMMON_CUH
+#define NCF_CUDA_COMMON_CUH
+
+#ifdef NCF_CUDA_EMULATE
+#include "cuda_emu.h"
+#define NCF_CUDA_NS ncf_cuda_emu
+#else
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#define NCF_CUDA_NS ncf_cuda
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "err.h"
+}
+#include "ncf_hd.h"
+
+/*
+ * NCF_LAUNCH(kernel, grid, block, shmem, stream, args...): every launch of
+ * the backend goes through this macro.  nvcc: kernel<<<grid, block, shmem,
+ * stream>>>(args).  Emulation: loops over blocks and threads (cuda_emu.h).
+ * grid and block are unsigned (1-D) or dim3.
+ */
+#ifdef NCF_CUDA_EMULATE
+#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...) \
+	ncf_emu_launch(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); })
+#else
+#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...) \
+	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#endif
+
+/* Host+device helper functions. */
+#define NCF_DI __host__ __device__ __forceinline__
+
+/* Loop unrolling hint, for the device pass only (the host compiler would
+ * warn about an unknown pragma). */
+#ifdef __CUDA_ARCH__
+#define NCF_UNROLL _Pragma("unroll")
+#else
+#define NCF_UNROLL
+#endif
+
+namespace NCF_CUDA_NS {
+
+/* ---- errors: one macro per library, the call evaluated once ----------- */
+
+static inline int check_cuda(cudaError_t e, const char *call, const char *file, int line)
+{
+	if (e == cudaSuccess)
+		return 0;
+	ncf_error("%s: %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
+		  cudaGetErrorName(e));
+	return -1;
+}
+
+static inline int check_cublas(cublasStatus_t s, const char *call, const char *file, int line)
+{
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return 0;
+	ncf_error("%s: %s:%d: cuBLAS: %s (status %d)", call, file, line, cublasGetStatusString(s),
+		  (int)s);
+	return -1;
+}
+
+} /* namespace NCF_CUDA_NS */
+
+/* 0 when call succeeded; else reports "call: file:line: message" and is -1. */
+#define CUDA_CHECK(call) NCF_CUDA_NS::check_cuda((call), #call, __FILE__, __LINE__)
+#define CUBLAS_CHECK(call) NCF_CUDA_NS::check_cublas((call), #call, __FILE__, __LINE__)
+
+namespace NCF_CUDA_NS {
+
+/* ---- element types ------------------------------------------------------ */
+
+typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+/* Activation element types: fp32 (fp32 and tf32 precisions), bf16, fp16. */
+enum act_type { ACT_F32 = 0, ACT_BF16 = 1, ACT_F16 = 2 };
+
+NCF_DI float to_f32(float x)
+{
+	return x;
+}
+NCF_DI float to_f32(bf16 x)
+{
+	return __bfloat162float(x);
+}
+NCF_DI float to_f32(f16 x)
+{
+	return __half2float(x);
+}
+
+/* Round a float to T (nearest even). */
+template <typename T> NCF_DI T from_f32(float x);
+template <> NCF_DI float from_f32<float>(float x)
+{
+	return x;
+}
+template <> NCF_DI bf16 from_f32<bf16>(float x)
+{
+	return __float2bfloat16_rn(x);
+}
+template <> NCF_DI f16 from_f32<f16>(float x)
+{
+	return __float2half_rn(x);
+}
+
+/* Bits of 16-bit floats. */
+NCF_DI uint16_t bits_of(bf16 x)
+{
+#ifdef NCF_CUDA_EMULATE
+	return x.x;
+#else
+	return __bfloat16_as_ushort(x);
+#endif
+}
+NCF_DI uint16_t bits_of(f16 x)
+{
+#ifdef NCF_CUDA_EMULATE
+	return x.x;
+#else
+	return __half_as_ushort(x);
+#endif
+}
+template <typename T> NCF_DI T of_bits(uint16_t b);
+template <> NCF_DI bf16 of_bits<bf16>(uint16_t b)
+{
+#ifdef NCF_CUDA_EMULATE
+	bf16 x;
+	x.x = b;
+	return x;
+#else
+	return __ushort_as_bfloat16(b);
+#endif
+}
+template <> NCF_DI f16 of_bits<f16>(uint16_t b)
+{
+#ifdef NCF_CUDA_EMULATE
+	f16 x;
+	x.x = b;
+	return x;
+#else
+	return __ushort_as_half(b);
+#endif
+}
+
+NCF_DI float u2f(uint32_t u)
+{
+#if defined(NCF_CUDA_EMULATE) || !defined(__CUDA_ARCH__)
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+#else
+	return __uint_as_float(u);
+#endif
+}
+NCF_DI uint32_t f2u(float f)
+{
+#if defined(NCF_CUDA_EMULATE) || !defined(__CUDA_ARCH__)
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+#else
+	return __float_as_uint(f);
+#endif
+}
+
+/* 16 bytes at p (16-byte aligned) as one load / store. */
+NCF_DI uint4 ld16(const void *p)
+{
+#if defined(NCF_CUDA_EMULATE) || !defined(__CUDA_ARCH__)
+	uint4 u;
+	memcpy(&u, p, 16);
+	return u;
+#else
+	return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+NCF_DI void st16(void *p, uint4 u)
+{
+#if defined(NCF_CUDA_EMULATE) || !defined(__CUDA_ARCH__)
+	memcpy(p, &u, 16);
+#else
+	*reinterpret_cast<uint4 *>(p) = u;
+#endif
+}
+
+/* x[0..8) = p[0..8) widened to float; p is 16-byte aligned. */
+template <typename T> NCF_DI void load8(const T *p, float x[8])
+{
+	if constexpr (sizeof(T) == 4) {
+		uint4 a = ld16(p), b = ld16((const float *)p + 4);
+		x[0] = u2f(a.x), x[1] = u2f(a.y), x[2] = u2f(a.z), x[3] = u2f(a.w);
+		x[4] = u2f(b.x), x[5] = u2f(b.y), x[6] = u2f(b.z), x[7] = u2f(b.w);
+	} else {
+		uint4 a = ld16(p);
+		uint32_t w[4] = {a.x, a.y, a.z, a.w};
+NCF_UNROLL
+		for (int k = 0; k < 4; k++) {
+			x[2 * k] = to_f32(of_bits<T>((uint16_t)(w[k] & 0xFFFFu)));
+			x[2 * k + 1] = to_f32(of_bits<T>((uint16_t)(w[k] >> 16)));
+		}
+	}
+}
+
+/* p[0..8) = x[0..8) rounded to T; p is 16-byte aligned. */
+template <typename T> NCF_DI void store8(T *p, const float x[8])
+{
+	if constexpr (sizeof(T) == 4) {
+		uint4 a, b;
+		a.x = f2u(x[0]), a.y = f2u(x[1]), a.z = f2u(x[2]), a.w = f2u(x[3]);
+		b.x = f2u(x[4]), b.y = f2u(x[5]), b.z = f2u(x[6]), b.w = f2u(x[7]);
+		st16(p, a);
+		st16((float *)p + 4, b);
+	} else {
+		uint32_t w[4];
+NCF_UNROLL
+		for (int k = 0; k < 4; k++)
+			w[k] = (uint32_t)bits_of(from_f32<T>(x[2 * k])) |
+			       ((uint32_t)bits_of(from_f32<T>(x[2 * k + 1])) << 16);
+		uint4 a;
+		a.x = w[0], a.y = w[1], a.z = w[2], a.w = w[3];
+		st16(p, a);
+	}
+}
+
+/* cuBLAS type of T. */
+template <typename T> inline cudaDataType dtype_of(void);
+template <> inline cudaDataType dtype_of<float>(void)
+{
+	return CUDA_R_32F;
+}
+template <> inline cudaDataType dtype_of<bf16>(void)
+{
+	return CUDA_R_16BF;
+}
+template <> inline cudaDataType dtype_of<f16>(void)
+{
+	return CUDA_R_16F;
+}
+
+/* Threads per block of every 1-D launch. */
+enum { BLOCK = 256 };
+
+/*
+ * Blocks for `threads` threads in 1-D blocks of BLOCK.  Returns 0 and the
+ * count in *blocks (0: nothing to launch), or -1 (reported) when the grid
+ * would exceed CUDA's 2^31 - 1 blocks.
+ */
+static inline int grid_1d(size_t threads, unsigned *blocks)
+{
+	size_t b = (threads + BLOCK - 1) / BLOCK;
+	if (b > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu threads are more than one launch takes", threads);
+		return -1;
+	}
+	*blocks = (unsigned)b;
+	return 0;
+}
+
+/* Global index of this thread in a 1-D launch. */
+#define NCF_TID ((size_t)blockIdx.x * blockDim.x + threadIdx.x)
+
+} /* namespace NCF_CUDA_NS */
+
+#endif

@@ -1,0 +1,504 @@
+/*
+ * cuda_emu.h - just enough of the CUDA runtime and cuBLAS for the cuda
+ * backend's sources to compile as plain C++ (g++ -x c++ -DNCF_CUDA_EMULATE)
+ * and run on the CPU, so that `make check` exercises them on machines
+ * without a GPU (and without the CUDA toolkit).
+ *
+ * What it is:
+ *  - device memory is host memory: cudaMalloc is an aligned malloc, every
+ *    copy is memcpy, streams and events do nothing (all work is synchronous);
+ *  - a kernel launch (NCF_LAUNCH in cuda_common.cuh) is nested loops over the
+ *    blocks and threads of the grid calling the kernel body once per thread,
+ *    one at a time, with blockIdx, threadIdx, blockDim and gridDim as
+ *    thread_local globals set by the loop;
+ *  - cublasGemmEx is cblas_sgemm (OpenBLAS) with cuBLAS's column-major
+ *    semantics; bf16 and fp16 operands are widened to float and the result is
+ *    rounded back, so those precisions run too (with fp32 products instead of
+ *    the tensor cores' rounding);
+ *  - __nv_bfloat16 and __half are 16-bit structs whose conversions round to
+ *    nearest even exactly as NVIDIA's __float2bfloat16_rn / __float2half_rn.
+ *
+ * What it is not: the threads of a block never run concurrently, so
+ * __syncthreads, shared memory and warp shuffles cannot work here.  Kernels
+ * that need them are not compiled under emulation; each has a CPU twin
+ * (<op>_cpu) used instead, and a real-GPU test (tests/gpu).  There is no
+ * asynchrony, and a bad device pointer is an ordinary bad pointer (the ASan
+ * build of the emulation test finds those).
+ */
+#ifndef NCF_CUDA_EMU_H
+#define NCF_CUDA_EMU_H
+
+#ifndef NCF_CUDA_EMULATE
+#error "cuda_emu.h is for -DNCF_CUDA_EMULATE builds only"
+#endif
+
+#include <cblas.h>
+#undef I /* <complex.h>, pulled in by OpenBLAS */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- language ---------------------------------------------------------- */
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct dim3 {
+	unsigned x, y, z;
+	dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+inline thread_local dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1),
+	gridDim(1, 1, 1);
+
+/* Run body() once per thread of a (grid, block) launch, blocks in order,
+ * threads in order within a block. */
+template <typename F> static inline void ncf_emu_launch(dim3 grid, dim3 block, F body)
+{
+	gridDim = grid;
+	blockDim = block;
+	for (unsigned bz = 0; bz < grid.z; bz++)
+		for (unsigned by = 0; by < grid.y; by++)
+			for (unsigned bx = 0; bx < grid.x; bx++) {
+				blockIdx = dim3(bx, by, bz);
+				for (unsigned tz = 0; tz < block.z; tz++)
+					for (unsigned ty = 0; ty < block.y; ty++)
+						for (unsigned tx = 0; tx < block.x; tx++) {
+							threadIdx = dim3(tx, ty, tz);
+							body();
+						}
+			}
+}
+
+/* Raw 16-byte vector, as CUDA's uint4 (used for vector loads). */
+struct uint4 {
+	unsigned x, y, z, w;
+};
+
+/* ---- 16-bit floats ------------------------------------------------------ */
+
+struct __nv_bfloat16 {
+	uint16_t x;
+};
+struct __half {
+	uint16_t x;
+};
+
+static inline uint32_t ncf_emu_f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+static inline float ncf_emu_u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline float __bfloat162float(__nv_bfloat16 h)
+{
+	return ncf_emu_u2f((uint32_t)h.x << 16);
+}
+
+/* Round to nearest even; NaN stays a (quiet) NaN. */
+static inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+	uint32_t u = ncf_emu_f2u(f);
+	__nv_bfloat16 h;
+	if ((u & 0x7fffffffu) > 0x7f800000u) {
+		h.x = (uint16_t)((u >> 16) | 0x40u);
+		return h;
+	}
+	u += 0x7fffu + ((u >> 16) & 1u);
+	h.x = (uint16_t)(u >> 16);
+	return h;
+}
+
+static inline float __half2float(__half h)
+{
+	uint32_t sign = (uint32_t)(h.x & 0x8000u) << 16;
+	uint32_t e = (h.x >> 10) & 0x1fu, m = h.x & 0x3ffu;
+	if (e == 0) { /* zero or subnormal: m * 2^-24, exact in float */
+		float v = (float)m * (1.0f / 16777216.0f);
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return ncf_emu_u2f(sign | 0x7f800000u | (m << 13));
+	return ncf_emu_u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* Round to nearest even, overflow to infinity, subnormals kept. */
+static inline __half __float2half_rn(float f)
+{
+	uint32_t u = ncf_emu_f2u(f);
+	uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+	__half h;
+	if (a > 0x7f800000u) { /* NaN */
+		h.x = (uint16_t)(sign | 0x7e00u);
+		return h;
+	}
+	if (a >= 0x477ff000u) { /* >= 65520: infinity (also inf itself) */
+		h.x = (uint16_t)(sign | 0x7c00u);
+		return h;
+	}
+	if (a <= 0x33000000u) { /* <= 2^-25: rounds to zero */
+		h.x = (uint16_t)sign;
+		return h;
+	}
+	uint32_t e = a >> 23;
+	if (e < 113) { /* half subnormal: m_h = round(M * 2^(e - 126)) */
+		uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+		uint32_t shift = 126 - e; /* 14..24 */
+		uint32_t r = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1u)))
+			r++;
+		h.x = (uint16_t)(sign | r);
+		return h;
+	}
+	uint32_t mant = a & 0x7fffffu;
+	uint32_t r = ((e - 112u) << 10) | (mant >> 13), rem = mant & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (r & 1u)))
+		r++;
+	h.x = (uint16_t)(sign | r);
+	return h;
+}
+
+/* ---- runtime ------------------------------------------------------------ */
+
+typedef int cudaError_t;
+enum {
+	cudaSuccess = 0,
+	cudaErrorInvalidValue = 1,
+	cudaErrorMemoryAllocation = 2,
+};
+enum cudaMemcpyKind {
+	cudaMemcpyHostToHost = 0,
+	cudaMemcpyHostToDevice = 1,
+	cudaMemcpyDeviceToHost = 2,
+	cudaMemcpyDeviceToDevice = 3,
+	cudaMemcpyDefault = 4,
+};
+typedef struct ncf_emu_stream *cudaStream_t;
+typedef struct ncf_emu_event *cudaEvent_t;
+#define cudaStreamNonBlocking 1
+
+static inline const char *cudaGetErrorString(cudaError_t e)
+{
+	switch (e) {
+	case cudaSuccess:
+		return "no error";
+	case cudaErrorMemoryAllocation:
+		return "out of memory";
+	default:
+		return "invalid argument";
+	}
+}
+static inline const char *cudaGetErrorName(cudaError_t e)
+{
+	switch (e) {
+	case cudaSuccess:
+		return "cudaSuccess";
+	case cudaErrorMemoryAllocation:
+		return "cudaErrorMemoryAllocation";
+	default:
+		return "cudaErrorInvalidValue";
+	}
+}
+static inline cudaError_t cudaGetLastError(void)
+{
+	return cudaSuccess;
+}
+
+static inline cudaError_t cudaMalloc(void **p, size_t n)
+{
+	*p = NULL;
+	if (posix_memalign(p, 256, n ? n : 1) != 0)
+		return cudaErrorMemoryAllocation;
+	/* device memory starts as garbage: fill it with NaNs (and huge
+	 * indices), so that reading what was never written shows */
+	memset(*p, 0xFF, n);
+	return cudaSuccess;
+}
+template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t n)
+{
+	return cudaMalloc((void **)p, n);
+}
+static inline cudaError_t cudaFree(void *p)
+{
+	free(p);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t n)
+{
+	return cudaMalloc(p, n);
+}
+static inline cudaError_t cudaFreeHost(void *p)
+{
+	free(p);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind)
+{
+	if (n)
+		memmove(dst, src, n);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
+					  cudaStream_t)
+{
+	return cudaMemcpy(dst, src, n, k);
+}
+static inline cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+	if (n)
+		memset(p, v, n);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t)
+{
+	return cudaMemset(p, v, n);
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
+{
+	*s = (cudaStream_t)(uintptr_t)0x5157;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t)
+{
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t)
+{
+	return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void)
+{
+	return cudaSuccess;
+}
+static inline cudaError_t cudaGetDeviceCount(int *n)
+{
+	*n = 1;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaSetDevice(int d)
+{
+	return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+static inline cudaError_t cudaGetDevice(int *d)
+{
+	*d = 0;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaRuntimeGetVersion(int *v)
+{
+	*v = 0;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaDriverGetVersion(int *v)
+{
+	*v = 0;
+	return cudaSuccess;
+}
+/* Events exist so that the timing code runs; they measure nothing. */
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+	*e = (cudaEvent_t)(uintptr_t)0xE7;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t)
+{
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t)
+{
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t)
+{
+	*ms = 0.0f;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	*free_b = *total = (size_t)1 << 34;
+	return cudaSuccess;
+}
+
+struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+	int major, minor;
+	int multiProcessorCount;
+	int memoryBusWidth;
+	int l2CacheSize;
+};
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+	if (d != 0)
+		return cudaErrorInvalidValue;
+	memset(p, 0, sizeof *p);
+	strcpy(p->name, "CPU emulation (NCF_CUDA_EMULATE)");
+	p->totalGlobalMem = (size_t)1 << 34;
+	p->major = 9; /* claims bf16 and tf32, which the emulation runs as described above */
+	p->minor = 0;
+	p->multiProcessorCount = 1;
+	return cudaSuccess;
+}
+enum cudaDeviceAttr {
+	cudaDevAttrClockRate = 13,
+	cudaDevAttrMemoryClockRate = 36,
+	cudaDevAttrGlobalMemoryBusWidth = 37,
+};
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int)
+{
+	*v = 0;
+	return cudaSuccess;
+}
+
+/* ---- cuBLAS ------------------------------------------------------------- */
+
+typedef struct ncf_emu_blas *cublasHandle_t;
+typedef enum {
+	CUBLAS_STATUS_SUCCESS = 0,
+	CUBLAS_STATUS_INVALID_VALUE = 7,
+	CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum {
+	CUBLAS_DEFAULT_MATH = 0,
+	CUBLAS_TF32_TENSOR_OP_MATH = 3,
+} cublasMath_t;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum {
+	CUBLAS_COMPUTE_32F = 68,
+	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+} cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
+static inline const char *cublasGetStatusString(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS:
+		return "the operation completed successfully";
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+		return "the functionality requested is not supported";
+	default:
+		return "an invalid value was used as an argument";
+	}
+}
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	*h = (cublasHandle_t)(uintptr_t)0xB1A5;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasDestroy(cublasHandle_t)
+{
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t)
+{
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t)
+{
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasGetVersion(cublasHandle_t, int *v)
+{
+	*v = 0;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Element e of an operand of type t, widened to float. */
+static inline float ncf_emu_load(const void *p, cudaDataType t, size_t e)
+{
+	switch (t) {
+	case CUDA_R_16BF:
+		return __bfloat162float(((const __nv_bfloat16 *)p)[e]);
+	case CUDA_R_16F:
+		return __half2float(((const __half *)p)[e]);
+	default:
+		return ((const float *)p)[e];
+	}
+}
+static inline void ncf_emu_store(void *p, cudaDataType t, size_t e, float v)
+{
+	switch (t) {
+	case CUDA_R_16BF:
+		((__nv_bfloat16 *)p)[e] = __float2bfloat16_rn(v);
+		break;
+	case CUDA_R_16F:
+		((__half *)p)[e] = __float2half_rn(v);
+		break;
+	default:
+		((float *)p)[e] = v;
+	}
+}
+/* A float copy of the column-major (rows, cols, ld) matrix p of type t
+ * (p itself when it is float). */
+static inline float *ncf_emu_widen(const void *p, cudaDataType t, int rows, int cols, int ld)
+{
+	if (t == CUDA_R_32F)
+		return (float *)p;
+	float *w = (float *)malloc(((size_t)ld * (size_t)(cols > 0 ? cols : 1)) * sizeof(float));
+	for (int c = 0; c < cols; c++)
+		for (int r = 0; r < rows; r++)
+			w[(size_t)c * ld + r] = ncf_emu_load(p, t, (size_t)c * ld + r);
+	return w;
+}
+
+/*
+ * C (m, n) = alpha op(A) op(B) + beta C, column-major, op(A) (m, k),
+ * op(B) (k, n): cuBLAS's semantics on cblas_sgemm.  Types: 32F, 16BF, 16F
+ * operands, 32F or the operands' type for C; the compute type is always
+ * float here.
+ */
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
+					  cublasOperation_t tb, int m, int n, int k,
+					  const void *alpha, const void *A, cudaDataType at, int lda,
+					  const void *B, cudaDataType bt, int ldb, const void *beta,
+					  void *C, cudaDataType ct, int ldc, cublasComputeType_t,
+					  cublasGemmAlgo_t)
+{
+	if (m < 0 || n < 0 || k < 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
+	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
+	if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
+	    ldc < (m > 1 ? m : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	float al = *(const float *)alpha, be = *(const float *)beta;
+	float *a = ncf_emu_widen(A, at, arows, acols, lda);
+	float *b = ncf_emu_widen(B, bt, brows, bcols, ldb);
+	float *c = ct == CUDA_R_32F ? (float *)C : ncf_emu_widen(C, ct, m, n, ldc);
+	if (k == 0) {
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++)
+				c[(size_t)j * ldc + i] = be == 0.0f ? 0.0f : be * c[(size_t)j * ldc + i];
+	} else {
+		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+			    tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, al, a, lda, b, ldb,
+			    be, c, ldc);
+	}
+	if (ct != CUDA_R_32F) {
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++)
+				ncf_emu_store(C, ct, (size_t)j * ldc + i, c[(size_t)j * ldc + i]);
+		free(c);
+	}
+	if (a != A)
+		free(a);
+	if (b != B)
+		free(b);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif

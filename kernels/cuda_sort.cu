@@ -1,0 +1,96 @@
+/*
+ * cuda_sort.cu - the stable sort of a batch's sample numbers by user (or
+ * item) id, which the segment sums of the first layer's and the GMF
+ * embeddings' backward pass need (cuda_kernels.cuh, segsum_*).
+ *
+ * On the GPU this is CUB's LSD radix sort (DeviceRadixSort::SortPairs): it
+ * is stable, deterministic and about as fast as a sort gets, but it relies on
+ * shared memory, block barriers and warp primitives, so it cannot run under
+ * NCF_CUDA_EMULATE; there the CPU twin sort_by_key_cpu (a stable sort of the
+ * same pairs, hence the same output) runs instead.  The GPU version is
+ * covered by tests/gpu (one training step against the cpu backend, and the
+ * whole training runs).
+ */
+#include <algorithm>
+#include <vector>
+
+#include "cuda_kernels.cuh"
+
+#ifndef NCF_CUDA_EMULATE
+#include <cub/device/device_radix_sort.cuh>
+#endif
+
+namespace NCF_CUDA_NS {
+
+void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out)
+{
+	std::vector<uint32_t> order(n);
+	for (size_t j = 0; j < n; j++)
+		order[j] = (uint32_t)j;
+	std::stable_sort(order.begin(), order.end(),
+			 [keys](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+	for (size_t j = 0; j < n; j++) {
+		idx_out[j] = order[j];
+		keys_out[j] = keys[order[j]];
+	}
+}
+
+#ifndef NCF_CUDA_EMULATE
+
+__global__ void iota_kernel(uint32_t *__restrict__ x, size_t n)
+{
+	size_t j = NCF_TID;
+	if (j < n)
+		x[j] = (uint32_t)j;
+}
+
+int sort_temp_bytes(size_t n, int bits, size_t *bytes)
+{
+	*bytes = 0;
+	if (n == 0)
+		return 0;
+	if (n > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: cannot sort %zu keys at once", n);
+		return -1;
+	}
+	return CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+		(void *)NULL, *bytes, (const uint32_t *)NULL, (uint32_t *)NULL,
+		(const uint32_t *)NULL, (uint32_t *)NULL, (int)n, 0, bits));
+}
+
+int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
+		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
+		     cudaStream_t stream)
+{
+	if (n == 0)
+		return 0;
+	unsigned blocks;
+	if (grid_1d(n, &blocks))
+		return -1;
+	NCF_LAUNCH(iota_kernel, blocks, BLOCK, 0, stream, idx_tmp, n);
+	if (CUDA_CHECK(cudaGetLastError()))
+		return -1;
+	size_t bytes = temp_bytes;
+	return CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
+							   idx_out, (int)n, 0, bits, stream));
+}
+
+#else /* NCF_CUDA_EMULATE: the CPU twin */
+
+int sort_temp_bytes(size_t n, int bits, size_t *bytes)
+{
+	*bytes = 0;
+	return 0;
+}
+
+int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
+		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
+		     cudaStream_t stream)
+{
+	sort_by_key_cpu(keys, n, keys_out, idx_out);
+	return 0;
+}
+
+#endif
+
+} /* namespace NCF_CUDA_NS */

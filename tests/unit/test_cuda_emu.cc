@@ -1,0 +1,785 @@
+/*
+ * test_cuda_emu.cc - the cuda backend run on the CPU through the emulation
+ * layer (kernels/cuda_emu.h), against the cpu backend (kernels/cpu.c, the
+ * specification), on the same data, parameters and batches.
+ *
+ * This binary holds the kernels/ .cu files compiled as C++ with -DNCF_CUDA_EMULATE:
+ * every kernel of the backend but the radix sort runs here, one thread at a
+ * time, with host memory as device memory and OpenBLAS as cuBLAS (fp32
+ * products; bf16 and fp16 operands are rounded as on the GPU).  What it
+ * checks, and how close is close:
+ *  - the sample stream (users, items, labels) at every position of several
+ *    epochs, with and without --true-negatives: bit for bit (integer
+ *    formulas of ncf_hd.h);
+ *  - dropout masks and bias + ReLU + dropout, for widths that are and are not
+ *    multiples of 8: bit for bit (same Philox bits, same float operations);
+ *  - the dense Adam pass: bit for bit against ncf_adam_update;
+ *  - segment sums through the (CPU twin of the) sort: bit for bit for keys
+ *    whose rows lie in one chunk (summed in the cpu backend's order), within
+ *    1e-6 of the sum of magnitudes otherwise (chunk sums added left to right);
+ *  - logits and scores: |d| <= 1e-6 + 1e-5 |x|.  Same float operations in the
+ *    same order except inside sgemm, which OpenBLAS may sum in another order
+ *    for other matrix shapes (the cpu backend multiplies chunks and slots, the
+ *    emulation whole tables and batches);
+ *  - evaluation ranks: equal for every user (a different rank would need two
+ *    candidates' logits within the rounding above of each other; the test
+ *    says so if it happens);
+ *  - the gradient of one step, per tensor: |d| <= 1e-5 max|g| + 1e-5 |g|: the
+ *    batch sums (K = B in the weight-gradient GEMMs, column sums, segment
+ *    sums) are added in other orders than the cpu backend's lanes and tiles,
+ *    which moves each sum by a few ulps of the sum of its terms' magnitudes;
+ *  - parameters after one Adam step: |d| <= 1e-6 + 1e-5 |p|, and after five
+ *    steps <= 1e-4 (Adam's first steps are nearly sign descent: a gradient
+ *    error changes the update only where |g| is near eps = 1e-8; it grows
+ *    slowly with the steps);
+ *  - the rank slices of a two-rank job: each rank's gradient against the cpu
+ *    backend's for the same rank, and their sum against one rank's;
+ *  - bf16 and fp16 steps: the gradient within 10% and 2% (relative L2 norm
+ *    per tensor) of the fp32 cpu backend's (see test_low_precision for
+ *    why so loose), logits within 2e-2; fp16 dynamic loss scaling: a step with
+ *    an overflowing scale is skipped and halves the scale, good steps double
+ *    it after the growth interval;
+ *  - bad input (ids outside the model, positions past the epoch) refused;
+ *  - a short training run: both backends' HR@10 after two epochs equal.
+ * What it does not check: the CUB radix sort, real GPU rounding (expf,
+ * tensor cores), streams and timing: tests/gpu does, on a GPU.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+extern "C" {
+#include "backend.h"
+#include "err.h"
+#include "metrics.h"
+#include "model.h"
+}
+#include "cuda_backend.h"
+#include "ncf_hd.h"
+#include "tap.h"
+
+typedef std::vector<float> fvec;
+
+/* ---- a small data set, built from Philox ------------------------------- */
+
+struct data {
+	uint32_t U, I, N;
+	std::vector<int64_t> offsets;
+	std::vector<uint32_t> items, entry_user, test, neg;
+	uint8_t *counted;
+};
+
+static uint32_t rnd(uint64_t seed, uint32_t a, uint64_t idx, uint32_t n)
+{
+	return ncf_uniform_below(ncf_rng(seed, NCF_RNG_BENCH, a, idx, 0).v[0], n);
+}
+
+/* U users with 2..2+spread positives each (items skewed towards low ids
+ * for a few users, so that some ids fill several segment chunks), N
+ * evaluation negatives. */
+static void make_data(struct data *d, uint32_t U, uint32_t I, uint32_t N, uint32_t spread,
+		      uint64_t seed)
+{
+	d->U = U, d->I = I, d->N = N;
+	d->offsets.assign(1, 0);
+	d->items.clear(), d->entry_user.clear(), d->test.clear(), d->neg.clear();
+	std::vector<uint8_t> has(I);
+	for (uint32_t u = 0; u < U; u++) {
+		std::fill(has.begin(), has.end(), 0);
+		uint32_t k = 2 + rnd(seed, 1, u, spread);
+		for (uint32_t t = 0; t < k; t++) {
+			uint32_t it = rnd(seed, 2, (uint64_t)u * 1000 + t, I);
+			if (t % 2 == 0)
+				it = it % 5; /* popular items */
+			has[it] = 1;
+		}
+		for (uint32_t it = 0; it < I; it++)
+			if (has[it]) {
+				d->items.push_back(it);
+				d->entry_user.push_back(u);
+			}
+		d->offsets.push_back((int64_t)d->items.size());
+		uint32_t t = rnd(seed, 3, u, I);
+		while (has[t])
+			t = (t + 1) % I;
+		d->test.push_back(t);
+		for (uint32_t q = 0; q < N; q++) {
+			uint32_t it = rnd(seed, 4, (uint64_t)u * N + q, I);
+			for (int a = 0; has[it] && a < 100; a++)
+				it = rnd(seed, 5 + a, (uint64_t)u * N + q, I);
+			d->neg.push_back(it);
+		}
+	}
+	d->counted = ncf_eval_mask(d->test.data(), d->neg.data(), U, N, I);
+}
+
+static struct ncf_train_data train_data(const struct data *d)
+{
+	struct ncf_train_data td;
+	td.users = d->U;
+	td.items = d->I;
+	td.positives = (int64_t)d->items.size();
+	td.offsets = d->offsets.data();
+	td.items_csr = d->items.data();
+	td.entry_user = d->entry_user.data();
+	return td;
+}
+
+static struct ncf_eval_data eval_data(const struct data *d)
+{
+	struct ncf_eval_data ed;
+	ed.users = d->U;
+	ed.negatives = d->N;
+	ed.test_items = d->test.data();
+	ed.neg = d->neg.data();
+	ed.counted = d->counted;
+	return ed;
+}
+
+/* ---- backends ----------------------------------------------------------- */
+
+static struct ncf_dist one = {0, 1, 0, 1, 0, 0.0};
+
+static struct ncf_hparams hparams(uint64_t batch, float dropout, int true_neg)
+{
+	struct ncf_hparams hp;
+	memset(&hp, 0, sizeof hp);
+	hp.lr = 0.0045f;
+	hp.beta1 = 0.25f;
+	hp.beta2 = 0.5f;
+	hp.eps = 1e-8f;
+	hp.dropout = dropout;
+	hp.negatives = 4;
+	hp.true_neg = (uint32_t)true_neg;
+	hp.batch = batch;
+	hp.seed = 7;
+	return hp;
+}
+
+/* Open impl for shape s on data d with parameters initialised from seed. */
+static int open_be(struct ncf_backend *be, const struct ncf_backend_i *impl,
+		   const struct ncf_shape *s, const struct ncf_hparams *hp, enum ncf_precision p,
+		   struct ncf_dist *dist, const struct data *d)
+{
+	memset(be, 0, sizeof *be);
+	be->shape = *s;
+	ncf_layout_make(s, &be->layout);
+	be->hp = *hp;
+	be->dist = dist;
+	be->threads = 2;
+	be->precision = p;
+	be->i = impl;
+	if (impl->init(be) != 0)
+		return -1;
+	fvec params(be->layout.total);
+	ncf_model_init(s, &be->layout, 3, params.data());
+	struct ncf_train_data td = train_data(d);
+	struct ncf_eval_data ed = eval_data(d);
+	if (impl->set_state(be, params.data(), NULL, NULL) || impl->set_train_data(be, &td) ||
+	    impl->set_eval_data(be, &ed))
+		return -1;
+	return 0;
+}
+
+static void close_be(struct ncf_backend *be)
+{
+	be->i->free(be);
+}
+
+static fvec get_params(struct ncf_backend *be)
+{
+	fvec p(be->layout.total);
+	be->i->get_state(be, p.data(), NULL, NULL);
+	return p;
+}
+
+/* ---- comparisons -------------------------------------------------------- */
+
+struct tensor {
+	const char *name;
+	size_t off, n;
+};
+
+static std::vector<struct tensor> tensors(const struct ncf_backend *be)
+{
+	const struct ncf_layout *L = &be->layout;
+	const struct ncf_shape *s = &be->shape;
+	static char names[NCF_MAX_LAYERS][2][16];
+	std::vector<struct tensor> t;
+	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
+	t.push_back({"P", L->p, U * F});
+	t.push_back({"Q", L->q, I * F});
+	t.push_back({"Pm", L->pm, U * M});
+	t.push_back({"Qm", L->qm, I * M});
+	for (uint32_t k = 1; k < s->n_layers; k++) {
+		snprintf(names[k][0], 16, "W%u", k);
+		snprintf(names[k][1], 16, "b%u", k);
+		t.push_back({names[k][0], L->w[k], (size_t)s->layers[k] * s->layers[k - 1]});
+		t.push_back({names[k][1], L->b[k], s->layers[k]});
+	}
+	t.push_back({"head_w", L->head_w, F + ncf_shape_last(s)});
+	t.push_back({"head_b", L->head_b, 1});
+	return t;
+}
+
+/* |got - want| <= atol + rtol |want| elementwise; the first mismatches go
+ * to the TAP diagnostics.  Returns 1 when all are close. */
+static int close_all(const float *got, const float *want, size_t n, double atol, double rtol,
+		     const char *what, double *maxdiff)
+{
+	int bad = 0;
+	double md = 0;
+	for (size_t j = 0; j < n; j++) {
+		double d = fabs((double)got[j] - want[j]);
+		if (d > md || isnan(d))
+			md = isnan(d) ? INFINITY : d;
+		if (!(d <= atol + rtol * fabs(want[j]))) {
+			if (bad < 5)
+				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
+			bad++;
+		}
+	}
+	if (bad)
+		tap_diag("%s: %d of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
+	if (maxdiff)
+		*maxdiff = md;
+	return bad == 0;
+}
+
+/* Per tensor: |d| <= rel_max * max|want| + rtol |want|. */
+static int close_tensors(const struct ncf_backend *be, const float *got, const float *want,
+			 double rel_max, double rtol, const char *what)
+{
+	int ok = 1;
+	for (const struct tensor &t : tensors(be)) {
+		double mx = 0;
+		for (size_t j = 0; j < t.n; j++)
+			mx = std::max(mx, (double)fabsf(want[t.off + j]));
+		char name[64];
+		snprintf(name, sizeof name, "%s %s", what, t.name);
+		ok &= close_all(got + t.off, want + t.off, t.n, rel_max * mx, rtol, name, NULL);
+	}
+	return ok;
+}
+
+/* Relative L2 error per tensor <= tol. */
+static int l2_tensors(const struct ncf_backend *be, const float *got, const float *want,
+		      double tol, const char *what)
+{
+	int ok = 1;
+	for (const struct tensor &t : tensors(be)) {
+		double num = 0, den = 0;
+		for (size_t j = 0; j < t.n; j++) {
+			double d = (double)got[t.off + j] - want[t.off + j];
+			num += d * d;
+			den += (double)want[t.off + j] * want[t.off + j];
+		}
+		double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+		if (!(rel <= tol) && !(den == 0 && num < 1e-20)) {
+			tap_diag("%s %s: relative L2 error %.3g > %g", what, t.name, rel, tol);
+			ok = 0;
+		}
+		if (getenv("NCF_TEST_VERBOSE"))
+			tap_diag("%s %s: relative L2 error %.3g", what, t.name, rel);
+	}
+	return ok;
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+static void test_samples(const struct data *d, const struct ncf_shape *s)
+{
+	for (int tn = 0; tn < 2; tn++) {
+		struct ncf_hparams hp = hparams(256, 0.5f, tn);
+		struct ncf_backend be;
+		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+			tap_ok(0, "open the emulated cuda backend");
+			return;
+		}
+		int64_t P = (int64_t)d->items.size();
+		uint64_t S = (uint64_t)P * 5;
+		std::vector<uint32_t> u(S), it(S);
+		std::vector<uint8_t> lab(S);
+		int ok = 1;
+		for (uint32_t e = 0; e < 3 && ok; e++) {
+			ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
+			ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+			for (uint64_t t = 0; t < S && ok; t++) {
+				uint32_t wu, wi;
+				int y = ncf_sample_at(&perm, t, hp.seed, e, P, d->I, tn,
+						      d->entry_user.data(), d->offsets.data(),
+						      d->items.data(), &wu, &wi);
+				if (wu != u[t] || wi != it[t] || y != lab[t]) {
+					tap_diag("epoch %u position %llu: (%u, %u, %d), want (%u, %u, %d)",
+						 e, (unsigned long long)t, u[t], it[t], lab[t], wu, wi, y);
+					ok = 0;
+				}
+			}
+		}
+		tap_ok(ok, "sample stream bit-exact, 3 epochs of %llu samples%s",
+		       (unsigned long long)S, tn ? ", --true-negatives" : "");
+		close_be(&be);
+	}
+}
+
+/* cpu.c's bias_relu_dropout with zero bias, written from its definition. */
+static void dropout_ref(const float *z, float *out, size_t n, uint32_t H, float p, uint64_t seed,
+			uint32_t epoch, uint64_t pos0, uint32_t layer)
+{
+	uint32_t drop16 = ncf_dropout_threshold(p);
+	float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+	for (size_t j = 0; j < n; j++)
+		for (uint32_t h = 0; h < H; h++) {
+			float x = z[j * H + h] + 0.0f;
+			float r = x > 0.0f ? x : 0.0f;
+			if (p > 0) {
+				ncf_u32x4 bits = ncf_dropout_bits(seed, epoch, pos0 + j, layer, h / 8);
+				r = r * (ncf_dropout_keep(bits, h % 8, drop16) ? scale : 0.0f);
+			}
+			out[j * H + h] = r;
+		}
+}
+
+static void test_dropout(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	const uint32_t widths[] = {24, 13, 5};
+	int ok = 1;
+	size_t kept = 0, total = 0;
+	for (uint32_t w = 0; w < 3; w++) {
+		uint32_t H = widths[w];
+		size_t n = 97;
+		fvec z(n * H), got(n * H), want(n * H);
+		for (size_t j = 0; j < z.size(); j++)
+			z[j] = (float)((int)rnd(9, w, j, 2001) - 500) * 0.01f;
+		for (uint32_t layer = 0; layer < 3; layer++) {
+			uint64_t pos0 = 1000003ull * layer + 17;
+			ok &= ncf_cuda_debug_dropout(&be, 2, pos0, layer, n, H, z.data(), got.data()) ==
+			      0;
+			dropout_ref(z.data(), want.data(), n, H, hp.dropout, hp.seed, 2, pos0, layer);
+			ok &= memcmp(got.data(), want.data(), n * H * sizeof(float)) == 0;
+			for (size_t j = 0; j < n * H; j++) {
+				kept += z[j] > 0 && want[j] != 0;
+				total += z[j] > 0;
+			}
+		}
+	}
+	tap_ok(ok, "bias + ReLU + dropout bit-exact (widths 24, 13, 5; layers 0-2)");
+	tap_ok(kept > total * 4 / 10 && kept < total * 6 / 10,
+	       "dropout keeps about half (%zu of %zu)", kept, total);
+	close_be(&be);
+}
+
+static void test_adam(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	size_t n = 20000;
+	fvec p(n), m(n), v(n), g(n);
+	for (size_t j = 0; j < n; j++) {
+		p[j] = ((float)rnd(11, 0, j, 1 << 20) - 524288.0f) * 1e-6f;
+		m[j] = ((float)rnd(11, 1, j, 1 << 20) - 524288.0f) * 1e-9f;
+		v[j] = (float)rnd(11, 2, j, 1 << 20) * 1e-14f;
+		g[j] = ((float)rnd(11, 3, j, 1 << 20) - 524288.0f) * powf(10.0f, -(float)(j % 12));
+	}
+	int ok = 1;
+	for (uint64_t step = 1; step < 40; step += 13) {
+		fvec p2 = p, m2 = m, v2 = v, p3 = p, m3 = m, v3 = v;
+		ok &= ncf_cuda_debug_adam(&be, p2.data(), m2.data(), v2.data(), g.data(), n, step) == 0;
+		struct ncf_adam_k k;
+		ncf_adam_constants(&hp, step, &k);
+		for (size_t j = 0; j < n; j++)
+			ncf_adam_update(&p3[j], &m3[j], &v3[j], g[j], &k);
+		ok &= !memcmp(p2.data(), p3.data(), n * 4) && !memcmp(m2.data(), m3.data(), n * 4) &&
+		      !memcmp(v2.data(), v3.data(), n * 4);
+	}
+	tap_ok(ok, "dense Adam pass bit-exact against ncf_adam_update (steps 1, 14, 27)");
+	close_be(&be);
+}
+
+static void test_segsum(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	/* keys: 0 very often (many chunks), 1..9 often, the rest of 0..199 rarely,
+	 * 200..299 never */
+	size_t n = 1500;
+	uint32_t K = 300, H = 5;
+	std::vector<uint32_t> key(n);
+	fvec src(n * H), got((size_t)K * H);
+	for (size_t j = 0; j < n; j++) {
+		uint32_t r = rnd(13, 0, j, 100);
+		key[j] = r < 30 ? 0 : r < 70 ? 1 + rnd(13, 1, j, 9) : rnd(13, 2, j, 200);
+		for (uint32_t h = 0; h < H; h++)
+			src[j * H + h] = ((float)rnd(13, 3, j * H + h, 20001) - 10000.0f) * 1e-3f;
+	}
+	int ok = ncf_cuda_debug_segsum(&be, key.data(), n, K, src.data(), H, got.data()) == 0;
+	/* the reference: sums in sample order */
+	fvec want((size_t)K * H, 0.0f), mag((size_t)K * H, 0.0f);
+	std::vector<size_t> count(K), first(K, n), last(K);
+	for (size_t j = 0; j < n; j++) {
+		for (uint32_t h = 0; h < H; h++) {
+			want[(size_t)key[j] * H + h] += src[j * H + h];
+			mag[(size_t)key[j] * H + h] += fabsf(src[j * H + h]);
+		}
+		count[key[j]]++;
+	}
+	/* sorted position range of each key, to know which fit one chunk */
+	std::vector<uint32_t> sorted = key;
+	std::stable_sort(sorted.begin(), sorted.end());
+	for (size_t e = 0; e < n; e++) {
+		first[sorted[e]] = std::min(first[sorted[e]], e);
+		last[sorted[e]] = e;
+	}
+	int exact = 1, near = 1, multi = 0;
+	for (uint32_t k = 0; k < K; k++)
+		for (uint32_t h = 0; h < H; h++) {
+			size_t o = (size_t)k * H + h;
+			if (count[k] == 0) {
+				exact &= got[o] == 0.0f;
+				continue;
+			}
+			if (first[k] / 32 == last[k] / 32) {
+				if (got[o] != want[o]) {
+					tap_diag("key %u col %u: %.9g, want %.9g (one chunk)", k, h, got[o],
+						 want[o]);
+					exact = 0;
+				}
+			} else {
+				multi += h == 0;
+				if (!(fabsf(got[o] - want[o]) <= 1e-6f * mag[o])) {
+					tap_diag("key %u col %u: %.9g, want %.9g", k, h, got[o], want[o]);
+					near = 0;
+				}
+			}
+		}
+	tap_ok(ok && exact, "segment sums bit-exact for keys within one chunk, 0 for absent keys");
+	tap_ok(ok && near && multi >= 2, "segment sums over several chunks (%d keys) within 1e-6",
+	       multi);
+	close_be(&be);
+}
+
+/* Logits, scores and ranks of emu against cpu on the same parameters. */
+static void test_forward(const struct data *d, const struct ncf_shape *s, const char *label)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	size_t n = (size_t)d->U * d->I;
+	std::vector<uint32_t> us(n), is(n);
+	for (size_t j = 0; j < n; j++)
+		us[j] = (uint32_t)(j / d->I), is[j] = (uint32_t)(j % d->I);
+	fvec lc(n), le(n), sc(n), se(n);
+	int ok = !cpu.i->logits(&cpu, us.data(), is.data(), n, lc.data()) &&
+		 !emu.i->logits(&emu, us.data(), is.data(), n, le.data());
+	double md = 0;
+	tap_ok(ok && close_all(le.data(), lc.data(), n, 1e-6, 1e-5, "logit", &md),
+	       "%s: logits of all %zu pairs equal to the cpu backend's (max |d| %.2g)", label, n,
+	       md);
+	ok = !cpu.i->score(&cpu, us.data(), is.data(), n, sc.data()) &&
+	     !emu.i->score(&emu, us.data(), is.data(), n, se.data());
+	tap_ok(ok && close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL),
+	       "%s: scores equal to the cpu backend's", label);
+	std::vector<uint32_t> rc(d->U), re(d->U);
+	ok = !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	     !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	int same = 0;
+	for (uint32_t u = 0; u < d->U; u++) {
+		if (rc[u] != re[u])
+			tap_diag("user %u: rank %u, cpu %u", u, re[u], rc[u]);
+		same += rc[u] == re[u];
+	}
+	tap_ok(ok && same == (int)d->U, "%s: evaluation ranks equal for all %u users", label, d->U);
+	/* a slice of users, as ranks get them */
+	std::vector<uint32_t> part(d->U);
+	ok = !emu.i->eval_ranks(&emu, 5, d->U - 3, part.data());
+	tap_ok(ok && std::equal(part.begin(), part.begin() + (d->U - 8), re.begin() + 5),
+	       "%s: ranks of a slice of users equal those of all", label);
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/* One step's gradient, one and five steps' parameters. */
+static void test_training(const struct data *d, const struct ncf_shape *s, float dropout,
+			  const char *label)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, dropout, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	size_t total = cpu.layout.total;
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	fvec gc(total), ge(total);
+	double lc = 0, le = 0;
+	int ok = 1;
+	for (int k = 0; k < 2; k++) {
+		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B; /* a short last batch too */
+		ok &= !cpu.i->grad(&cpu, 1, first, n, gc.data(), &lc) &&
+		      !emu.i->grad(&emu, 1, first, n, ge.data(), &le);
+		ok &= close_tensors(&cpu, ge.data(), gc.data(), 1e-5, 1e-5, "grad");
+		ok &= tap_close(le, lc, 0, 1e-6, "loss sum");
+	}
+	tap_ok(ok, "%s: gradients of two batches equal to the cpu backend's per tensor", label);
+	/* one step */
+	ok = !cpu.i->train_step(&cpu, 0, 0, B, &lc) && !emu.i->train_step(&emu, 0, 0, B, &le);
+	fvec pc = get_params(&cpu), pe = get_params(&emu);
+	double md = 0;
+	ok &= close_all(pe.data(), pc.data(), total, 1e-6, 1e-5, "params after 1 step", &md);
+	tap_ok(ok && cpu.step == 1 && emu.step == 1,
+	       "%s: parameters after one Adam step equal (max |d| %.2g)", label, md);
+	/* four more, crossing into the next epoch */
+	ok = 1;
+	uint64_t pos = B;
+	for (int k = 0; k < 4; k++) {
+		uint32_t e = pos >= S ? 1 : 0;
+		uint64_t first = pos % S, n = std::min<uint64_t>(B, S - first);
+		ok &= !cpu.i->train_step(&cpu, e, first, n, &lc) &&
+		      !emu.i->train_step(&emu, e, first, n, &le);
+		ok &= tap_close(le, lc, 0, 1e-5, "loss sum");
+		pos += n;
+	}
+	pc = get_params(&cpu), pe = get_params(&emu);
+	ok &= close_all(pe.data(), pc.data(), total, 1e-4, 0, "params after 5 steps", &md);
+	fvec mc(total), me(total), vc(total), ve(total);
+	cpu.i->get_state(&cpu, NULL, mc.data(), vc.data());
+	emu.i->get_state(&emu, NULL, me.data(), ve.data());
+	ok &= close_tensors(&cpu, me.data(), mc.data(), 1e-4, 1e-4, "Adam m");
+	tap_ok(ok, "%s: parameters after five steps within 1e-4 (max |d| %.2g)", label, md);
+	/* evaluation after training: the tables follow the parameters */
+	std::vector<uint32_t> rc(d->U), re(d->U);
+	ok = !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	     !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	int diff = 0;
+	for (uint32_t u = 0; u < d->U; u++)
+		diff += rc[u] != re[u];
+	tap_ok(ok && diff <= 1, "%s: ranks after five steps equal (%d of %u differ)", label, diff,
+	       d->U);
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/* Two ranks: each takes its slice; the sum of their gradients is one
+ * rank's. */
+static void test_ranks(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 333;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	struct ncf_dist r0 = {0, 2, 0, 2, 0, 0.0}, r1 = {1, 2, 1, 2, 0, 0.0};
+	struct ncf_backend c0, e0, e1, e;
+	if (open_be(&c0, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &r0, d) ||
+	    open_be(&e0, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r0, d) ||
+	    open_be(&e1, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r1, d) ||
+	    open_be(&e, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	size_t total = c0.layout.total;
+	fvec g0c(total), g0(total), g1(total), g(total);
+	double l0c, l0, l1, l;
+	int ok = !c0.i->grad(&c0, 0, 100, B, g0c.data(), &l0c) &&
+		 !e0.i->grad(&e0, 0, 100, B, g0.data(), &l0) &&
+		 !e1.i->grad(&e1, 0, 100, B, g1.data(), &l1) &&
+		 !e.i->grad(&e, 0, 100, B, g.data(), &l);
+	ok &= close_tensors(&c0, g0.data(), g0c.data(), 1e-5, 1e-5, "rank 0 grad");
+	tap_ok(ok, "rank 0 of 2: gradient of its slice equal to the cpu backend's");
+	for (size_t j = 0; j < total; j++)
+		g0[j] += g1[j];
+	ok = close_tensors(&e, g0.data(), g.data(), 1e-5, 1e-5, "rank sum") &&
+	     tap_close(l0 + l1, l, 0, 1e-6, "loss");
+	tap_ok(ok, "ranks 0 + 1 of 2: gradients and losses sum to one rank's");
+	close_be(&c0), close_be(&e0), close_be(&e1), close_be(&e);
+}
+
+static void test_low_precision(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	struct ncf_backend cpu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the cpu backend");
+		return;
+	}
+	size_t total = cpu.layout.total;
+	fvec gc(total), ge(total);
+	double lc, le;
+	cpu.i->grad(&cpu, 0, 0, B, gc.data(), &lc);
+	size_t n = (size_t)d->U * 3;
+	std::vector<uint32_t> us(n), is(n);
+	for (size_t j = 0; j < n; j++)
+		us[j] = (uint32_t)(j / 3), is[j] = (uint32_t)((j * 7) % d->I);
+	fvec lgc(n), lge(n);
+	cpu.i->logits(&cpu, us.data(), is.data(), n, lgc.data());
+	/* Bounds on the relative L2 error of each gradient tensor.  Emulated
+	 * tf32 is fp32 (OpenBLAS has no TF32).  bf16 keeps 8 significant bits,
+	 * fp16 11: besides the rounding itself (2^-9, 2^-12 relative), a
+	 * pre-activation near 0 may change sign, switching a ReLU unit off or
+	 * on for one sample, which changes that sample's whole contribution;
+	 * in this tiny model at initialisation, where a tensor's gradient is a
+	 * sum of largely cancelling terms, a handful of such switches moves it
+	 * by up to a few percent (seen: bf16 5.6%, fp16 0.6%). */
+	const enum ncf_precision precs[] = {NCF_PRECISION_TF32, NCF_PRECISION_BF16,
+					    NCF_PRECISION_FP16};
+	const double tol[] = {1e-4, 0.10, 0.02};
+	for (int k = 0; k < 3; k++) {
+		const char *name = ncf_precision_name(precs[k]);
+		struct ncf_backend emu;
+		if (open_be(&emu, &ncf_backend_cuda, s, &hp, precs[k], &one, d)) {
+			tap_ok(0, "open the emulated backend in %s", name);
+			continue;
+		}
+		int ok = !emu.i->grad(&emu, 0, 0, B, ge.data(), &le) &&
+			 l2_tensors(&cpu, ge.data(), gc.data(), tol[k], name) &&
+			 tap_close(le, lc, 0, 1e-2, "loss");
+		ok &= !emu.i->logits(&emu, us.data(), is.data(), n, lge.data()) &&
+		      close_all(lge.data(), lgc.data(), n, 2e-2, 2e-2, name, NULL);
+		tap_ok(ok, "%s: gradient within %g (relative L2 per tensor), logits within 2e-2 of fp32",
+		       name, tol[k]);
+		double loss;
+		ok = 1;
+		uint64_t S = (uint64_t)d->items.size() * 5, pos = 0;
+		for (int st = 0; st < 3; st++) {
+			uint64_t nb = std::min<uint64_t>(B, S - pos);
+			ok &= !emu.i->train_step(&emu, 0, pos, nb, &loss) && isfinite(loss);
+			pos = (pos + nb) % S;
+		}
+		tap_ok(ok && emu.step == 3, "%s: three training steps", name);
+		close_be(&emu);
+	}
+	close_be(&cpu);
+
+	/* fp16 dynamic loss scaling */
+	struct ncf_backend emu;
+	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP16, &one, d)) {
+		tap_ok(0, "open the emulated backend in fp16");
+		return;
+	}
+	tap_ok(ncf_cuda_loss_scale(&emu) == 32768.0f, "fp16: loss scale starts at 2^15");
+	fvec before = get_params(&emu);
+	ncf_cuda_set_loss_scale(&emu, 1073741824.0f, 2); /* 2^30: dlogit overflows fp16 */
+	double loss;
+	int ok = !emu.i->train_step(&emu, 0, 0, B, &loss);
+	fvec after = get_params(&emu);
+	tap_ok(ok && emu.step == 0 && !memcmp(before.data(), after.data(), total * 4) &&
+		       ncf_cuda_loss_scale(&emu) == 536870912.0f,
+	       "fp16: an overflowing step is skipped and halves the scale (now %g)",
+	       (double)ncf_cuda_loss_scale(&emu));
+	ncf_cuda_set_loss_scale(&emu, 1024.0f, 2);
+	ok = !emu.i->train_step(&emu, 0, 0, B, &loss) && emu.step == 1 &&
+	     ncf_cuda_loss_scale(&emu) == 1024.0f;
+	ok &= !emu.i->train_step(&emu, 0, B, B, &loss) && emu.step == 2 &&
+	      ncf_cuda_loss_scale(&emu) == 2048.0f;
+	tap_ok(ok, "fp16: good steps advance Adam and double the scale after the interval");
+	close_be(&emu);
+}
+
+/* Bad input is refused with a message, not run: ids outside the model,
+ * positions past the end of the epoch (which would make the permutation's
+ * cycle walk loop forever). */
+static void test_refusals(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend emu;
+	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	uint32_t u = d->U, it = 0;
+	float out;
+	double loss;
+	tap_diag("expected messages follow:");
+	fflush(stdout);
+	int ok = emu.i->logits(&emu, &u, &it, 1, &out) == -1;
+	ok &= emu.i->train_step(&emu, 0, S - 10, 11, &loss) == -1 && emu.step == 0;
+	tap_ok(ok, "ids outside the model and positions past the epoch are refused");
+	close_be(&emu);
+}
+
+/* Two epochs of training with evaluation: the same HR@10. */
+static void test_run(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 256;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	double hc = 0, he = 0, nc, ne, l;
+	std::vector<uint32_t> rc(d->U), re(d->U);
+	int ok = 1;
+	for (uint32_t e = 0; e < 2; e++)
+		for (uint64_t pos = 0; pos < S; pos += B) {
+			uint64_t n = std::min<uint64_t>(B, S - pos);
+			ok &= !cpu.i->train_step(&cpu, e, pos, n, &l) &&
+			      !emu.i->train_step(&emu, e, pos, n, &l);
+		}
+	ok &= !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	      !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	ncf_metrics_from_ranks(rc.data(), d->U, 10, &hc, &nc);
+	ncf_metrics_from_ranks(re.data(), d->U, 10, &he, &ne);
+	tap_ok(ok && fabs(hc - he) <= 1.5 / d->U,
+	       "two epochs (%llu steps): HR@10 %.4f, cpu backend %.4f", (unsigned long long)(2 * ((S + B - 1) / B)), he, hc);
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+int main(void)
+{
+	ncf_set_progname("test_cuda_emu");
+	ncf_verbosity = 1;
+	char why[128];
+	tap_ok(ncf_cuda_usable(why, sizeof why) == 1, "the emulated device is usable");
+
+	struct data d;
+	make_data(&d, 41, 67, 30, 14, 5);
+	/* widths multiples of 8 (vector paths) and not (scalar paths, partial
+	 * dropout blocks) */
+	struct ncf_shape s8 = {41, 67, 8, 4, {32, 24, 16, 8}};
+	struct ncf_shape s5 = {41, 67, 6, 4, {14, 13, 10, 5}};
+	struct ncf_shape s2 = {41, 67, 8, 2, {16, 8}};
+
+	test_samples(&d, &s8);
+	test_dropout(&d, &s8);
+	test_adam(&d, &s8);
+	test_segsum(&d, &s8);
+	test_forward(&d, &s8, "widths of 8");
+	test_forward(&d, &s5, "odd widths");
+	test_training(&d, &s8, 0.5f, "widths of 8, dropout 0.5");
+	test_training(&d, &s5, 0.5f, "odd widths, dropout 0.5");
+	test_training(&d, &s2, 0.0f, "one hidden layer, no dropout");
+	test_ranks(&d, &s8);
+	test_low_precision(&d, &s8);
+	test_refusals(&d, &s8);
+	test_run(&d, &s8);
+	free(d.counted);
+	return tap_done();
+}
