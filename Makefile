@@ -39,7 +39,7 @@ endif
 # --- flags ---------------------------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CPPFLAGS_NCF := -Icommon -Ikernels -Incf-prep -D_GNU_SOURCE
-BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno $(WARN) -MMD -MP
+BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
 LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
@@ -181,7 +181,7 @@ $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
 
-TEST_ENV := NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
+TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan

@@ -43,7 +43,7 @@
 #include "metrics.h"
 #include "ncf_hd.h"
 
-#define CHUNK 4096 /* samples per chunk */
+#define CHUNK 2048 /* samples per chunk */
 #define LANES 64   /* accumulators of the dense weight gradients */
 #define TILE 2048  /* table rows per tile */
 #define NCF_MAX_HIDDEN 8192 /* widest layer (model.h limit) */
@@ -545,8 +545,10 @@ static inline float dot8_prod(const float *restrict a, const float *restrict b,
 static void relu_dropout_back(float *restrict dz, const float *restrict dh,
 			      const float *restrict h, size_t count, float scale)
 {
-	for (size_t k = 0; k < count; k++)
-		dz[k] = h[k] > 0.0f ? dh[k] * scale : 0.0f;
+	for (size_t k = 0; k < count; k++) {
+		float v = dh[k] * scale; /* computed first: a select, not a branch */
+		dz[k] = h[k] > 0.0f ? v : 0.0f;
+	}
 }
 
 /*
@@ -601,8 +603,8 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	size_t HL = s->layers[last];
 	const float *hL = x->h[last];
 	double loss = 0;
-	float *restrict lw = lane + (L->head_w - c->tail_off);
-	float *restrict lwh = lw + F, *restrict lb = lane + (L->head_b - c->tail_off);
+	float *lw = lane + (L->head_w - c->tail_off);
+	float *lwh = lw + F, *lb = lane + (L->head_b - c->tail_off);
 	float *restrict dl_row = x->logit;
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
@@ -611,19 +613,28 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 		float *restrict g = x->g + r * F;
 		for (size_t f = 0; f < F; f++)
 			g[f] = pu[f] * qi[f];
-		const float *restrict hrow = hL + r * HL;
-		float logit = (dot8(wg, g, F) + dot8(wh, hrow, HL)) + hb;
+	}
+	/* logits = G wg + H_L wh + b, as two matrix-vector products */
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)F, 1.0f, x->g, (int)F, wg, 1, 0.0f,
+		    dl_row, 1);
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, wh, 1, 1.0f,
+		    dl_row, 1);
+	float bsum = 0.0f;
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
 		float y = (float)c->lab[j], l;
-		float dl = ncf_bce_grad(logit, y, &l) * inv_n;
+		float dl = ncf_bce_grad(dl_row[r] + hb, y, &l) * inv_n;
 		loss += (double)l;
 		c->dlogit[j] = dl;
 		dl_row[r] = dl;
-		for (size_t f = 0; f < F; f++)
-			lw[f] += dl * g[f];
-		for (size_t h = 0; h < HL; h++)
-			lwh[h] += dl * hrow[h];
-		lb[0] += dl;
+		bsum += dl;
 	}
+	/* head gradients: w_g += G^T dl, w_h += H_L^T dl */
+	cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)F, 1.0f, x->g, (int)F, dl_row, 1, 1.0f,
+		    lw, 1);
+	cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, dl_row, 1, 1.0f,
+		    lwh, 1);
+	lb[0] += bsum;
 	CPROF(3);
 	/* backward through layers L..2 */
 	float *dh = x->dh, *dz = x->dz;
@@ -764,19 +775,28 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		float *d = c->dau + (size_t)k * H1;
 		memset(d, 0, H1 * sizeof(float));
 		for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
-			const float *z = c->dz1 + (size_t)e * H1; /* rows are in user order */
+			const float *restrict z = c->dz1 + (size_t)e * H1; /* rows in user order */
+			float *restrict dd = d;
 			for (size_t h = 0; h < H1; h++)
-				d[h] += z[h];
+				dd[h] += z[h];
 		}
 	}
 #pragma omp parallel for schedule(dynamic, 64)
 	for (int64_t k = 0; k < (int64_t)ni; k++) {
 		float *d = c->dai + (size_t)k * H1;
 		memset(d, 0, H1 * sizeof(float));
-		for (uint32_t e = c->istart[k]; e < c->istart[k + 1]; e++) {
-			const float *z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
+		uint32_t e1 = c->istart[k + 1];
+		for (uint32_t e = c->istart[k]; e < e1; e++) {
+			/* rows come from anywhere in dz1: fetch a few rows ahead */
+			if (e + 4 < e1) {
+				const char *ahead = (const char *)(c->dz1 + (size_t)c->rowof[c->ilist[e + 4]] * H1);
+				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			const float *restrict z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
+			float *restrict dd = d;
 			for (size_t h = 0; h < H1; h++)
-				d[h] += z[h];
+				dd[h] += z[h];
 		}
 	}
 	float *gW1 = c->grad + L->w[1];
@@ -888,35 +908,68 @@ static int cpu_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint
  */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-/* R rows x 16 outputs starting at column o: the register tile. */
-#define DENSE_TILE(R)                                                                        \
-	static inline void dense_tile##R(const float *x, size_t ldx, size_t in,              \
-					 const float *wt, size_t outp, const float *b,        \
-					 float *y, size_t o)                                  \
-	{                                                                                    \
-		__m256 acc[R][2];                                                            \
-		for (int i = 0; i < R; i++)                                                  \
-			acc[i][0] = acc[i][1] = _mm256_setzero_ps();                         \
-		const float *w = wt + o;                                                     \
-		for (size_t q = 0; q < in; q++, w += outp) {                                 \
-			__m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);         \
-			for (int i = 0; i < R; i++) {                                        \
-				__m256 v = _mm256_broadcast_ss(x + i * ldx + q);             \
-				acc[i][0] = _mm256_fmadd_ps(v, w0, acc[i][0]);               \
-				acc[i][1] = _mm256_fmadd_ps(v, w1, acc[i][1]);               \
-			}                                                                    \
-		}                                                                            \
-		__m256 b0 = _mm256_loadu_ps(b + o), b1 = _mm256_loadu_ps(b + o + 8);        \
-		__m256 z = _mm256_setzero_ps();                                              \
-		for (int i = 0; i < R; i++) {                                                \
-			_mm256_storeu_ps(y + i * outp + o,                                   \
-					 _mm256_max_ps(_mm256_add_ps(acc[i][0], b0), z));    \
-			_mm256_storeu_ps(y + i * outp + o + 8,                               \
-					 _mm256_max_ps(_mm256_add_ps(acc[i][1], b1), z));    \
-		}                                                                            \
+/* Store relu(acc + bias) of one row's 16 outputs. */
+static inline void tile_store(float *y, __m256 a0, __m256 a1, __m256 b0, __m256 b1)
+{
+	__m256 z = _mm256_setzero_ps();
+	_mm256_storeu_ps(y, _mm256_max_ps(_mm256_add_ps(a0, b0), z));
+	_mm256_storeu_ps(y + 8, _mm256_max_ps(_mm256_add_ps(a1, b1), z));
+}
+
+/* 6 rows x 16 outputs starting at column o: twelve accumulators in
+ * registers (written out: an array of vectors gets spilled). */
+static inline void dense_tile6(const float *x, size_t ldx, size_t in, const float *wt,
+			       size_t outp, const float *b, float *y, size_t o)
+{
+	__m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+	__m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+	const float *w = wt + o;
+	const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx;
+	const float *x4 = x + 4 * ldx, *x5 = x + 5 * ldx;
+	for (size_t q = 0; q < in; q++, w += outp) {
+		__m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8), v;
+		v = _mm256_broadcast_ss(x0 + q);
+		a00 = _mm256_fmadd_ps(v, w0, a00);
+		a01 = _mm256_fmadd_ps(v, w1, a01);
+		v = _mm256_broadcast_ss(x1 + q);
+		a10 = _mm256_fmadd_ps(v, w0, a10);
+		a11 = _mm256_fmadd_ps(v, w1, a11);
+		v = _mm256_broadcast_ss(x2 + q);
+		a20 = _mm256_fmadd_ps(v, w0, a20);
+		a21 = _mm256_fmadd_ps(v, w1, a21);
+		v = _mm256_broadcast_ss(x3 + q);
+		a30 = _mm256_fmadd_ps(v, w0, a30);
+		a31 = _mm256_fmadd_ps(v, w1, a31);
+		v = _mm256_broadcast_ss(x4 + q);
+		a40 = _mm256_fmadd_ps(v, w0, a40);
+		a41 = _mm256_fmadd_ps(v, w1, a41);
+		v = _mm256_broadcast_ss(x5 + q);
+		a50 = _mm256_fmadd_ps(v, w0, a50);
+		a51 = _mm256_fmadd_ps(v, w1, a51);
 	}
-DENSE_TILE(6)
-DENSE_TILE(1)
+	__m256 b0 = _mm256_loadu_ps(b + o), b1 = _mm256_loadu_ps(b + o + 8);
+	tile_store(y + o, a00, a01, b0, b1);
+	tile_store(y + outp + o, a10, a11, b0, b1);
+	tile_store(y + 2 * outp + o, a20, a21, b0, b1);
+	tile_store(y + 3 * outp + o, a30, a31, b0, b1);
+	tile_store(y + 4 * outp + o, a40, a41, b0, b1);
+	tile_store(y + 5 * outp + o, a50, a51, b0, b1);
+}
+
+/* One row x 16 outputs: the same operations as a row of dense_tile6. */
+static inline void dense_tile1(const float *x, size_t ldx, size_t in, const float *wt,
+			       size_t outp, const float *b, float *y, size_t o)
+{
+	(void)ldx;
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0;
+	const float *w = wt + o;
+	for (size_t q = 0; q < in; q++, w += outp) {
+		__m256 v = _mm256_broadcast_ss(x + q);
+		a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w), a0);
+		a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 8), a1);
+	}
+	tile_store(y + o, a0, a1, _mm256_loadu_ps(b + o), _mm256_loadu_ps(b + o + 8));
+}
 
 /* Rows in tiles of 96 (their inputs stay in L2) times column blocks of 16
  * (their weights stay in L1); 6-row register tiles, single rows at the end:
