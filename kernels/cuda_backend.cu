@@ -100,6 +100,14 @@ static const char *const ph_name[PH_N] = {
 	"gmf_loss", "allreduce_adam",
 };
 
+/* Scoring batches of at most GRAPH_MAX pairs are replayed as CUDA graphs
+ * (copy in, forward, copy out), one per batch size, GRAPH_SLOTS sizes at a
+ * time: at batch 1024 the launch overhead of a dozen kernels and GEMMs is
+ * most of the latency. */
+#define GRAPH_MAX 65536
+#define GRAPH_SLOTS 8
+#define BLAS_WORKSPACE (32u << 20)
+
 struct cu {
 	int dev;
 	cudaDeviceProp prop;
@@ -127,6 +135,20 @@ struct cu {
 	uint8_t *counted;
 	uint32_t N;
 	int have_ed;
+
+#ifndef NCF_CUDA_EMULATE
+	/* small scoring batches as CUDA graphs (see score_graph) */
+	struct {
+		size_t n;		/* batch size it was captured for, 0: empty */
+		unsigned rows_gen;	/* c->rows_gen when captured */
+		cudaGraphExec_t exec;
+	} graphs[GRAPH_SLOTS];
+	int graphs_off;			/* a capture failed: plain launches only */
+	unsigned rows_gen;		/* bumped when the row buffers move */
+	uint32_t *pin_u, *pin_i;	/* (GRAPH_MAX) pinned staging */
+	float *pin_out;			/* (GRAPH_MAX) */
+	void *blas_ws;			/* cuBLAS workspace, fixed for capture */
+#endif
 
 	/* rows of a step or a scoring launch: cap rows */
 	size_t cap;
@@ -265,6 +287,9 @@ static int ensure_rows(struct ncf_backend *be, struct cu *c, size_t n)
 		if (dalloc_bytes(&c->h[k], n * s->layers[k] * c->es) ||
 		    dalloc_bytes(&c->d[k], n * s->layers[k] * c->es))
 			return -1;
+#ifndef NCF_CUDA_EMULATE
+	c->rows_gen++; /* graphs captured on the old buffers are stale */
+#endif
 	size_t seg = seg_scratch(n, wmax);
 	if (DALLOC(c->seg_head, seg) || DALLOC(c->seg_tail, seg) || DALLOC(c->dred, sum_scratch(n)))
 		return -1;
@@ -580,6 +605,18 @@ static void cuda_free(struct ncf_backend *be)
 		for (int k = 0; k <= PH_N; k++)
 			cudaEventDestroy(c->ev[k]);
 	}
+#ifndef NCF_CUDA_EMULATE
+	for (int g = 0; g < GRAPH_SLOTS; g++)
+		if (c->graphs[g].n)
+			cudaGraphExecDestroy(c->graphs[g].exec);
+	if (c->pin_u)
+		cudaFreeHost(c->pin_u);
+	if (c->pin_i)
+		cudaFreeHost(c->pin_i);
+	if (c->pin_out)
+		cudaFreeHost(c->pin_out);
+	dfree(c->blas_ws);
+#endif
 	free_rows(c);
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
@@ -641,6 +678,13 @@ static int cuda_init(struct ncf_backend *be)
 							    ? CUBLAS_DEFAULT_MATH
 							    : CUBLAS_TF32_TENSOR_OP_MATH)))
 		return -1;
+#ifndef NCF_CUDA_EMULATE
+	/* a workspace of our own: cuBLAS must not allocate while a graph is
+	 * being captured */
+	if (dalloc_bytes(&c->blas_ws, BLAS_WORKSPACE) ||
+	    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WORKSPACE)))
+		return -1;
+#endif
 	size_t total = L->total, H1 = s->layers[1];
 	if (DALLOC(c->params, total) || DALLOC(c->m, total) || DALLOC(c->v, total) ||
 	    DALLOC(c->grad, total) || dalloc_bytes(&c->AU, (size_t)s->users * H1 * c->es) ||
@@ -850,6 +894,79 @@ static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uin
 	return 0;
 }
 
+#ifndef NCF_CUDA_EMULATE
+/*
+ * Logits of n <= GRAPH_MAX pairs through a CUDA graph captured for this n
+ * (on its first use): host ids -> pinned staging -> device, forward,
+ * device -> pinned -> out.  The graph reads the first-layer tables but does
+ * not make them: while they are stale (new parameters) the plain path runs
+ * and rebuilds them.  Not under emulation (no graphs there).  Returns 0, 1 when the caller should take the
+ * plain path, -1 on a CUDA error.
+ */
+static int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
+		       const uint32_t *items, size_t n, float *out)
+{
+	if (c->graphs_off || n == 0 || n > GRAPH_MAX || !c->tables_valid ||
+	    (c->act != ACT_F32 && !c->plo_valid))
+		return 1;
+	if (!c->pin_u) {
+		if (CUDA_CHECK(cudaMallocHost((void **)&c->pin_u, GRAPH_MAX * sizeof(uint32_t))) ||
+		    CUDA_CHECK(cudaMallocHost((void **)&c->pin_i, GRAPH_MAX * sizeof(uint32_t))) ||
+		    CUDA_CHECK(cudaMallocHost((void **)&c->pin_out, GRAPH_MAX * sizeof(float))))
+			return -1;
+	}
+	if (ensure_rows(be, c, GRAPH_MAX))
+		return -1;
+	int slot = -1, free_slot = -1;
+	for (int g = 0; g < GRAPH_SLOTS; g++) {
+		if (c->graphs[g].n == n && c->graphs[g].rows_gen == c->rows_gen)
+			slot = g;
+		if (free_slot < 0 && (c->graphs[g].n == 0 || c->graphs[g].rows_gen != c->rows_gen))
+			free_slot = g;
+	}
+	if (slot < 0) {
+		if (free_slot < 0)
+			free_slot = (int)(n % GRAPH_SLOTS); /* evict one */
+		if (c->graphs[free_slot].n) {
+			cudaGraphExecDestroy(c->graphs[free_slot].exec);
+			c->graphs[free_slot].n = 0;
+		}
+		cudaGraph_t graph;
+		if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+			goto give_up;
+		int bad = cudaMemcpyAsync(c->su, c->pin_u, n * sizeof(uint32_t),
+					  cudaMemcpyHostToDevice, c->s) != cudaSuccess ||
+			  cudaMemcpyAsync(c->si, c->pin_i, n * sizeof(uint32_t),
+					  cudaMemcpyHostToDevice, c->s) != cudaSuccess ||
+			  forward_logits_any(be, c, n, c->dl) != 0 ||
+			  cudaMemcpyAsync(c->pin_out, c->dl, n * sizeof(float),
+					  cudaMemcpyDeviceToHost, c->s) != cudaSuccess;
+		if (cudaStreamEndCapture(c->s, &graph) != cudaSuccess || bad)
+			goto give_up;
+		cudaError_t e = cudaGraphInstantiate(&c->graphs[free_slot].exec, graph, 0);
+		cudaGraphDestroy(graph);
+		if (e != cudaSuccess)
+			goto give_up;
+		c->graphs[free_slot].n = n;
+		c->graphs[free_slot].rows_gen = c->rows_gen;
+		slot = free_slot;
+	}
+	memcpy(c->pin_u, users, n * sizeof(uint32_t));
+	memcpy(c->pin_i, items, n * sizeof(uint32_t));
+	if (CUDA_CHECK(cudaGraphLaunch(c->graphs[slot].exec, c->s)) ||
+	    CUDA_CHECK(cudaStreamSynchronize(c->s)))
+		return -1;
+	memcpy(out, c->pin_out, n * sizeof(float));
+	return 0;
+give_up:
+	/* capture is an optimization: say why once and go on without it */
+	ncf_debug("cuda backend: no CUDA graphs for scoring (%s); plain launches",
+		  cudaGetErrorString(cudaGetLastError()));
+	c->graphs_off = 1;
+	return 1;
+}
+#endif
+
 static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		       size_t n, float *out)
 {
@@ -864,6 +981,11 @@ static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint
 	size_t chunk = n < EVAL_CHUNK ? n : EVAL_CHUNK;
 	if (n == 0)
 		return 0;
+#ifndef NCF_CUDA_EMULATE
+	int g = score_graph(be, c, users, items, n, out);
+	if (g <= 0)
+		return g;
+#endif
 	if (ensure_rows(be, c, chunk))
 		return -1;
 	for (size_t o = 0; o < n; o += chunk) {
