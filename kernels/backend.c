@@ -4,6 +4,8 @@
 #include "backend.h"
 #include "err.h"
 
+int ncf_backend_fallback_level = 2;
+
 int ncf_device_parse(const char *s, enum ncf_device *d)
 {
 	if (!strcmp(s, "auto"))
@@ -69,7 +71,8 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 			ncf_error("--device cuda: no usable GPU: %s", why);
 			return -3;
 		} else {
-			ncf_info("no usable GPU (%s); using the CPU", why);
+			if (ncf_verbosity >= ncf_backend_fallback_level)
+				ncf_info("no usable GPU (%s); using the CPU", why);
 		}
 #else
 		if (device == NCF_DEVICE_CUDA) {

@@ -123,6 +123,10 @@ void ncf_cuda_describe_versions(FILE *out);
  * the CPU, saying so at verbosity 2).  Returns 0; -1 after reporting a
  * failure; -3 when the device was asked for and is not available (exit 3).
  */
+/* The display level at which --device auto reports falling back to the CPU:
+ * 2 (normal, the default: ncf-train) or 3 (-v: tools used in pipelines). */
+extern int ncf_backend_fallback_level;
+
 int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struct ncf_shape *s,
 		     const struct ncf_hparams *hp, enum ncf_precision precision, int threads,
 		     struct ncf_dist *dist);

@@ -108,6 +108,7 @@ static void popularity_ranks(const struct ncf_cache *c, const uint8_t *mask, uin
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
 	static const struct option opts[] = {
 		{"model", required_argument, 0, 'm'},
