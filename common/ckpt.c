@@ -180,6 +180,15 @@ int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam)
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
+	/* the ranges ncf-train accepts on its command line */
+	const struct ncf_hparams *h = &ck->hp;
+	if (!(h->lr > 0 && h->lr <= 1e30f) || !(h->beta1 >= 0 && h->beta1 < 1) ||
+	    !(h->beta2 >= 0 && h->beta2 < 1) || !(h->eps > 0 && h->eps <= 1) ||
+	    !(h->dropout >= 0 && h->dropout < 1) || h->negatives > 1000 || h->batch < 1 ||
+	    h->batch > ((uint64_t)1 << 40) || ck->topk < 1 || ck->topk > 100000) {
+		ncf_error("%s: corrupt model: hyperparameters out of range%s", display, HINT);
+		goto out;
+	}
 	size_t T = L.total * sizeof(float);
 	void *mm = NULL, *vv = NULL;
 	if (ncf_cr_section(&r, "userids", 4 * (size_t)ck->shape.users, 1, (void **)&ck->user_ids,

@@ -59,6 +59,10 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 		int provided;
 		if (NCF_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided)))
 			return -1;
+		if (provided < MPI_THREAD_FUNNELED) /* MPI is called from the main thread only */
+			ncf_warn("the MPI library gives thread level %d, below MPI_THREAD_FUNNELED; "
+				 "OpenMP threads may not be safe with it",
+				 provided);
 		d->mpi = 1;
 	}
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

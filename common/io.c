@@ -66,12 +66,27 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 		return 0;
 	}
 	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+	int exists = stat(path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode)) {
 		ncf_error("%s: is a directory", path);
 		return -1;
 	}
-	o->path = ncf_xstrdup(path);
-	o->display = o->path;
+	if (exists && !S_ISREG(st.st_mode)) {
+		/* a device, a FIFO, /dev/stdout: write to it as it is (there is
+		 * no partial file to protect, and renaming would replace it) */
+		o->fp = fopen(path, "wb");
+		if (!o->fp) {
+			ncf_error("%s: cannot open: %s", path, strerror(errno));
+			return -1;
+		}
+		o->display = path;
+		return 0;
+	}
+	/* a symbolic link: write next to, and rename over, what it points to */
+	char *real = exists ? realpath(path, NULL) : NULL;
+	o->path = real ? real : ncf_xstrdup(path);
+	o->display = path;
+	path = o->path;
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
 	size_t n = strlen(path) + 16;
@@ -79,22 +94,24 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
 	int fd = mkstemp(o->tmp);
 	if (fd < 0) {
-		ncf_error("%s: cannot create: %s", path, strerror(errno));
+		ncf_error("%s: cannot create a file in its directory: %s", o->display,
+			  strerror(errno));
 		free(o->tmp);
 		free(o->path);
 		o->tmp = o->path = NULL;
 		return -1;
 	}
-	/* mkstemp makes 0600; give the file the mode a plain creat() would. */
+	/* mkstemp makes 0600: keep the mode of the file replaced, else give the
+	 * mode a plain creat() would */
 	mode_t mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0) {
+	if (fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) != 0) {
 		/* not fatal: the file still works */
 	}
 	o->slot = registry_add(o->tmp);
 	o->fp = fdopen(fd, "wb");
 	if (!o->fp) {
-		ncf_error("%s: %s", path, strerror(errno));
+		ncf_error("%s: %s", o->display, strerror(errno));
 		close(fd);
 		ncf_out_abort(o);
 		return -1;
@@ -121,6 +138,18 @@ void ncf_out_abort(struct ncf_out *o)
 
 int ncf_out_commit(struct ncf_out *o)
 {
+	if (o->fp && o->fp != stdout && !o->tmp) { /* a device or FIFO, written in place */
+		int bad = fflush(o->fp) != 0 || ferror(o->fp);
+		int err = errno;
+		if (fclose(o->fp) != 0 && !bad)
+			bad = 1, err = errno;
+		o->fp = NULL;
+		if (bad) {
+			ncf_error("%s: write failed: %s", o->display, strerror(err ? err : EIO));
+			return -1;
+		}
+		return 0;
+	}
 	if (o->fp == stdout) {
 		if (fflush(stdout) != 0 || ferror(stdout)) {
 			ncf_error("<stdout>: write failed: %s", strerror(errno));
@@ -141,7 +170,7 @@ int ncf_out_commit(struct ncf_out *o)
 	if (!bad && rename(o->tmp, o->path) != 0)
 		bad = errno;
 	if (bad) {
-		ncf_error("%s: write failed: %s", o->path, strerror(bad));
+		ncf_error("%s: write failed: %s", o->display, strerror(bad));
 		ncf_out_abort(o);
 		return -1;
 	}

@@ -690,6 +690,11 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
 	size_t B = (size_t)(hi - lo);
 	uint64_t pos0 = first + lo;
+	if (hi - lo >= ((uint64_t)1 << 31)) { /* slots and rows are 32-bit */
+		ncf_error("cpu backend: a batch of %llu samples per rank is too large (at most 2^31 - 1)",
+			  (unsigned long long)(hi - lo));
+		return -1;
+	}
 	float inv_n = 1.0f / (float)n;
 	size_t F = s->factors, M = ncf_shape_m(s), H1 = s->layers[1];
 	memset(c->grad, 0, L->total * sizeof(float));

@@ -941,8 +941,12 @@ static int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *use
 			  forward_logits_any(be, c, n, c->dl) != 0 ||
 			  cudaMemcpyAsync(c->pin_out, c->dl, n * sizeof(float),
 					  cudaMemcpyDeviceToHost, c->s) != cudaSuccess;
-		if (cudaStreamEndCapture(c->s, &graph) != cudaSuccess || bad)
+		if (cudaStreamEndCapture(c->s, &graph) != cudaSuccess)
 			goto give_up;
+		if (bad) {
+			cudaGraphDestroy(graph);
+			goto give_up;
+		}
 		cudaError_t e = cudaGraphInstantiate(&c->graphs[free_slot].exec, graph, 0);
 		cudaGraphDestroy(graph);
 		if (e != cudaSuccess)

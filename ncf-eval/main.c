@@ -105,6 +105,22 @@ static void popularity_ranks(const struct ncf_cache *c, const uint8_t *mask, uin
 	free(pop);
 }
 
+static void print_metrics(const struct ncf_cache *c, uint32_t topk, double hr, double ndcg,
+			  int json)
+{
+	if (json) {
+		printf("{\"hr@%u\": %.6f, \"ndcg@%u\": %.6f, \"users\": %u", topk, hr, topk, ndcg,
+		       c->users);
+		if (!isnan(c->oracle_hr))
+			printf(", \"oracle_hr@10\": %.6f", c->oracle_hr);
+		printf("}\n");
+	} else {
+		printf("hr@%u\t%.6f\nndcg@%u\t%.6f\nusers\t%u\n", topk, hr, topk, ndcg, c->users);
+		if (!isnan(c->oracle_hr))
+			printf("oracle_hr@10\t%.6f\n", c->oracle_hr);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
@@ -200,6 +216,7 @@ int main(int argc, char **argv)
 	if (model && !strcmp(model, "-") && !strcmp(cache_path, "-"))
 		ncf_usage_error("the model and the cache cannot both come from stdin");
 
+	ncf_out_cleanup_on_signals();
 	struct ncf_dist dist;
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
@@ -207,6 +224,7 @@ int main(int argc, char **argv)
 	if (ncf_cache_read(cache_path, &cache) != 0)
 		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
 	double t0 = ncf_now(), hr = 0, ndcg = 0;
+	int printed = 0;
 	if (baseline) {
 		uint8_t *mask = ncf_eval_mask(cache.test_items, cache.eval_neg, cache.users,
 					      cache.eval_negatives, cache.items);
@@ -239,8 +257,13 @@ int main(int argc, char **argv)
 		    ncf_backend_load_cache(&be, &cache, &mask, 0) != 0 ||
 		    ncf_evaluate(&be, &cache, topk, &hr, &ndcg) != 0)
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-		if (scores && dist.rank == 0 && write_scores(&be, &cache, scores) != 0)
-			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		if (scores && dist.rank == 0) {
+			/* the metrics first (they may share stdout with the scores) */
+			print_metrics(&cache, topk, hr, ndcg, json);
+			if (fflush(stdout) != 0 || write_scores(&be, &cache, scores) != 0)
+				ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+			printed = 1;
+		}
 		ncf_backend_close(&be);
 		free(mask);
 		ncf_ckpt_free(&ck);
@@ -251,18 +274,8 @@ int main(int argc, char **argv)
 		  dt > 0 ? (double)cache.users * (cache.eval_negatives + 1) / dt : 0.0);
 	int status = 0;
 	if (dist.rank == 0) {
-		if (json) {
-			printf("{\"hr@%u\": %.6f, \"ndcg@%u\": %.6f, \"users\": %u", topk, hr, topk, ndcg,
-			       cache.users);
-			if (!isnan(cache.oracle_hr))
-				printf(", \"oracle_hr@10\": %.6f", cache.oracle_hr);
-			printf("}\n");
-		} else {
-			printf("hr@%u\t%.6f\nndcg@%u\t%.6f\nusers\t%u\n", topk, hr, topk, ndcg,
-			       cache.users);
-			if (!isnan(cache.oracle_hr))
-				printf("oracle_hr@10\t%.6f\n", cache.oracle_hr);
-		}
+		if (!printed)
+			print_metrics(&cache, topk, hr, ndcg, json);
 		if (ncf_close_stdout() != 0)
 			status = NCF_EXIT_FAIL;
 	}

@@ -665,6 +665,10 @@ int main(int argc, char **argv)
 	if (argc - optind > 1)
 		ncf_usage_error("one input file at most ('%s' is extra)", argv[optind + 1]);
 	const char *input = optind < argc ? argv[optind] : NULL;
+	int stdin_in = mode != OPT_BENCH && (!input || !strcmp(input, "-"));
+	if ((model_path && !strcmp(model_path, "-") && (stdin_in || (exclude && !strcmp(exclude, "-")))) ||
+	    (exclude && !strcmp(exclude, "-") && stdin_in))
+		ncf_usage_error("only one of the model, --exclude-seen and the input can come from stdin");
 
 	struct model m;
 	memset(&m, 0, sizeof m);

@@ -510,8 +510,11 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 			size_t body = len - 1;
 			if (body && s[body - 1] == '\r')
 				body--;
-			if (body == 0)
-				continue; /* blank line */
+			size_t sp = 0;
+			while (sp < body && (s[sp] == ' ' || s[sp] == '\t'))
+				sp++;
+			if (sp == body)
+				continue; /* blank line (or spaces only) */
 			if (memchr(s, 0, body)) {
 				ncf_error("%s:%llu: binary data (NUL byte)", display,
 					  (unsigned long long)p.line);

@@ -21,6 +21,7 @@
 #include "cache.h"
 #include "ckpt.h"
 #include "cli.h"
+#include "crc32c.h"
 #include "dist.h"
 #include "err.h"
 #include "evaluate.h"
@@ -114,6 +115,61 @@ static int save(struct run *r, const char *path, const char *what)
 		return -1;
 	ncf_debug("saved %s to %s", what, path);
 	return 0;
+}
+
+/*
+ * With several ranks, every rank must start from the same data, model and
+ * device, or the collectives go out of step (a hang or a crash in MPI).
+ * Rank 0 broadcasts a digest of what it loaded; a rank that differs says
+ * so and every rank stops.  Returns 0 when all agree.
+ */
+static int ranks_agree(struct run *r, uint64_t start_pos)
+{
+	if (r->dist.size == 1)
+		return 0;
+	const struct ncf_cache *c = &r->cache;
+	unsigned char d[256] = {0};
+	ncf_put_u32(d + 0, ncf_cache_fingerprint(c));
+	ncf_put_u64(d + 4, (uint64_t)c->train_positives);
+	uint32_t crc = ncf_crc32c(0, c->offsets, ((size_t)c->users + 1) * sizeof *c->offsets);
+	crc = ncf_crc32c(crc, c->train_items, (size_t)c->train_positives * sizeof *c->train_items);
+	ncf_put_u32(d + 12, crc);
+	crc = ncf_crc32c(0, c->test_items, (size_t)c->users * sizeof *c->test_items);
+	crc = ncf_crc32c(crc, c->eval_neg, (size_t)c->users * c->eval_negatives * sizeof *c->eval_neg);
+	ncf_put_u32(d + 16, crc);
+	const struct ncf_shape *s = &r->be.shape;
+	const struct ncf_hparams *hp = &r->be.hp;
+	ncf_put_u32(d + 20, s->factors);
+	ncf_put_u32(d + 24, s->n_layers);
+	for (uint32_t k = 0; k < s->n_layers && k < NCF_MAX_LAYERS; k++)
+		ncf_put_u32(d + 28 + 4 * k, s->layers[k]);
+	float f[5] = {hp->lr, hp->beta1, hp->beta2, hp->eps, hp->dropout};
+	memcpy(d + 60, f, sizeof f);
+	ncf_put_u32(d + 80, hp->negatives);
+	ncf_put_u32(d + 84, hp->true_neg);
+	ncf_put_u64(d + 88, hp->batch);
+	ncf_put_u64(d + 96, hp->seed);
+	ncf_put_u64(d + 132, r->ck.step);
+	ncf_put_u32(d + 140, r->ck.epoch);
+	ncf_put_u64(d + 144, start_pos);
+	ncf_put_u32(d + 152, ncf_crc32c(0, r->ck.params, r->be.layout.total * sizeof(float)));
+	snprintf((char *)d + 160, 16, "%s", r->be.i->name);
+	unsigned char d0[256];
+	memcpy(d0, d, sizeof d);
+	if (ncf_dist_bcast(&r->dist, d0, sizeof d0) != 0)
+		return -1;
+	const char *what = NULL;
+	if (memcmp(d, d0, 20) != 0)
+		what = "its cache differs from rank 0's (another file or another version of it)";
+	else if (memcmp(d + 20, d0 + 20, 140) != 0)
+		what = "its starting model differs from rank 0's (another --resume file, or a stale "
+		       "copy of it)";
+	else if (memcmp(d + 160, d0 + 160, 16) != 0)
+		what = "it uses another backend than rank 0 (--device auto found no GPU on some "
+		       "ranks; give --device)";
+	if (what)
+		ncf_error("rank %d of %d: %s", r->dist.rank, r->dist.size, what);
+	return ncf_dist_max_int(&r->dist, what != NULL) ? -1 : 0;
 }
 
 static char *suffixed(const char *path, const char *suffix)
@@ -322,6 +378,8 @@ int main(int argc, char **argv)
 	char *default_ckpt = NULL;
 	if (!r.checkpoint)
 		r.checkpoint = default_ckpt = suffixed(r.output, ".last");
+	if (resume && !strcmp(resume, "-") && !strcmp(cache_path, "-"))
+		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(r.output, "-") || !strcmp(r.checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
 
@@ -381,7 +439,7 @@ int main(int argc, char **argv)
 	r.ck.train_positives = (uint64_t)r.cache.train_positives;
 
 	uint64_t P = (uint64_t)r.cache.train_positives;
-	uint64_t S = P * (1 + hp.negatives);
+	uint64_t S = P * (1 + (uint64_t)hp.negatives);
 	if (S == 0) {
 		ncf_error("%s has no training positives: nothing to train on", cache_path);
 		FAIL(NCF_EXIT_FAIL);
@@ -402,6 +460,12 @@ int main(int argc, char **argv)
 	if (r.be.i->set_state(&r.be, r.ck.params, r.ck.m, r.ck.v) != 0 ||
 	    ncf_backend_load_cache(&r.be, &r.cache, &mask, 1) != 0)
 		FAIL(NCF_EXIT_FAIL);
+	if (ranks_agree(&r, r.ck.position) != 0)
+		FAIL(NCF_EXIT_FAIL);
+	/* the saved loss of an interrupted epoch is the sum over all ranks:
+	 * rank 0 carries it on */
+	if (r.dist.rank != 0)
+		r.ck.epoch_loss = 0;
 
 	if (rank0 && r.log_path) {
 		if (!strcmp(r.log_path, "-")) {
@@ -414,6 +478,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	ncf_out_cleanup_on_signals(); /* SIGHUP: remove temporary files, die */
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
@@ -496,7 +561,9 @@ int main(int argc, char **argv)
 				ncf_progress_clear(&prog);
 				r.ck.epoch = e;
 				r.ck.position = pos;
-				r.ck.epoch_loss = loss;
+				double all = loss;
+				ncf_dist_sum_f64(&r.dist, &all, 1);
+				r.ck.epoch_loss = all;
 				if (save(&r, r.checkpoint, "the interrupted state") != 0)
 					FAIL(NCF_EXIT_FAIL);
 				ncf_info("interrupted in epoch %u at position %llu of %llu; resume with "
@@ -553,7 +620,10 @@ int main(int argc, char **argv)
 				"\"rank_throughput\": %.1f, \"best\": %s}\n",
 				e + 1, gloss, r.topk, hr, r.topk, ndcg, train_time, eval_time, tput,
 				eval_tput, r.dist.size, tput / r.dist.size, best ? "true" : "false");
-			fflush(r.log);
+			if (fflush(r.log) != 0 || ferror(r.log)) {
+				ncf_error("%s: write failed", r.log == stdout ? "<stdout>" : r.log_path);
+				FAIL(NCF_EXIT_FAIL);
+			}
 		}
 		if (best && save(&r, r.output, "the best model") != 0)
 			FAIL(NCF_EXIT_FAIL);
@@ -577,10 +647,15 @@ int main(int argc, char **argv)
 		/* a signal during the epoch's last step or its evaluation: the state
 		 * after the epoch is saved already; every rank agrees to stop */
 		int sig = ncf_dist_max_int(&r.dist, (int)got_signal);
-		if (sig && e + 1 < r.epochs) {
-			ncf_info("interrupted after epoch %u; its state is in %s; resume with "
-				 "--resume %s",
-				 e + 1, r.checkpoint, r.checkpoint);
+		if (sig) {
+			if (e + 1 < r.epochs)
+				ncf_info("interrupted after epoch %u; its state is in %s; resume with "
+					 "--resume %s",
+					 e + 1, r.checkpoint, r.checkpoint);
+			else
+				ncf_info("interrupted during the last epoch's evaluation; the finished "
+					 "run is saved in %s",
+					 r.checkpoint);
 			ncf_dist_finish(&r.dist);
 			return sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM;
 		}

@@ -7,7 +7,7 @@ command -v mpirun >/dev/null 2>&1 || skip_all "mpirun not installed"
 ncf-train -vV 2>/dev/null | grep -q '^features:.* mpi' || skip_all "built without MPI"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 TOOLS=$NCF_ROOT/build/tests/tools
-plan 11
+plan 13
 cd "$T"
 ncf-prep -q --synthetic ml-latest-small -o data.ncfc
 FLAGS="-e 2 -b 8192 --factors 16 --layers 64,32,16 --threads 1"
@@ -54,6 +54,21 @@ ok $? "a rank failing to open the cache ends the job (status $status, not a time
 like "$err" "missing.ncfc" "the message names the file"
 [ ! -e bad.ncfm ]
 ok $? "no model is left behind"
+
+# Ranks that load different caches (a stale node-local copy) are refused
+# before the first collective, instead of hanging or crashing in MPI.
+ncf-prep -q --synthetic ml-latest-small --seed 2 -o other.ncfc
+cat >mismatch.sh <<'SH'
+#!/bin/sh
+c=data.ncfc
+[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && c=other.ncfc
+exec ncf-train "$c" -o mm.ncfm -e 1 -b 8192 --factors 8 --layers 16,8 --threads 1
+SH
+chmod +x mismatch.sh
+run timeout 120 $MPIRUN -np 2 ./mismatch.sh
+[ "$status" != 0 ] && [ "$status" != 124 ]
+ok $? "ranks with different caches: the job stops (status $status)"
+like "$err" "rank 1 of 2: its cache differs from rank 0's" "and says which rank differs"
 
 # A rank killed in the middle of training ends the job too.
 cat >die.sh <<'SH'
