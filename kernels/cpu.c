@@ -288,7 +288,9 @@ static void grow_samples(struct cpu *c, const struct ncf_shape *s, size_t n)
 	c->slot_u = ncf_xrealloc(c->slot_u, n * sizeof *c->slot_u);
 	c->slot_i = ncf_xrealloc(c->slot_i, n * sizeof *c->slot_i);
 	c->dlogit = ncf_xrealloc(c->dlogit, n * sizeof *c->dlogit);
-	c->dz1 = ncf_xrealloc(c->dz1, n * H1 * sizeof *c->dz1);
+	free(c->dz1); /* 64-byte aligned, for streaming stores */
+	if (posix_memalign((void **)&c->dz1, 64, n * H1 * sizeof *c->dz1 + 64) != 0)
+		ncf_die(NCF_EXIT_FAIL, "out of memory (%zu bytes)", n * H1 * sizeof *c->dz1);
 	c->chunk_loss = ncf_xrealloc(c->chunk_loss, (n / CHUNK + 1) * sizeof *c->chunk_loss);
 	c->ulist = ncf_xrealloc(c->ulist, n * sizeof *c->ulist);
 	c->rowof = ncf_xrealloc(c->rowof, n * sizeof *c->rowof);
@@ -551,6 +553,27 @@ static void relu_dropout_back(float *restrict dz, const float *restrict dh,
 	}
 }
 
+/* relu_dropout_back into dz1, which is read only after every chunk is
+ * done: non-temporal stores keep it from evicting the chunk's activations
+ * (the same values). */
+static void relu_dropout_back_stream(float *restrict dz, const float *restrict dh,
+				     const float *restrict h, size_t count, float scale)
+{
+#if defined(__AVX2__)
+	if (((uintptr_t)dz & 31) == 0 && count % 8 == 0) {
+		__m256 sc = _mm256_set1_ps(scale), zero = _mm256_setzero_ps();
+		for (size_t k = 0; k < count; k += 8) {
+			__m256 v = _mm256_mul_ps(_mm256_loadu_ps(dh + k), sc);
+			__m256 m = _mm256_cmp_ps(_mm256_loadu_ps(h + k), zero, _CMP_GT_OQ);
+			_mm256_stream_ps(dz + k, _mm256_and_ps(v, m));
+		}
+		_mm_sfence();
+		return;
+	}
+#endif
+	relu_dropout_back(dz, dh, h, count, scale);
+}
+
 /*
  * Forward and backward of rows [k0, k0 + n) of the step, in user order:
  * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
@@ -660,7 +683,7 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 			    dz, (int)out, prm + L->w[k], (int)in, 0.0f, dh, (int)in);
 		CPROF(4);
 	}
-	relu_dropout_back(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
 	CPROF(5);
 	return loss;
 }
