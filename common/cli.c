@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <getopt.h>
 #include <unistd.h>
 #include <csv.h>
 #include <zstd.h>
@@ -18,7 +19,9 @@
 #endif
 
 #include "cli.h"
+#include "dist.h"
 #include "err.h"
+#include "io.h"
 
 const char *ncf_synopsis = "";
 
@@ -35,6 +38,28 @@ void ncf_usage_error(const char *fmt, ...)
 	fprintf(stderr, "%s: %s\nusage: %s\nTry '%s --help' for more information.\n",
 		ncf_progname(), buf, ncf_synopsis, ncf_progname());
 	exit(NCF_EXIT_USAGE);
+}
+
+void ncf_cli_common(int c, char **argv, void (*usage)(void), int *version)
+{
+	switch (c) {
+	case 'q':
+		ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
+		return;
+	case 'v':
+		ncf_verbosity++;
+		return;
+	case 'V':
+		*version = 1;
+		return;
+	case 'h':
+		usage();
+		exit(ncf_close_stdout() ? NCF_EXIT_FAIL : 0);
+	case ':':
+		ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
+	default:
+		ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+	}
 }
 
 int ncf_parse_i64(const char *s, int64_t *out)
@@ -160,18 +185,7 @@ void ncf_print_version(int verbose, void (*extra)(FILE *))
 	printf("zstd\t%s\n", ZSTD_versionString());
 	printf("libcsv\t%d.%d.%d\n", CSV_MAJOR, CSV_MINOR, CSV_RELEASE);
 #ifdef NCF_HAVE_MPI
-	{
-		char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-		int len = 0;
-		MPI_Get_library_version(lib, &len);
-		char *nl = strchr(lib, '\n');
-		if (nl)
-			*nl = 0;
-		char *comma = strchr(lib, ',');
-		if (comma)
-			*comma = 0;
-		printf("mpi\t%s (MPI %d.%d)\n", lib, MPI_VERSION, MPI_SUBVERSION);
-	}
+	printf("mpi\t%s (MPI %d.%d)\n", ncf_dist_library(), MPI_VERSION, MPI_SUBVERSION);
 #endif
 	if (extra)
 		extra(stdout);

@@ -17,6 +17,14 @@ extern const char *ncf_synopsis;
 /* Print "prog: message" and the synopsis on stderr, exit 2. */
 void ncf_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/*
+ * The options every tool shares, for the default branch of its getopt
+ * switch: -q and -v (one display level down or up), -V (sets *version),
+ * -h (usage() on stdout, then exit 0), and getopt's ':' and '?' (a usage
+ * error, exit 2).
+ */
+void ncf_cli_common(int c, char **argv, void (*usage)(void), int *version);
+
 /* Parse arg as an integer in [min, max] for option opt; exits 2 with a
  * message naming opt when it is not one. */
 int64_t ncf_opt_int(const char *opt, const char *arg, int64_t min, int64_t max);

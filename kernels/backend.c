@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cli.h"
 #include "err.h"
 
 int ncf_backend_fallback_level = 2;
@@ -32,6 +33,32 @@ int ncf_precision_parse(const char *s, enum ncf_precision *p)
 	else
 		return -1;
 	return 0;
+}
+
+enum ncf_device ncf_opt_device(const char *arg)
+{
+	enum ncf_device d;
+	if (ncf_device_parse(arg, &d) != 0)
+		ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
+				ncf_escape(arg, strlen(arg), 40));
+	return d;
+}
+
+enum ncf_precision ncf_opt_precision(const char *arg)
+{
+	enum ncf_precision p;
+	if (ncf_precision_parse(arg, &p) != 0)
+		ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
+				ncf_escape(arg, strlen(arg), 40));
+	return p;
+}
+
+enum ncf_precision ncf_opt_amp(enum ncf_precision p)
+{
+	if (p != NCF_PRECISION_DEFAULT && p != NCF_PRECISION_BF16)
+		ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
+				ncf_precision_name(p));
+	return NCF_PRECISION_BF16;
 }
 
 const char *ncf_precision_name(enum ncf_precision p)

@@ -132,6 +132,12 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 		     struct ncf_dist *dist);
 void ncf_backend_close(struct ncf_backend *be);
 
+/* Option values: parse or exit 2 with a message naming the option. */
+enum ncf_device ncf_opt_device(const char *arg);
+enum ncf_precision ncf_opt_precision(const char *arg);
+/* --amp: bf16, unless another precision was asked for (exit 2). */
+enum ncf_precision ncf_opt_amp(enum ncf_precision p);
+
 /* Names for options and messages. */
 int ncf_device_parse(const char *s, enum ncf_device *d);
 int ncf_precision_parse(const char *s, enum ncf_precision *p);

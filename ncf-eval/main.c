@@ -168,34 +168,16 @@ int main(int argc, char **argv)
 			scores = optarg;
 			break;
 		case OPT_DEVICE:
-			if (ncf_device_parse(optarg, &device) != 0)
-				ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
-						ncf_escape(optarg, strlen(optarg), 40));
+			device = ncf_opt_device(optarg);
 			break;
 		case OPT_PRECISION:
-			if (ncf_precision_parse(optarg, &precision) != 0)
-				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
-						ncf_escape(optarg, strlen(optarg), 40));
+			precision = ncf_opt_precision(optarg);
 			break;
 		case OPT_THREADS:
 			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
 			break;
-		case 'q':
-			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
-			break;
-		case 'v':
-			ncf_verbosity++;
-			break;
-		case 'h':
-			usage();
-			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
-		case 'V':
-			version = 1;
-			break;
-		case ':':
-			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+			ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {

@@ -604,14 +604,10 @@ int main(int argc, char **argv)
 			json = 1;
 			break;
 		case OPT_DEVICE:
-			if (ncf_device_parse(optarg, &device) != 0)
-				ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
-						ncf_escape(optarg, strlen(optarg), 40));
+			device = ncf_opt_device(optarg);
 			break;
 		case OPT_PRECISION:
-			if (ncf_precision_parse(optarg, &precision) != 0)
-				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
-						ncf_escape(optarg, strlen(optarg), 40));
+			precision = ncf_opt_precision(optarg);
 			break;
 		case OPT_AMP:
 			amp = 1;
@@ -622,22 +618,8 @@ int main(int argc, char **argv)
 		case 's':
 			seed = ncf_opt_u64("--seed", optarg);
 			break;
-		case 'q':
-			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
-			break;
-		case 'v':
-			ncf_verbosity++;
-			break;
-		case 'h':
-			usage();
-			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
-		case 'V':
-			version = 1;
-			break;
-		case ':':
-			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+			ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {
@@ -646,12 +628,8 @@ int main(int argc, char **argv)
 	}
 	if (!mode)
 		ncf_usage_error("choose a mode: --bench, --score or --recommend K");
-	if (amp) {
-		if (precision != NCF_PRECISION_DEFAULT && precision != NCF_PRECISION_BF16)
-			ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
-					ncf_precision_name(precision));
-		precision = NCF_PRECISION_BF16;
-	}
+	if (amp)
+		precision = ncf_opt_amp(precision);
 	if (random && mode != OPT_BENCH)
 		ncf_usage_error("--random-model is for --bench");
 	if (random && model_path)

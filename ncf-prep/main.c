@@ -115,22 +115,8 @@ int main(int argc, char **argv)
 		case OPT_PROG:
 			progress = 1;
 			break;
-		case 'q':
-			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
-			break;
-		case 'v':
-			ncf_verbosity++;
-			break;
-		case 'h':
-			usage();
-			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
-		case 'V':
-			version = 1;
-			break;
-		case ':':
-			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+			ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {

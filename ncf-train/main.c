@@ -319,14 +319,10 @@ int main(int argc, char **argv)
 			r.topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
 			break;
 		case OPT_DEVICE:
-			if (ncf_device_parse(optarg, &device) != 0)
-				ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
-						ncf_escape(optarg, strlen(optarg), 40));
+			device = ncf_opt_device(optarg);
 			break;
 		case OPT_PRECISION:
-			if (ncf_precision_parse(optarg, &precision) != 0)
-				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
-						ncf_escape(optarg, strlen(optarg), 40));
+			precision = ncf_opt_precision(optarg);
 			break;
 		case OPT_AMP:
 			amp = 1;
@@ -340,34 +336,16 @@ int main(int argc, char **argv)
 		case OPT_PROGRESS:
 			progress = 1;
 			break;
-		case 'q':
-			ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
-			break;
-		case 'v':
-			ncf_verbosity++;
-			break;
-		case 'h':
-			usage();
-			return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
-		case 'V':
-			version = 1;
-			break;
-		case ':':
-			ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
-			ncf_usage_error("unknown option '%s'", argv[optind - 1]);
+			ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {
 		ncf_print_version(ncf_verbosity > 2, describe_versions);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	if (amp) {
-		if (precision != NCF_PRECISION_DEFAULT && precision != NCF_PRECISION_BF16)
-			ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
-					ncf_precision_name(precision));
-		precision = NCF_PRECISION_BF16;
-	}
+	if (amp)
+		precision = ncf_opt_amp(precision);
 	if (optind >= argc)
 		ncf_usage_error("no cache given");
 	if (argc - optind > 1)
