@@ -24,6 +24,10 @@ void ncf_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
  * error, exit 2).
  */
 void ncf_cli_common(int c, char **argv, void (*usage)(void), int *version);
+/* Their getopt_long entries. */
+#define NCF_COMMON_LONGOPTS                                                  \
+	{"quiet", no_argument, 0, 'q'}, {"verbose", no_argument, 0, 'v'},    \
+	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}
 
 /* Parse arg as an integer in [min, max] for option opt; exits 2 with a
  * message naming opt when it is not one. */

@@ -175,18 +175,25 @@ NCF_HD uint64_t ncf_perm_apply(const ncf_perm *p, uint64_t t)
  * of the epoch holds sample perm(t); batch b is positions [bB, bB + B).
  * ------------------------------------------------------------------- */
 
-/* Is item among the sorted row items[0..n)?  Binary search. */
-NCF_HD int ncf_row_has(const uint32_t *items, int64_t n, uint32_t item)
+/* The first index in [lo, hi) of the sorted a whose value is >= v (hi if
+ * none).  Binary search. */
+NCF_HD uint64_t ncf_lower_bound(const uint32_t *a, uint64_t lo, uint64_t hi, uint32_t v)
 {
-	int64_t lo = 0, hi = n;
 	while (lo < hi) {
-		int64_t mid = lo + (hi - lo) / 2;
-		if (items[mid] < item)
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (a[mid] < v)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < n && items[lo] == item;
+	return lo;
+}
+
+/* Is item among the sorted row items[0..n)? */
+NCF_HD int ncf_row_has(const uint32_t *items, int64_t n, uint32_t item)
+{
+	uint64_t k = ncf_lower_bound(items, 0, (uint64_t)n, item);
+	return k < (uint64_t)n && items[k] == item;
 }
 
 /* Attempts before --true-negatives accepts a positive anyway (a user who

@@ -1,11 +1,36 @@
 /* backend.c - choosing and opening a backend; see backend.h. */
+#include <math.h>
 #include <string.h>
 
 #include "backend.h"
 #include "cli.h"
 #include "err.h"
+#include "ncf_hd.h"
 
 int ncf_backend_fallback_level = 2;
+
+uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
+			 uint64_t first, uint64_t n)
+{
+	uint64_t S = (uint64_t)positives * (1 + (uint64_t)negatives);
+	if (S == 0 || first > S || n > S - first) {
+		ncf_error("%s backend: positions %llu..%llu are past the epoch's %llu samples", who,
+			  (unsigned long long)first, (unsigned long long)(first + n),
+			  (unsigned long long)S);
+		return 0;
+	}
+	return S;
+}
+
+void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k)
+{
+	k->lr = hp->lr;
+	k->beta1 = hp->beta1;
+	k->beta2 = hp->beta2;
+	k->eps = hp->eps;
+	k->bc1 = (float)(1.0 - pow((double)hp->beta1, (double)step));
+	k->bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
+}
 
 int ncf_device_parse(const char *s, enum ncf_device *d)
 {
@@ -35,30 +60,38 @@ int ncf_precision_parse(const char *s, enum ncf_precision *p)
 	return 0;
 }
 
-enum ncf_device ncf_opt_device(const char *arg)
+int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o)
 {
-	enum ncf_device d;
-	if (ncf_device_parse(arg, &d) != 0)
-		ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
-				ncf_escape(arg, strlen(arg), 40));
-	return d;
+	switch (c) {
+	case NCF_OPT_DEVICE:
+		if (ncf_device_parse(arg, &o->device) != 0)
+			ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
+					ncf_escape(arg, strlen(arg), 40));
+		return 1;
+	case NCF_OPT_PRECISION:
+		if (ncf_precision_parse(arg, &o->precision) != 0)
+			ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
+					ncf_escape(arg, strlen(arg), 40));
+		return 1;
+	case NCF_OPT_AMP:
+		o->amp = 1;
+		return 1;
+	case NCF_OPT_THREADS:
+		o->threads = (int)ncf_opt_int("--threads", arg, 1, 4096);
+		return 1;
+	default:
+		return 0;
+	}
 }
 
-enum ncf_precision ncf_opt_precision(const char *arg)
+void ncf_backend_opts_finish(struct ncf_backend_opts *o)
 {
-	enum ncf_precision p;
-	if (ncf_precision_parse(arg, &p) != 0)
-		ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
-				ncf_escape(arg, strlen(arg), 40));
-	return p;
-}
-
-enum ncf_precision ncf_opt_amp(enum ncf_precision p)
-{
-	if (p != NCF_PRECISION_DEFAULT && p != NCF_PRECISION_BF16)
+	if (!o->amp)
+		return;
+	if (o->precision != NCF_PRECISION_DEFAULT && o->precision != NCF_PRECISION_BF16)
 		ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
-				ncf_precision_name(p));
-	return NCF_PRECISION_BF16;
+				ncf_precision_name(o->precision));
+	o->precision = NCF_PRECISION_BF16;
 }
 
 const char *ncf_precision_name(enum ncf_precision p)

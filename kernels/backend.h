@@ -132,16 +132,43 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 		     struct ncf_dist *dist);
 void ncf_backend_close(struct ncf_backend *be);
 
-/* Option values: parse or exit 2 with a message naming the option. */
-enum ncf_device ncf_opt_device(const char *arg);
-enum ncf_precision ncf_opt_precision(const char *arg);
-/* --amp: bf16, unless another precision was asked for (exit 2). */
-enum ncf_precision ncf_opt_amp(enum ncf_precision p);
+/*
+ * --device, --precision, --amp and --threads: the options of every tool
+ * that runs a backend.  Put NCF_BACKEND_LONGOPTS in the getopt_long table,
+ * hand each option to ncf_backend_option (1: it was one of these; a bad
+ * value exits 2 naming the option), then call ncf_backend_opts_finish.
+ */
+enum { NCF_OPT_DEVICE = 0x4000, NCF_OPT_PRECISION, NCF_OPT_AMP, NCF_OPT_THREADS };
+#define NCF_BACKEND_LONGOPTS                                                 \
+	{"device", required_argument, 0, NCF_OPT_DEVICE},                    \
+	{"precision", required_argument, 0, NCF_OPT_PRECISION},              \
+	{"amp", no_argument, 0, NCF_OPT_AMP},                                \
+	{"threads", required_argument, 0, NCF_OPT_THREADS}
+
+struct ncf_backend_opts {
+	enum ncf_device device;	      /* default auto */
+	enum ncf_precision precision; /* default: the device's */
+	int amp;		      /* --amp given */
+	int threads;		      /* 0: OMP_NUM_THREADS or all cores */
+};
+
+int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o);
+/* --amp is bf16, unless another precision was asked for (exit 2). */
+void ncf_backend_opts_finish(struct ncf_backend_opts *o);
 
 /* Names for options and messages. */
 int ncf_device_parse(const char *s, enum ncf_device *d);
 int ncf_precision_parse(const char *s, enum ncf_precision *p);
 const char *ncf_precision_name(enum ncf_precision p);
+
+/*
+ * The samples of an epoch, S = positives * (1 + negatives), after checking
+ * that positions [first, first + n) lie inside it (the permutation is
+ * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
+ * backend).
+ */
+uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
+			 uint64_t first, uint64_t n);
 
 /* Adam constants for the step-th update (1-based). */
 struct ncf_adam_k;

@@ -688,6 +688,37 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	return loss;
 }
 
+/*
+ * The GMF gradient of one table's rows (P or Q): for slot k, row
+ * slot_id[k] gets w_g * sum over the slot's samples j (start/list) of
+ * dlogit[j] * other[other_id[j]], other being the opposite table (F wide).
+ * Slots are independent: parallel without conflicts.
+ */
+static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *list,
+			  const float *dlogit, const uint32_t *other_id, const float *other,
+			  const uint32_t *slot_id, float *grad, const float *wg, size_t F)
+{
+#pragma omp parallel
+	{
+		float *acc = ncf_xmalloc(F * sizeof(float));
+#pragma omp for schedule(dynamic, 64)
+		for (int64_t k = 0; k < (int64_t)nslots; k++) {
+			memset(acc, 0, F * sizeof(float));
+			for (uint32_t e = start[k]; e < start[k + 1]; e++) {
+				uint32_t j = list[e];
+				float dl = dlogit[j];
+				const float *o = other + (size_t)other_id[j] * F;
+				for (size_t f = 0; f < F; f++)
+					acc[f] += dl * o[f];
+			}
+			float *g = grad + (size_t)slot_id[k] * F;
+			for (size_t f = 0; f < F; f++)
+				g[f] = wg[f] * acc[f];
+		}
+		free(acc);
+	}
+}
+
 /* Steps 1-6 of the file comment: the gradient of the mean loss over the
  * global batch of n positions into c->grad (this rank's part). */
 static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
@@ -701,14 +732,9 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		return -1;
 	}
 	const struct ncf_train_data *td = &c->td;
-	uint64_t S = (uint64_t)td->positives * (1 + be->hp.negatives);
-	if (first + n > S || S == 0) {
-		/* the permutation is defined on [0, S) only */
-		ncf_error("cpu backend: positions %llu..%llu are past the epoch's %llu samples",
-			  (unsigned long long)first, (unsigned long long)(first + n),
-			  (unsigned long long)S);
+	uint64_t S = ncf_epoch_check("cpu", td->positives, be->hp.negatives, first, n);
+	if (S == 0)
 		return -1;
-	}
 	uint64_t lo, hi;
 	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
 	size_t B = (size_t)(hi - lo);
@@ -845,51 +871,12 @@ static int cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 	prof_mark(5);
 	/* 6. GMF embeddings */
 	const float *wg = c->params + L->head_w;
-#pragma omp parallel
-	{
-		float *acc = ncf_xmalloc(F * sizeof(float));
-#pragma omp for schedule(dynamic, 64)
-		for (int64_t k = 0; k < (int64_t)nu; k++) {
-			memset(acc, 0, F * sizeof(float));
-			for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
-				uint32_t j = c->ulist[e];
-				float dl = c->dlogit[j];
-				const float *q = c->params + L->q + (size_t)c->si[j] * F;
-				for (size_t f = 0; f < F; f++)
-					acc[f] += dl * q[f];
-			}
-			float *gp = c->grad + L->p + (size_t)c->slot_user[k] * F;
-			for (size_t f = 0; f < F; f++)
-				gp[f] = wg[f] * acc[f];
-		}
-#pragma omp for schedule(dynamic, 64)
-		for (int64_t k = 0; k < (int64_t)ni; k++) {
-			memset(acc, 0, F * sizeof(float));
-			for (uint32_t e = c->istart[k]; e < c->istart[k + 1]; e++) {
-				uint32_t j = c->ilist[e];
-				float dl = c->dlogit[j];
-				const float *p = c->params + L->p + (size_t)c->su[j] * F;
-				for (size_t f = 0; f < F; f++)
-					acc[f] += dl * p[f];
-			}
-			float *gq = c->grad + L->q + (size_t)c->slot_item[k] * F;
-			for (size_t f = 0; f < F; f++)
-				gq[f] = wg[f] * acc[f];
-		}
-		free(acc);
-	}
+	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->params + L->q, c->slot_user,
+		      c->grad + L->p, wg, F);
+	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->params + L->p, c->slot_item,
+		      c->grad + L->q, wg, F);
 	prof_mark(6);
 	return 0;
-}
-
-void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k)
-{
-	k->lr = hp->lr;
-	k->beta1 = hp->beta1;
-	k->beta2 = hp->beta2;
-	k->eps = hp->eps;
-	k->bc1 = (float)(1.0 - pow((double)hp->beta1, (double)step));
-	k->bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
 }
 
 static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,

@@ -477,13 +477,9 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 		return -1;
 	mark(c, PH_SAMPLES);
 	/* 1. samples; 2. tables */
-	uint64_t S = (uint64_t)c->P * (1 + be->hp.negatives);
-	if (first > S || n > S - first) {
-		ncf_error("cuda backend: positions %llu..%llu are beyond the epoch's %llu samples",
-			  (unsigned long long)first, (unsigned long long)(first + n),
-			  (unsigned long long)S);
+	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	if (S == 0)
 		return -1;
-	}
 	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 	if (sample_cuda(perm, pos0, B, be->hp.seed, epoch, c->P, I, (int)be->hp.true_neg,
 			c->entry_user, c->offsets, c->items_csr, c->su, c->si, c->lab, st))
@@ -1272,13 +1268,9 @@ int ncf_cuda_debug_samples(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 	}
 	uint32_t *su = NULL, *si = NULL;
 	uint8_t *lab = NULL;
-	uint64_t S = (uint64_t)c->P * (1 + be->hp.negatives);
-	if (first > S || n > S - first) {
-		ncf_error("cuda backend: positions %llu..%llu are beyond the epoch's %llu samples",
-			  (unsigned long long)first, (unsigned long long)(first + n),
-			  (unsigned long long)S);
+	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	if (S == 0)
 		return -1;
-	}
 	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 	int rc = DALLOC(su, n) || DALLOC(si, n) || DALLOC(lab, n) ||
 		 sample_cuda(perm, first, n, be->hp.seed, epoch, c->P, be->shape.items,

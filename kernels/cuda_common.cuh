@@ -242,6 +242,32 @@ NCF_UNROLL
 	}
 }
 
+/* The first cnt (<= 8) elements of a row piece: all 8 with one 16-byte
+ * access each when vec (aligned and whole), else one by one, the rest of
+ * x being 0 on load. */
+template <typename T> NCF_DI void load_upto8(const T *p, float x[8], uint32_t cnt, bool vec)
+{
+	if (vec) {
+		load8(p, x);
+		return;
+	}
+NCF_UNROLL
+	for (uint32_t k = 0; k < 8; k++)
+		x[k] = k < cnt ? to_f32(p[k]) : 0.0f;
+}
+
+template <typename T> NCF_DI void store_upto8(T *p, const float x[8], uint32_t cnt, bool vec)
+{
+	if (vec) {
+		store8(p, x);
+		return;
+	}
+NCF_UNROLL
+	for (uint32_t k = 0; k < 8; k++)
+		if (k < cnt)
+			p[k] = from_f32<T>(x[k]);
+}
+
 /* cuBLAS type of T. */
 template <typename T> inline cudaDataType dtype_of(void);
 template <> inline cudaDataType dtype_of<float>(void)

@@ -78,16 +78,8 @@ __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__
 	uint32_t w = (uint32_t)(t % G), h0 = w * 8, cnt = H - h0 < 8 ? H - h0 : 8;
 	const T *a = au + (size_t)su[j] * H + h0, *b = ai + (size_t)si[j] * H + h0;
 	float va[8], vb[8], out[8];
-	if (vec) {
-		load8(a, va);
-		load8(b, vb);
-	} else {
-		NCF_UNROLL
-		for (uint32_t k = 0; k < 8; k++) {
-			va[k] = k < cnt ? to_f32(a[k]) : 0.0f;
-			vb[k] = k < cnt ? to_f32(b[k]) : 0.0f;
-		}
-	}
+	load_upto8(a, va, cnt, vec);
+	load_upto8(b, vb, cnt, vec);
 	ncf_u32x4 bits = {{0, 0, 0, 0}};
 	if (dk.active)
 		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + j, 0, w);
@@ -100,15 +92,7 @@ __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__
 			r = r * dropout_mult(dk, bits, k);
 		out[k] = r;
 	}
-	T *o = h1 + j * H + h0;
-	if (vec) {
-		store8(o, out);
-	} else {
-		NCF_UNROLL
-		for (uint32_t k = 0; k < 8; k++)
-			if (k < cnt)
-				o[k] = from_f32<T>(out[k]);
-	}
+	store_upto8(h1 + j * H + h0, out, cnt, vec);
 }
 
 template <typename T>
@@ -140,13 +124,7 @@ __global__ void bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z
 	uint32_t w = (uint32_t)(t % G), h0 = w * 8, cnt = H - h0 < 8 ? H - h0 : 8;
 	T *row = z + j * H + h0;
 	float x[8];
-	if (vec) {
-		load8(row, x);
-	} else {
-		NCF_UNROLL
-		for (uint32_t k = 0; k < 8; k++)
-			x[k] = k < cnt ? to_f32(row[k]) : 0.0f;
-	}
+	load_upto8(row, x, cnt, vec);
 	ncf_u32x4 bits = {{0, 0, 0, 0}};
 	if (dk.active)
 		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + j, layer, w);
@@ -158,14 +136,7 @@ __global__ void bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z
 			r = r * dropout_mult(dk, bits, k);
 		x[k] = r;
 	}
-	if (vec) {
-		store8(row, x);
-	} else {
-		NCF_UNROLL
-		for (uint32_t k = 0; k < 8; k++)
-			if (k < cnt)
-				row[k] = from_f32<T>(x[k]);
-	}
+	store_upto8(row, x, cnt, vec);
 }
 
 template <typename T>
@@ -626,15 +597,7 @@ __global__ void segsum_pass2_kernel(V v, const uint32_t *__restrict__ key, size_
 	uint32_t K = key[lo];
 	if (lo == 0 || key[lo - 1] != K || (hi < n && key[hi] == K))
 		return;
-	size_t a = 0, b = lo;
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-		if (key[mid] < K)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	size_t t0 = a / SEG_CHUNK;
+	size_t t0 = (size_t)ncf_lower_bound(key, 0, lo, K) / SEG_CHUNK;
 	float acc = tail[t0 * H + h];
 	for (size_t s = t0 + 1; s < c; s++)
 		acc += tail[s * H + h];

@@ -33,6 +33,7 @@ static void usage(void)
 	       "                           user<TAB>item<TAB>score lines (original ids)\n"
 	       "      --device auto|cpu|cuda  where to score (default auto)\n"
 	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
+	       "      --amp                bf16 where the GPU has it\n"
 	       "      --threads N          CPU threads (default: all)\n"
 	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose            print timings\n"
@@ -43,7 +44,7 @@ static void usage(void)
 	       "3 device unavailable.\n");
 }
 
-enum { OPT_BASELINE = 256, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_THREADS, OPT_SCORES };
+enum { OPT_BASELINE = 256, OPT_JSON, OPT_SCORES };
 
 /* Write "user<TAB>item<TAB>probability" for every candidate of every user
  * (the test item first, then the negatives as drawn).  Returns 0 or -1. */
@@ -132,20 +133,14 @@ int main(int argc, char **argv)
 		{"topk", required_argument, 0, 'k'},
 		{"json", no_argument, 0, OPT_JSON},
 		{"scores", required_argument, 0, OPT_SCORES},
-		{"device", required_argument, 0, OPT_DEVICE},
-		{"precision", required_argument, 0, OPT_PRECISION},
-		{"threads", required_argument, 0, OPT_THREADS},
-		{"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, 'V'},
+		NCF_BACKEND_LONGOPTS,
+		NCF_COMMON_LONGOPTS,
 		{0, 0, 0, 0},
 	};
 	const char *model = NULL, *baseline = NULL, *scores = NULL;
 	uint32_t topk = 10;
-	int json = 0, threads = 0, version = 0, c;
-	enum ncf_device device = NCF_DEVICE_AUTO;
-	enum ncf_precision precision = NCF_PRECISION_DEFAULT;
+	int json = 0, version = 0, c;
+	struct ncf_backend_opts bo = {0};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":m:k:qvhV", opts, NULL)) != -1) {
 		switch (c) {
@@ -167,23 +162,16 @@ int main(int argc, char **argv)
 		case OPT_SCORES:
 			scores = optarg;
 			break;
-		case OPT_DEVICE:
-			device = ncf_opt_device(optarg);
-			break;
-		case OPT_PRECISION:
-			precision = ncf_opt_precision(optarg);
-			break;
-		case OPT_THREADS:
-			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
-			break;
 		default:
-			ncf_cli_common(c, argv, usage, &version);
+			if (!ncf_backend_option(c, optarg, &bo))
+				ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
+	ncf_backend_opts_finish(&bo);
 	if (!model && !baseline)
 		ncf_usage_error("give a model (-m MODEL) or --baseline popularity");
 	if (model && baseline)
@@ -231,7 +219,8 @@ int main(int argc, char **argv)
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
 		}
 		struct ncf_backend be;
-		int rc = ncf_backend_open(&be, device, &ck.shape, &ck.hp, precision, threads, &dist);
+		int rc = ncf_backend_open(&be, bo.device, &ck.shape, &ck.hp, bo.precision, bo.threads,
+					  &dist);
 		if (rc != 0)
 			ncf_dist_abort(&dist, rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL);
 		uint8_t *mask = NULL;

@@ -64,7 +64,7 @@ static void usage(void)
 
 enum {
 	OPT_BENCH = 256, OPT_SCORE, OPT_RECOMMEND, OPT_RANDOM, OPT_EXCLUDE, OPT_SKIP, OPT_WARMUP,
-	OPT_ITER, OPT_JSON, OPT_DEVICE, OPT_PRECISION, OPT_AMP, OPT_THREADS,
+	OPT_ITER, OPT_JSON,
 };
 
 struct model {
@@ -299,6 +299,36 @@ static int blank(const char *s)
 	return *s == 0;
 }
 
+/*
+ * The next non-blank input line into *s.  Before blocking on more input,
+ * flush(arg) writes out what the lines so far produced, so that results
+ * come as soon as their input does (a pipe, a terminal).  Returns 1 line,
+ * 0 at the end of the input, -1 on an error (reported).
+ */
+static int lines_read(struct lines *l, char **s, int (*flush)(void *), void *arg)
+{
+	for (;;) {
+		int more;
+		if (lines_next(l, s, &more)) {
+			if (blank(*s))
+				continue;
+			return 1;
+		}
+		if (flush(arg) != 0)
+			return -1;
+		if (!more)
+			return 0;
+		if (lines_fill(l) != 0)
+			return -1;
+	}
+}
+
+static int flush_stdout(void *unused)
+{
+	(void)unused;
+	return fflush(stdout) != 0 ? -1 : 0;
+}
+
 /* Parse "ID" or "ID SEP ID" (want ids); 0 ok, -1 malformed. */
 static int parse_ids(const char *s, int want, uint32_t *a, uint32_t *b)
 {
@@ -346,6 +376,17 @@ static int flush_scores(struct ncf_backend *be, struct pending *pd)
 	return 0;
 }
 
+struct flush_ctx {
+	struct ncf_backend *be;
+	struct pending *pd;
+};
+
+static int flush_pending(void *arg)
+{
+	struct flush_ctx *f = arg;
+	return flush_scores(f->be, f->pd);
+}
+
 static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l, int skip)
 {
 	struct pending pd = {0};
@@ -355,22 +396,14 @@ static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l
 	pd.out = ncf_xmalloc(SCORE_BATCH * sizeof *pd.out);
 	uint64_t pairs = 0;
 	int rc = -1;
+	struct flush_ctx fc = {be, &pd};
 	for (;;) {
 		char *s;
-		int more;
-		int got = lines_next(l, &s, &more);
-		if (got == 0) {
-			/* nothing buffered: score what we have before blocking on input */
-			if (flush_scores(be, &pd) != 0)
-				goto out;
-			if (!more)
-				break;
-			if (lines_fill(l) != 0)
-				goto out;
-			continue;
-		}
-		if (blank(s))
-			continue;
+		int got = lines_read(l, &s, flush_pending, &fc);
+		if (got < 0)
+			goto out;
+		if (got == 0)
+			break;
 		uint32_t a, b;
 		if (parse_ids(s, 2, &a, &b) != 0) {
 			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
@@ -456,19 +489,11 @@ static int recommend_stream(struct ncf_backend *be, struct model *m, struct line
 	int rc = -1;
 	for (;;) {
 		char *s;
-		int more;
-		int got = lines_next(l, &s, &more);
-		if (got == 0) {
-			if (fflush(stdout) != 0)
-				goto out;
-			if (!more)
-				break;
-			if (lines_fill(l) != 0)
-				goto out;
-			continue;
-		}
-		if (blank(s))
-			continue;
+		int got = lines_read(l, &s, flush_stdout, NULL);
+		if (got < 0)
+			goto out;
+		if (got == 0)
+			break;
 		uint32_t a, dummy;
 		if (parse_ids(s, 1, &a, &dummy) != 0) {
 			ncf_error("%s:%llu: expected a user id, found '%s'", l->display,
@@ -548,25 +573,18 @@ int main(int argc, char **argv)
 		{"warmup", required_argument, 0, OPT_WARMUP},
 		{"iterations", required_argument, 0, OPT_ITER},
 		{"json", no_argument, 0, OPT_JSON},
-		{"device", required_argument, 0, OPT_DEVICE},
-		{"precision", required_argument, 0, OPT_PRECISION},
-		{"amp", no_argument, 0, OPT_AMP},
-		{"threads", required_argument, 0, OPT_THREADS},
 		{"seed", required_argument, 0, 's'},
-		{"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, 'V'},
+		NCF_BACKEND_LONGOPTS,
+		NCF_COMMON_LONGOPTS,
 		{0, 0, 0, 0},
 	};
-	int mode = 0, random = 0, skip = 0, json = 0, threads = 0, version = 0, amp = 0, c;
+	int mode = 0, random = 0, skip = 0, json = 0, version = 0, c;
+	struct ncf_backend_opts bo = {0};
 	const char *model_path = NULL, *exclude = NULL;
 	uint32_t K = 0;
 	int64_t sizes[64] = {1024, 4096, 16384, 65536, 262144, 1048576};
 	int nsizes = 6, warmup = 10, iterations = 190;
 	uint64_t seed = 1;
-	enum ncf_device device = NCF_DEVICE_AUTO;
-	enum ncf_precision precision = NCF_PRECISION_DEFAULT;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":m:b:s:qvhV", opts, NULL)) != -1) {
 		switch (c) {
@@ -603,23 +621,12 @@ int main(int argc, char **argv)
 		case OPT_JSON:
 			json = 1;
 			break;
-		case OPT_DEVICE:
-			device = ncf_opt_device(optarg);
-			break;
-		case OPT_PRECISION:
-			precision = ncf_opt_precision(optarg);
-			break;
-		case OPT_AMP:
-			amp = 1;
-			break;
-		case OPT_THREADS:
-			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
-			break;
 		case 's':
 			seed = ncf_opt_u64("--seed", optarg);
 			break;
 		default:
-			ncf_cli_common(c, argv, usage, &version);
+			if (!ncf_backend_option(c, optarg, &bo))
+				ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {
@@ -628,8 +635,7 @@ int main(int argc, char **argv)
 	}
 	if (!mode)
 		ncf_usage_error("choose a mode: --bench, --score or --recommend K");
-	if (amp)
-		precision = ncf_opt_amp(precision);
+	ncf_backend_opts_finish(&bo);
 	if (random && mode != OPT_BENCH)
 		ncf_usage_error("--random-model is for --bench");
 	if (random && model_path)
@@ -670,7 +676,7 @@ int main(int argc, char **argv)
 	}
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend be;
-	int orc = ncf_backend_open(&be, device, &m.shape, &m.hp, precision, threads, &dist);
+	int orc = ncf_backend_open(&be, bo.device, &m.shape, &m.hp, bo.precision, bo.threads, &dist);
 	if (orc != 0)
 		return orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
 	if (be.i->set_state(&be, m.params, NULL, NULL) != 0)

@@ -71,10 +71,7 @@ int main(int argc, char **argv)
 		{"emit-csv", no_argument, 0, OPT_EMIT},
 		{"info", required_argument, 0, OPT_INFO},
 		{"progress", no_argument, 0, OPT_PROG},
-		{"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, 'V'},
+		NCF_COMMON_LONGOPTS,
 		{0, 0, 0, 0},
 	};
 	const char *output = NULL, *synthetic = NULL, *info = NULL;

@@ -199,26 +199,6 @@ uint64_t ncf_synth_user_time(const struct ncf_synth *s, uint32_t u)
 	return 946684800ull + ncf_uniform_below(r.v[0], 15u * 365u * 86400u);
 }
 
-/* Sort items (with their ts and rating) ascending by item. */
-static void sort_by_item(uint32_t *it, int64_t *ts, uint8_t *rt, uint32_t n)
-{
-	for (uint32_t a = 1; a < n; a++) {
-		uint32_t vi = it[a];
-		int64_t vt = ts[a];
-		uint8_t vr = rt[a];
-		uint32_t b = a;
-		while (b > 0 && it[b - 1] > vi) {
-			it[b] = it[b - 1];
-			ts[b] = ts[b - 1];
-			rt[b] = rt[b - 1];
-			b--;
-		}
-		it[b] = vi;
-		ts[b] = vt;
-		rt[b] = vr;
-	}
-}
-
 static void heap_sort_by_item(uint32_t *it, int64_t *ts, uint8_t *rt, uint32_t n);
 
 uint32_t ncf_synth_user(const struct ncf_synth *s, uint32_t u, uint32_t *items, int64_t *ts,
@@ -268,10 +248,7 @@ uint32_t ncf_synth_user(const struct ncf_synth *s, uint32_t u, uint32_t *items, 
 		rating[got] = (uint8_t)(1 + (w >> 28) % 10); /* half stars 1..10 */
 		got++;
 	}
-	if (n <= 64)
-		sort_by_item(items, ts, rating, n);
-	else
-		heap_sort_by_item(items, ts, rating, n);
+	heap_sort_by_item(items, ts, rating, n);
 	return n;
 }
 

@@ -77,8 +77,7 @@ static void usage(void)
 
 enum {
 	OPT_LAYERS = 256, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_DROPOUT, OPT_TRUENEG, OPT_RESUME,
-	OPT_LOG, OPT_DEVICE, OPT_THREADS, OPT_PROGRESS, OPT_CHECKPOINT, OPT_KEEP, OPT_PRECISION,
-	OPT_AMP,
+	OPT_LOG, OPT_PROGRESS, OPT_CHECKPOINT, OPT_KEEP,
 };
 
 struct run {
@@ -213,16 +212,10 @@ int main(int argc, char **argv)
 		{"seed", required_argument, 0, 's'},
 		{"threshold", required_argument, 0, 't'},
 		{"topk", required_argument, 0, 'k'},
-		{"device", required_argument, 0, OPT_DEVICE},
-		{"precision", required_argument, 0, OPT_PRECISION},
-		{"amp", no_argument, 0, OPT_AMP},
-		{"threads", required_argument, 0, OPT_THREADS},
 		{"log", required_argument, 0, OPT_LOG},
 		{"progress", no_argument, 0, OPT_PROGRESS},
-		{"quiet", no_argument, 0, 'q'},
-		{"verbose", no_argument, 0, 'v'},
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, 'V'},
+		NCF_BACKEND_LONGOPTS,
+		NCF_COMMON_LONGOPTS,
 		{0, 0, 0, 0},
 	};
 	struct run r;
@@ -234,10 +227,9 @@ int main(int argc, char **argv)
 	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
 				 .dropout = 0.5f, .negatives = 4, .true_neg = 0,
 				 .batch = 1u << 20, .seed = 1};
-	enum ncf_device device = NCF_DEVICE_AUTO;
-	enum ncf_precision precision = NCF_PRECISION_DEFAULT;
+	struct ncf_backend_opts bo = {0};
 	const char *resume = NULL;
-	int threads = 0, progress = 0, version = 0, c, amp = 0;
+	int progress = 0, version = 0, c;
 	int set_shape = 0, set_hp = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:e:b:f:n:l:s:t:k:qvhV", opts, NULL)) != -1) {
@@ -318,18 +310,6 @@ int main(int argc, char **argv)
 		case 'k':
 			r.topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
 			break;
-		case OPT_DEVICE:
-			device = ncf_opt_device(optarg);
-			break;
-		case OPT_PRECISION:
-			precision = ncf_opt_precision(optarg);
-			break;
-		case OPT_AMP:
-			amp = 1;
-			break;
-		case OPT_THREADS:
-			threads = (int)ncf_opt_int("--threads", optarg, 1, 4096);
-			break;
 		case OPT_LOG:
 			r.log_path = optarg;
 			break;
@@ -337,15 +317,15 @@ int main(int argc, char **argv)
 			progress = 1;
 			break;
 		default:
-			ncf_cli_common(c, argv, usage, &version);
+			if (!ncf_backend_option(c, optarg, &bo))
+				ncf_cli_common(c, argv, usage, &version);
 		}
 	}
 	if (version) {
 		ncf_print_version(ncf_verbosity > 2, describe_versions);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	if (amp)
-		precision = ncf_opt_amp(precision);
+	ncf_backend_opts_finish(&bo);
 	if (optind >= argc)
 		ncf_usage_error("no cache given");
 	if (argc - optind > 1)
@@ -428,7 +408,8 @@ int main(int argc, char **argv)
 			 "one step over all samples",
 			 (unsigned long long)hp.batch, (unsigned long long)S);
 
-	int orc = ncf_backend_open(&r.be, device, &shape, &hp, precision, threads, &r.dist);
+	int orc = ncf_backend_open(&r.be, bo.device, &shape, &hp, bo.precision, bo.threads,
+				   &r.dist);
 	if (orc == -3)
 		FAIL(NCF_EXIT_UNAVAILABLE);
 	if (orc != 0)
