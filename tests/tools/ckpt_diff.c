@@ -29,17 +29,23 @@ int main(int argc, char **argv)
 	}
 	struct ncf_layout L;
 	ncf_layout_make(&a.shape, &L);
-	double max_abs = 0, max_a = 0, sq = 0;
+	double max_abs = 0, max_a = 0, sq = 0, dense_max = 0;
+	size_t over = 0, dense0 = L.w[1]; /* the MLP and the head follow the tables */
 	for (size_t k = 0; k < L.total; k++) {
 		double d = fabs((double)a.params[k] - b.params[k]);
 		if (d > max_abs)
 			max_abs = d;
+		if (k >= dense0 && d > dense_max)
+			dense_max = d;
+		over += d > 1e-4;
 		if (fabs(a.params[k]) > max_a)
 			max_a = fabs(a.params[k]);
 		sq += d * d;
 	}
-	printf("max_abs\t%.3g\nmax_rel\t%.3g\nrms\t%.3g\nidentical\t%d\nsteps\t%llu %llu\n",
-	       max_abs, max_a > 0 ? max_abs / max_a : 0, sqrt(sq / (double)L.total),
+	printf("max_abs\t%.3g\nmax_rel\t%.3g\nrms\t%.3g\ndense_max_abs\t%.3g\nover_1e-4\t%.3g\n"
+	       "identical\t%d\nsteps\t%llu %llu\n",
+	       max_abs, max_a > 0 ? max_abs / max_a : 0, sqrt(sq / (double)L.total), dense_max,
+	       (double)over / (double)L.total,
 	       memcmp(a.params, b.params, L.total * sizeof(float)) == 0,
 	       (unsigned long long)a.step, (unsigned long long)b.step);
 	ncf_ckpt_free(&a);

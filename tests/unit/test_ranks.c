@@ -1,0 +1,165 @@
+/*
+ * test_ranks - data parallelism without MPI: the cpu backend's gradient of
+ * one global batch, computed as R ranks would compute it (each its slice,
+ * struct ncf_dist faked as rank r of R) and summed, against the gradient
+ * of one rank, for R = 2 and 3, at the initial parameters and after some
+ * training; and the losses of the slices summing to the whole batch's.
+ * This is the exact contract behind mpirun -np R ncf-train (DESIGN.md
+ * section 7); tests/cli/mpi.t checks the MPI plumbing around it.
+ *
+ * Tolerances.  The slices see the same samples, dropout masks and
+ * parameters; what differs is the order of float sums (each rank sums its
+ * part, then the parts are added) and the rounding of OpenBLAS, which may
+ * depend on a row's place in the matrix (its AVX-512 kernels do) and the
+ * chunks are cut differently.  Those ulps can flip a ReLU that sits at 0:
+ * one sample's unit then adds or drops its term.  Per tensor we accept
+ * ||sum - one||_2 <= 1e-4 ||one||_2 + 1e-9: sums of a few thousand float
+ * terms agree to ~1e-6 relative, and a flipped unit is one of B * H terms
+ * (measured worst over these cases: 7e-7).  The losses are sums of
+ * per-sample values computed identically: rel 1e-9 in double.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "ncf_hd.h"
+#include "tap.h"
+
+#define U 300
+#define I 800
+
+static int64_t offsets[U + 1];
+static uint32_t *items, *entry_user;
+
+static uint32_t rnd(uint32_t a, uint64_t idx, uint32_t n)
+{
+	return ncf_uniform_below(ncf_rng(11, NCF_RNG_BENCH, a, idx, 0).v[0], n);
+}
+
+/* Users with 3..60 positives, half of them among the 20 most popular
+ * items (so that item gradients sum many samples and partly cancel). */
+static void make_data(void)
+{
+	uint8_t has[I];
+	size_t cap = (size_t)U * 64, n = 0;
+	items = malloc(cap * sizeof *items);
+	entry_user = malloc(cap * sizeof *entry_user);
+	for (uint32_t u = 0; u < U; u++) {
+		memset(has, 0, sizeof has);
+		uint32_t k = 3 + rnd(1, u, 58);
+		for (uint32_t t = 0; t < k; t++) {
+			uint32_t it = rnd(2, (uint64_t)u * 100 + t, I);
+			has[t % 2 ? it : it % 20] = 1;
+		}
+		offsets[u] = (int64_t)n;
+		for (uint32_t it = 0; it < I; it++)
+			if (has[it]) {
+				items[n] = it;
+				entry_user[n++] = u;
+			}
+	}
+	offsets[U] = (int64_t)n;
+}
+
+static const struct ncf_shape shape = {.users = U, .items = I, .factors = 16, .n_layers = 4,
+				       .layers = {64, 64, 32, 16}};
+
+static int open_be(struct ncf_backend *be, struct ncf_dist *d, const struct ncf_hparams *hp)
+{
+	if (ncf_backend_open(be, NCF_DEVICE_CPU, &shape, hp, NCF_PRECISION_FP32, 2, d) != 0)
+		return -1;
+	struct ncf_train_data td = {.users = U, .items = I, .positives = offsets[U],
+				    .offsets = offsets, .items_csr = items,
+				    .entry_user = entry_user};
+	return be->i->set_train_data(be, &td);
+}
+
+/* Worst ||a - b|| / ||b|| over the tensors of the layout (name in *what). */
+static double worst_tensor(const struct ncf_layout *L, const float *a, const float *b,
+			   const char **what)
+{
+	struct {
+		const char *name;
+		size_t off, n;
+	} t[] = {
+		{"gmf_user", L->p, L->q - L->p},	{"gmf_item", L->q, L->pm - L->q},
+		{"mlp_user", L->pm, L->qm - L->pm},	{"mlp_item", L->qm, L->w[1] - L->qm},
+		{"mlp", L->w[1], L->head_w - L->w[1]}, {"head", L->head_w, L->total - L->head_w},
+	};
+	double worst = 0;
+	for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+		double d2 = 0, b2 = 0;
+		for (size_t j = t[k].off; j < t[k].off + t[k].n; j++) {
+			double d = (double)a[j] - b[j];
+			d2 += d * d;
+			b2 += (double)b[j] * b[j];
+		}
+		double r = sqrt(d2) / (sqrt(b2) + 1e-9);
+		if (r > worst) {
+			worst = r;
+			*what = t[k].name;
+		}
+	}
+	return worst;
+}
+
+int main(void)
+{
+	make_data();
+	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				 .dropout = 0.5f, .negatives = 4, .batch = 4096, .seed = 3};
+	struct ncf_dist single = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend one;
+	if (open_be(&one, &single, &hp) != 0)
+		return tap_ok(0, "open the cpu backend"), tap_done();
+	const struct ncf_layout *L = &one.layout;
+	size_t T = L->total;
+	float *p = malloc(T * sizeof *p), *g1 = malloc(T * sizeof *g1);
+	float *gr = malloc(T * sizeof *gr), *gsum = malloc(T * sizeof *gsum);
+	ncf_model_init(&shape, &one.layout, hp.seed, p);
+	one.i->set_state(&one, p, NULL, NULL);
+	uint64_t S = (uint64_t)offsets[U] * (1 + hp.negatives), first = 0;
+	for (int phase = 0; phase < 3; phase++) {
+		/* train 0, 10, then 30 steps with one rank before comparing */
+		for (int s = 0; s < (phase == 0 ? 0 : phase == 1 ? 10 : 20); s++) {
+			uint64_t n = S - first < hp.batch ? S - first : hp.batch;
+			double ls;
+			one.i->train_step(&one, 0, first, n, &ls);
+			first = first + n >= S ? 0 : first + n;
+		}
+		uint64_t n = S - first < hp.batch ? S - first : hp.batch;
+		one.i->get_state(&one, p, NULL, NULL);
+		double l1;
+		int ok = one.i->grad(&one, 0, first, n, g1, &l1) == 0;
+		for (int R = 2; R <= 3; R++) {
+			memset(gsum, 0, T * sizeof *gsum);
+			double lsum = 0;
+			for (int r = 0; r < R; r++) {
+				struct ncf_dist d = {.rank = r, .size = R, .local_rank = r, .local_size = R};
+				struct ncf_backend be;
+				double lr;
+				ok &= open_be(&be, &d, &hp) == 0 &&
+				      be.i->set_state(&be, p, NULL, NULL) == 0 &&
+				      be.i->grad(&be, 0, first, n, gr, &lr) == 0;
+				ncf_backend_close(&be);
+				for (size_t j = 0; j < T; j++)
+					gsum[j] += gr[j];
+				lsum += lr;
+			}
+			const char *what = "";
+			double w = worst_tensor(L, gsum, g1, &what);
+			tap_diag("after %llu steps, %d ranks: worst tensor %s, relative L2 %.3g",
+				 (unsigned long long)one.step, R, what, w);
+			tap_ok(ok && w <= 1e-4, "%d ranks sum to the 1-rank gradient after %llu steps",
+			       R, (unsigned long long)one.step);
+			tap_ok(tap_close(lsum, l1, 0, 1e-9, "loss"),
+			       "%d ranks' losses sum to the 1-rank loss after %llu steps", R,
+			       (unsigned long long)one.step);
+		}
+	}
+	ncf_backend_close(&one);
+	free(p), free(g1), free(gr), free(gsum), free(items), free(entry_user);
+	return tap_done();
+}
