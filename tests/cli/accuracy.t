@@ -27,9 +27,8 @@
 # epoch by the test HR, a choice that would peek at the test set).
 # Cost: 6 epochs of 501k samples, ~2 s of CPU each, twice; the whole file
 # takes ~30-50 s on 2 cores (80 s measured on a busy machine).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
-plan 7
 
 # --device cpu: the numbers below were measured on the cpu backend, and
 # make check stays GPU-free.

@@ -7,9 +7,8 @@
 # unknown ids, empty input and files that are not models fail with exit 1
 # and FILE:LINE; a reader that goes away (| head) ends it quietly; usage
 # errors exit 2.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
-plan 72
 
 export LC_ALL=C
 F="--device cpu --factors 8 --layers 16,16,8"

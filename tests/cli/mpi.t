@@ -2,12 +2,11 @@
 # mpi.t - data-parallel ncf-train under mpirun on CPU ranks (issue 6):
 # 2 ranks against 1, mpirun -np 1 against no mpirun, and a failing or dying
 # rank ending the whole job (within a time limit) rather than hanging it.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 command -v mpirun >/dev/null 2>&1 || skip_all "mpirun not installed"
 ncf-train -vV 2>/dev/null | grep -q '^features:.* mpi' || skip_all "built without MPI"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 TOOLS=$NCF_ROOT/build/tests/tools
-plan 13
 cd "$T"
 ncf-prep -q --synthetic ml-latest-small -o data.ncfc
 FLAGS="-e 2 -b 8192 --factors 16 --layers 64,32,16 --threads 1"

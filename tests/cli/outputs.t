@@ -3,8 +3,7 @@
 # FIFO or device is written in place (never replaced), a symbolic link's
 # target is replaced (the link stays), an existing file keeps its mode; and
 # a few input and output edge cases found in review.
-. "$(dirname "$0")/lib.sh"
-plan 10
+. "$(dirname "$0")/../lib.sh"
 cd "$T"
 printf 'userId,movieId,rating,timestamp\n1,10,4.0,100\n1,11,4.0,200\n2,10,3.0,50\n2,12,3.0,60\n' >r.csv
 

@@ -5,9 +5,8 @@
 # input formats: ml-1m "::", ml-100k tabs and generic CSV headers give the
 # same arrays as the equivalent ml-20m CSV, and the protocol's counters
 # (--min-ratings, single ratings, duplicates, ties) show in --info.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
-plan 164
 
 H='userId,movieId,rating,timestamp'
 mkdir "$T/in"

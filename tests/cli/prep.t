@@ -3,11 +3,10 @@
 # the timestamp ties re-derived from the CSV with awk, and reproducibility
 # (same seed, thread counts, stdin vs file, CRLF vs LF, another seed).
 # The split itself is re-derived in C by tests/unit/test_prep_mls.c.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 CSV=$NCF_DATA/ml-latest-small/ratings.csv
 [ -r "$CSV" ] || skip_all "no $CSV"
-plan 30
 
 # body FILE: the cache's bytes after its meta section (the arrays; meta
 # holds the source's size and CRC, which differ between CRLF and LF).

@@ -2,9 +2,8 @@
 # synthetic.t - ncf-prep --synthetic: caches with the planted oracle's
 # HR@10, scaling, determinism, and --emit-csv giving the same data through
 # the CSV reader.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
-plan 33
 
 # body FILE: a cache's bytes after its meta section (the arrays).
 body() {

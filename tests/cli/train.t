@@ -8,9 +8,8 @@
 # --device cuda without a GPU fail with their exit status, a message and
 # no output left under a final name; ncf-eval's output and -V.
 # Small models (8 factors, layers 16,16,8) keep the file to ~30 s on 2 cores.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
-plan 145
 
 # --device cpu: bit-for-bit reproducibility is the cpu backend's promise
 # (DESIGN.md 4); on a machine with a GPU, auto would take the GPU.

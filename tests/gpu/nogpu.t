@@ -4,16 +4,14 @@
 # --device auto trains on the CPU and says so, -vV lists the CUDA versions
 # and "no usable GPU".  Skips where a GPU is usable (the other tests here
 # cover it) and in builds without CUDA.
-. "${NCF_ROOT:-.}/tests/gpu/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 need_cuda_build
 if gpu_usable; then
 	echo "1..0 # SKIP a GPU is usable; this test is for machines without one"
 	exit 0
 fi
-echo "1..6"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ncf-nogpu.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-"$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$tmp/t.ncfc" || { echo "Bail out! ncf-prep failed"; exit 1; }
+tmp=$T
+"$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$tmp/t.ncfc" || bail "ncf-prep failed"
 
 "$NCF_BIN/ncf-train" -vV >"$tmp/v.out" 2>&1
 grep -q '^cuda runtime	' "$tmp/v.out" && grep -q '^cublas	' "$tmp/v.out"
@@ -32,4 +30,4 @@ ok $? "--device cuda gives the CUDA error in words: $(head -n 1 "$tmp/e.err")"
 ok $? "--device auto trains without a GPU"
 grep -q 'using the CPU' "$tmp/a.err"
 ok $? "--device auto says it falls back to the CPU"
-finish
+done_testing

@@ -4,9 +4,8 @@
 # Adam and segment sums bit for bit, scores within 1e-5, one training step's
 # parameters within 1e-4, determinism, the 16-bit precisions
 # (tests/gpu/gpu_parity.c says how close is close and why).
-. "${NCF_ROOT:-.}/tests/gpu/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 need_gpu
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ncf-parity.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-"$NCF_BIN/ncf-prep" -q --synthetic ml-1m -o "$tmp/d.ncfc" || { echo "Bail out! ncf-prep failed"; exit 1; }
+tmp=$T
+"$NCF_BIN/ncf-prep" -q --synthetic ml-1m -o "$tmp/d.ncfc" || bail "ncf-prep failed"
 "$GPU_TESTS/gpu_parity" "$tmp/d.ncfc"

@@ -6,7 +6,7 @@
 # precision (gpu_parity --smoke on tiny data).
 # Skips where compute-sanitizer is missing or cannot use the GPU (it refuses
 # the device under gVisor, for one).
-. "${NCF_ROOT:-.}/tests/gpu/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 need_gpu
 san=$(command -v compute-sanitizer 2>/dev/null)
 [ -n "$san" ] || [ ! -x /usr/local/cuda/bin/compute-sanitizer ] || san=/usr/local/cuda/bin/compute-sanitizer
@@ -14,9 +14,8 @@ if [ -z "$san" ]; then
 	echo "1..0 # SKIP compute-sanitizer not found"
 	exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ncf-san.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-"$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$tmp/d.ncfc" || { echo "Bail out! ncf-prep failed"; exit 1; }
+tmp=$T
+"$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$tmp/d.ncfc" || bail "ncf-prep failed"
 
 # sanitize TOOL [OPTIONS]: run gpu_parity --smoke under the tool, output in
 # $tmp/TOOL.out, status in $tmp/TOOL.rc.
@@ -37,7 +36,6 @@ if [ "$(cat "$tmp/memcheck.rc")" -ne 0 ] && grep -Eq "$pat" "$tmp/memcheck.out";
 	echo "1..0 # SKIP compute-sanitizer cannot use this GPU: $(grep -Em1 "$pat" "$tmp/memcheck.out")"
 	exit 0
 fi
-echo "1..3"
 for tool in memcheck initcheck racecheck; do
 	rc=$(cat "$tmp/$tool.rc")
 	# clean: the tool found nothing (status not 99) and every check passed
@@ -47,4 +45,4 @@ for tool in memcheck initcheck racecheck; do
 	ok $st "compute-sanitizer --tool $tool: ${summary:-exit $rc}"
 	[ $st -eq 0 ] || grep -v '^ok' "$tmp/$tool.out" | head -n 40 | sed 's/^/# /'
 done
-finish
+done_testing

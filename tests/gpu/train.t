@@ -8,14 +8,12 @@
 # default seed and hyperparameters.  The runs share initial weights, batches
 # and dropout masks, so they differ only by rounding (and by the 16-bit
 # precisions' coarser activations), which moves HR@10 by far less than 0.01.
-. "${NCF_ROOT:-.}/tests/gpu/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 need_gpu
 data=${NCF_GPU_TRAIN_DATA:-ml-1m}
 tol=${NCF_GPU_HR_TOL:-0.01}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ncf-gputrain.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-echo "1..5"
-"$NCF_BIN/ncf-prep" -q --synthetic "$data" -o "$tmp/d.ncfc" || { echo "Bail out! ncf-prep failed"; exit 1; }
+tmp=$T
+"$NCF_BIN/ncf-prep" -q --synthetic "$data" -o "$tmp/d.ncfc" || bail "ncf-prep failed"
 
 # hr_of LOG: HR@10 of the last epoch of an ncf-train --log file.
 hr_of() {
@@ -43,4 +41,4 @@ for p in fp32 tf32 bf16 fp16; do
 		'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a == a + 0 && d <= t) }'
 	ok $? "cuda $p: HR@10 $hr within $tol of the CPU's $ref"
 done
-finish
+done_testing
