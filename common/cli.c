@@ -5,8 +5,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <getopt.h>
 #include <unistd.h>
 #include <csv.h>
@@ -189,21 +187,6 @@ void ncf_print_version(int verbose, void (*extra)(FILE *))
 #endif
 	if (extra)
 		extra(stdout);
-}
-
-double ncf_now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-uint64_t ncf_peak_rss(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		return 0;
-	return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
 void ncf_progress_init(struct ncf_progress *p, int force)

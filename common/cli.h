@@ -1,13 +1,16 @@
 /*
  * cli.h - command-line helpers shared by the tools: range-checked number
- * parsing that names the option, usage errors, --version, progress lines,
- * clocks.
+ * parsing that names the option, usage errors, --version, progress lines.
+ * The clock (ncf_now, ncf_peak_rss) is clock.h, included here for the
+ * tools' convenience.
  */
 #ifndef NCF_CLI_H
 #define NCF_CLI_H
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include "clock.h"
 
 #define NCF_VERSION "0.1.0"
 
@@ -51,10 +54,6 @@ int ncf_parse_double(const char *s, double *out);
  * lines, e.g. the CUDA device. */
 void ncf_print_version(int verbose, void (*extra)(FILE *));
 
-/* Monotonic seconds. */
-double ncf_now(void);
-/* Peak resident memory of this process in bytes. */
-uint64_t ncf_peak_rss(void);
 
 /* Progress on stderr: enabled when stderr is a terminal or forced; at most
  * about 6 updates a second, rewritten in place, cleared at the end. */

@@ -1,11 +1,12 @@
 /* dist.c - see dist.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef NCF_HAVE_MPI
 #include <mpi.h>
 #endif
 
-#include "cli.h"
+#include "clock.h"
 #include "dist.h"
 #include "err.h"
 
