@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_opts.h"
 #include "cache.h"
 #include "cli.h"
 #include "err.h"
@@ -67,26 +68,26 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 	if (ncf_backend_open(&be, NCF_DEVICE_CUDA, &shape, &hp, prec, 0, &dist) != 0)
 		return -1;
 	int rc = -1;
-	if (be.i->set_state(&be, params, NULL, NULL) ||
+	if (ncf_backend_set_state(&be, params, NULL, NULL) ||
 	    ncf_backend_load_cache(&be, cache, &mask, 1) || ncf_cuda_peak_rates(&be, &r->pk))
 		goto out;
 	uint64_t S = (uint64_t)cache->train_positives * (1 + hp.negatives);
 	uint64_t pos = 0;
 	double loss, t;
 	for (int w = 0; w < warmup; w++, pos = (pos + batch) % S)
-		if (be.i->train_step(&be, 0, pos, batch < S - pos ? batch : S - pos, &loss))
+		if (ncf_backend_train_step(&be, 0, pos, batch < S - pos ? batch : S - pos, &loss))
 			goto out;
-	be.i->sync(&be);
+	ncf_backend_sync(&be);
 	uint64_t done = 0;
 	t = ncf_now();
 	for (int k = 0; k < steps; k++) {
 		uint64_t n = batch < S - pos ? batch : S - pos;
-		if (be.i->train_step(&be, 0, pos, n, &loss))
+		if (ncf_backend_train_step(&be, 0, pos, n, &loss))
 			goto out;
 		done += n;
 		pos = (pos + n) % S;
 	}
-	be.i->sync(&be);
+	ncf_backend_sync(&be);
 	t = ncf_now() - t;
 	r->sps = (double)done / t;
 	r->step_s = t / steps;
@@ -97,9 +98,9 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 	if (epoch) {
 		t = ncf_now();
 		for (uint64_t p = 0; p < S; p += batch)
-			if (be.i->train_step(&be, 1, p, batch < S - p ? batch : S - p, &loss))
+			if (ncf_backend_train_step(&be, 1, p, batch < S - p ? batch : S - p, &loss))
 				goto out;
-		be.i->sync(&be);
+		ncf_backend_sync(&be);
 		r->epoch_s = ncf_now() - t;
 	}
 	double ndcg;

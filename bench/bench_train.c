@@ -17,6 +17,7 @@
 #endif
 
 #include "backend.h"
+#include "backend_opts.h"
 #include "cache.h"
 #include "cli.h"
 #include "err.h"
@@ -116,14 +117,16 @@ int main(int argc, char **argv)
 	float *params = ncf_xmalloc(be.layout.total * sizeof(float));
 	ncf_model_init(&shape, &be.layout, 1, params);
 	uint8_t *mask;
-	if (be.i->set_state(&be, params, NULL, NULL) || ncf_backend_load_cache(&be, &cache, &mask, 1))
+	if (ncf_backend_set_state(&be, params, NULL, NULL) ||
+	    ncf_backend_load_cache(&be, &cache, &mask, 1))
 		return 1;
 	uint64_t S = (uint64_t)cache.train_positives * 5;
 	int nth = 1;
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
 #endif
-	double peak = be.i == &ncf_backend_cpu && dist.size == 1 ? sgemm_rate(nth) : 0;
+	int on_cpu = ncf_backend_device(&be) == NCF_DEVICE_CPU;
+	double peak = on_cpu && dist.size == 1 ? sgemm_rate(nth) : 0;
 	uint64_t pos = 0;
 	double loss;
 	if (batch > S)
@@ -132,19 +135,17 @@ int main(int argc, char **argv)
 	/* consecutive batches of epoch 0, starting over when the next would not fit */
 #define NEXT_POS(p) ((p) + 2 * batch <= S ? (p) + batch : 0)
 	for (int w = 0; w < warmup; w++, pos = NEXT_POS(pos))
-		if (be.i->train_step(&be, 0, pos, batch, &loss))
+		if (ncf_backend_train_step(&be, 0, pos, batch, &loss))
 			return 1;
-	if (be.i->sync)
-		be.i->sync(&be);
+	ncf_backend_sync(&be);
 	ncf_dist_barrier(&dist);
 	uint64_t first_timed = pos;
 	double ar0 = dist.allreduce_seconds;
 	double t = ncf_now();
 	for (int k = 0; k < steps; k++, pos = NEXT_POS(pos))
-		if (be.i->train_step(&be, 0, pos, batch, &loss))
+		if (ncf_backend_train_step(&be, 0, pos, batch, &loss))
 			return 1;
-	if (be.i->sync)
-		be.i->sync(&be);
+	ncf_backend_sync(&be);
 	ncf_dist_barrier(&dist);
 	t = ncf_now() - t;
 	double ar = dist.allreduce_seconds - ar0;
@@ -182,7 +183,7 @@ int main(int argc, char **argv)
 		ncf_dist_finish(&dist);
 		return 0;
 	}
-	printf("backend\t%s\n", be.i->name);
+	printf("backend\t%s\n", ncf_backend_name(&be));
 	printf("ranks\t%d\n", dist.size);
 	printf("threads\t%d\n", nth);
 	printf("batch\t%llu\n", (unsigned long long)batch);
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
 	printf("allreduce_fraction\t%.4f\n", t > 0 ? ar / t : 0.0);
 	printf("samples_per_s\t%.0f\n", sps);
 	printf("dense_gflops\t%.2f\n", flops / t / 1e9);
-	if (be.i == &ncf_backend_cpu && dist.size == 1) {
+	if (on_cpu && dist.size == 1) {
 		double after = sgemm_rate(nth);
 		if (after > peak)
 			peak = after;

@@ -1,11 +1,18 @@
-/* backend.c - choosing and opening a backend; see backend.h. */
+/*
+ * backend.c - choosing and opening a backend, and the public wrappers of
+ * backend.h over the implementations' tables (backend_impl.h): optional
+ * members are handled here, once (ggml-backend.c).  No option parsing and
+ * no exit: the tools do that (common/backend_opts.c).
+ */
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cli.h"
+#include "backend_impl.h"
 #include "err.h"
 #include "ncf_hd.h"
+#ifdef NCF_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 int ncf_backend_fallback_level = 2;
 
@@ -32,68 +39,6 @@ void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_
 	k->bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
 }
 
-int ncf_device_parse(const char *s, enum ncf_device *d)
-{
-	if (!strcmp(s, "auto"))
-		*d = NCF_DEVICE_AUTO;
-	else if (!strcmp(s, "cpu"))
-		*d = NCF_DEVICE_CPU;
-	else if (!strcmp(s, "cuda") || !strcmp(s, "gpu"))
-		*d = NCF_DEVICE_CUDA;
-	else
-		return -1;
-	return 0;
-}
-
-int ncf_precision_parse(const char *s, enum ncf_precision *p)
-{
-	if (!strcmp(s, "fp32"))
-		*p = NCF_PRECISION_FP32;
-	else if (!strcmp(s, "tf32"))
-		*p = NCF_PRECISION_TF32;
-	else if (!strcmp(s, "bf16"))
-		*p = NCF_PRECISION_BF16;
-	else if (!strcmp(s, "fp16"))
-		*p = NCF_PRECISION_FP16;
-	else
-		return -1;
-	return 0;
-}
-
-int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o)
-{
-	switch (c) {
-	case NCF_OPT_DEVICE:
-		if (ncf_device_parse(arg, &o->device) != 0)
-			ncf_usage_error("--device: '%s' is not auto, cpu or cuda",
-					ncf_escape(arg, strlen(arg), 40));
-		return 1;
-	case NCF_OPT_PRECISION:
-		if (ncf_precision_parse(arg, &o->precision) != 0)
-			ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
-					ncf_escape(arg, strlen(arg), 40));
-		return 1;
-	case NCF_OPT_AMP:
-		o->amp = 1;
-		return 1;
-	case NCF_OPT_THREADS:
-		o->threads = (int)ncf_opt_int("--threads", arg, 1, 4096);
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-void ncf_backend_opts_finish(struct ncf_backend_opts *o)
-{
-	if (!o->amp)
-		return;
-	if (o->precision != NCF_PRECISION_DEFAULT && o->precision != NCF_PRECISION_BF16)
-		ncf_usage_error("--amp is bf16; it cannot go with --precision %s",
-				ncf_precision_name(o->precision));
-	o->precision = NCF_PRECISION_BF16;
-}
-
 const char *ncf_precision_name(enum ncf_precision p)
 {
 	switch (p) {
@@ -110,9 +55,9 @@ const char *ncf_precision_name(enum ncf_precision p)
 	}
 }
 
-int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struct ncf_shape *s,
-		     const struct ncf_hparams *hp, enum ncf_precision precision, int threads,
-		     struct ncf_dist *dist)
+int ncf_backend_open_impl(struct ncf_backend *be, const struct ncf_backend_i *impl,
+			  const struct ncf_shape *s, const struct ncf_hparams *hp,
+			  enum ncf_precision precision, int threads, struct ncf_dist *dist)
 {
 	memset(be, 0, sizeof *be);
 	be->shape = *s;
@@ -121,28 +66,50 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 	be->dist = dist;
 	be->threads = threads;
 	be->precision = precision;
-	const struct ncf_backend_i *impl = &ncf_backend_cpu;
-	if (device == NCF_DEVICE_CUDA || device == NCF_DEVICE_AUTO) {
-#ifdef NCF_HAVE_CUDA
-		char why[256];
-		if (ncf_cuda_usable(why, sizeof why)) {
-			impl = &ncf_backend_cuda;
-		} else if (device == NCF_DEVICE_CUDA) {
-			ncf_error("--device cuda: no usable GPU: %s", why);
-			return -3;
-		} else {
-			if (ncf_verbosity >= ncf_backend_fallback_level)
-				ncf_info("no usable GPU (%s); using the CPU", why);
-		}
-#else
-		if (device == NCF_DEVICE_CUDA) {
-			ncf_error("--device cuda: this build has no CUDA support (rebuild where nvcc "
-				  "and cuBLAS are installed)");
-			return -3;
-		}
-#endif
+	be->i = impl;
+	int rc = impl->init(be);
+	if (rc != 0) {
+		ncf_backend_close(be);
+		return rc == -3 ? -3 : -1;
 	}
-	if (impl == &ncf_backend_cpu && precision != NCF_PRECISION_DEFAULT &&
+	return 0;
+}
+
+/* The implementation for device: CUDA when asked for or (auto) usable, else
+ * the CPU.  NULL after reporting when CUDA was asked for and is not here. */
+static const struct ncf_backend_i *choose(enum ncf_device device)
+{
+	if (device == NCF_DEVICE_CPU)
+		return &ncf_backend_cpu;
+#ifdef NCF_HAVE_CUDA
+	char why[256];
+	if (ncf_cuda_usable(why, sizeof why))
+		return &ncf_backend_cuda;
+	if (device == NCF_DEVICE_CUDA) {
+		ncf_error("--device cuda: no usable GPU: %s", why);
+		return NULL;
+	}
+	if (ncf_verbosity >= ncf_backend_fallback_level)
+		ncf_info("no usable GPU (%s); using the CPU", why);
+#else
+	if (device == NCF_DEVICE_CUDA) {
+		ncf_error("--device cuda: this build has no CUDA support (rebuild where nvcc "
+			  "and cuBLAS are installed)");
+		return NULL;
+	}
+#endif
+	return &ncf_backend_cpu;
+}
+
+int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struct ncf_shape *s,
+		     const struct ncf_hparams *hp, enum ncf_precision precision, int threads,
+		     struct ncf_dist *dist)
+{
+	memset(be, 0, sizeof *be);
+	const struct ncf_backend_i *impl = choose(device);
+	if (!impl)
+		return -3;
+	if (impl->device == NCF_DEVICE_CPU && precision != NCF_PRECISION_DEFAULT &&
 	    precision != NCF_PRECISION_FP32) {
 		if (device == NCF_DEVICE_CPU) {
 			ncf_error("--precision %s needs a GPU; the cpu backend computes in fp32",
@@ -152,14 +119,7 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 		ncf_warn("--precision %s is for GPUs; the CPU computes in fp32",
 			 ncf_precision_name(precision));
 	}
-	be->i = impl;
-	int rc = impl->init(be);
-	if (rc != 0) {
-		if (impl->free)
-			impl->free(be);
-		return rc == -3 ? -3 : -1;
-	}
-	return 0;
+	return ncf_backend_open_impl(be, impl, s, hp, precision, threads, dist);
 }
 
 void ncf_backend_close(struct ncf_backend *be)
@@ -167,4 +127,92 @@ void ncf_backend_close(struct ncf_backend *be)
 	if (be->i && be->i->free)
 		be->i->free(be);
 	be->i = NULL;
+}
+
+const char *ncf_backend_name(const struct ncf_backend *be)
+{
+	return be->i->name;
+}
+
+enum ncf_device ncf_backend_device(const struct ncf_backend *be)
+{
+	return be->i->device;
+}
+
+int ncf_backend_set_state(struct ncf_backend *be, const float *params, const float *m,
+			  const float *v)
+{
+	return be->i->set_state(be, params, m, v);
+}
+
+int ncf_backend_get_state(struct ncf_backend *be, float *params, float *m, float *v)
+{
+	return be->i->get_state(be, params, m, v);
+}
+
+int ncf_backend_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d)
+{
+	return be->i->set_train_data(be, d);
+}
+
+int ncf_backend_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d)
+{
+	return be->i->set_eval_data(be, d);
+}
+
+int ncf_backend_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			   double *loss_sum)
+{
+	return be->i->train_step(be, epoch, first, n, loss_sum);
+}
+
+int ncf_backend_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+		     float *grad, double *loss_sum)
+{
+	if (!be->i->grad) {
+		ncf_error("%s backend: no gradient without a step", be->i->name);
+		return -1;
+	}
+	return be->i->grad(be, epoch, first, n, grad, loss_sum);
+}
+
+int ncf_backend_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
+{
+	return be->i->eval_ranks(be, u0, u1, ranks);
+}
+
+int ncf_backend_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		      size_t n, float *out)
+{
+	return be->i->score(be, users, items, n, out);
+}
+
+int ncf_backend_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		       size_t n, float *out)
+{
+	if (!be->i->logits) {
+		ncf_error("%s backend: no logits, only probabilities", be->i->name);
+		return -1;
+	}
+	return be->i->logits(be, users, items, n, out);
+}
+
+int ncf_backend_sync(struct ncf_backend *be)
+{
+	return be->i->sync ? be->i->sync(be) : 0;
+}
+
+void ncf_backend_describe(struct ncf_backend *be, FILE *out)
+{
+	if (be->i->describe)
+		be->i->describe(be, out);
+}
+
+void ncf_backend_describe_versions(FILE *out)
+{
+#ifdef NCF_HAVE_CUDA
+	ncf_cuda_describe_versions(out);
+#else
+	fprintf(out, "cuda\tnot built\n");
+#endif
 }

@@ -37,8 +37,8 @@
 #include <omp.h>
 #endif
 
-#include "backend.h"
-#include "cli.h"
+#include "backend_impl.h"
+#include "clock.h"
 #include "err.h"
 #include "metrics.h"
 #include "ncf_hd.h"
@@ -1174,6 +1174,7 @@ static int cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint
 
 const struct ncf_backend_i ncf_backend_cpu = {
 	.name = "cpu",
+	.device = NCF_DEVICE_CPU,
 	.init = cpu_init,
 	.free = cpu_free,
 	.set_state = cpu_set_state,

@@ -1035,6 +1035,7 @@ using namespace NCF_CUDA_NS;
 
 const struct ncf_backend_i ncf_backend_cuda = {
 	"cuda",			/* name */
+	NCF_DEVICE_CUDA,	/* device */
 	cuda_init,		/* init */
 	cuda_free,		/* free */
 	cuda_set_state,		/* set_state */

@@ -36,7 +36,7 @@ extern "C" {
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backend.h"
+#include "backend_impl.h"
 
 extern const struct ncf_backend_i ncf_backend_cuda;
 /* 1 when a CUDA device can be used; else 0 and why, in the CUDA runtime's

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_opts.h"
 #include "cache.h"
 #include "ckpt.h"
 #include "cli.h"
@@ -69,7 +70,7 @@ static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const
 				it[n++] = c->eval_neg[(size_t)x * c->eval_negatives + k];
 			}
 		}
-		if (be->i->score(be, u, it, n, p) != 0) {
+		if (ncf_backend_score(be, u, it, n, p) != 0) {
 			rc = -1;
 			break;
 		}
@@ -224,7 +225,7 @@ int main(int argc, char **argv)
 		if (rc != 0)
 			ncf_dist_abort(&dist, rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL);
 		uint8_t *mask = NULL;
-		if (be.i->set_state(&be, ck.params, NULL, NULL) != 0 ||
+		if (ncf_backend_set_state(&be, ck.params, NULL, NULL) != 0 ||
 		    ncf_backend_load_cache(&be, &cache, &mask, 0) != 0 ||
 		    ncf_evaluate(&be, &cache, topk, &hr, &ndcg) != 0)
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);

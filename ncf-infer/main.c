@@ -17,6 +17,7 @@
 #endif
 
 #include "backend.h"
+#include "backend_opts.h"
 #include "cache.h"
 #include "ckpt.h"
 #include "cli.h"
@@ -135,8 +136,9 @@ static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int w
 	if (json)
 		printf("{\"device\": \"%s\", \"precision\": \"%s\", \"warmup\": %d, \"iterations\": "
 		       "%d, \"results\": [",
-		       be->i->name,
-		       be->i == &ncf_backend_cpu ? "fp32" : ncf_precision_name(be->precision),
+		       ncf_backend_name(be),
+		       ncf_backend_device(be) == NCF_DEVICE_CPU ? "fp32"
+							  : ncf_precision_name(be->precision),
 		       warmup, iterations);
 	else
 		printf("batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\t"
@@ -152,16 +154,16 @@ static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int w
 			it[j] = ncf_uniform_below(r.v[1], be->shape.items);
 		}
 		for (int w = 0; w < warmup; w++)
-			if (be->i->score(be, u, it, n, out) != 0)
+			if (ncf_backend_score(be, u, it, n, out) != 0)
 				return -1;
-		if (be->i->sync && be->i->sync(be) != 0)
+		if (ncf_backend_sync(be) != 0)
 			return -1;
 		double total = 0;
 		for (int k = 0; k < iterations; k++) {
 			double t = ncf_now();
-			if (be->i->score(be, u, it, n, out) != 0)
+			if (ncf_backend_score(be, u, it, n, out) != 0)
 				return -1;
-			if (be->i->sync && be->i->sync(be) != 0)
+			if (ncf_backend_sync(be) != 0)
 				return -1;
 			lat[k] = ncf_now() - t;
 			total += lat[k];
@@ -362,7 +364,7 @@ static int flush_scores(struct ncf_backend *be, struct pending *pd)
 	if (!pd->n)
 		return 0;
 	/* unknown pairs are scored as (0, 0) and printed as nan */
-	if (be->i->score(be, pd->u, pd->it, pd->n, pd->out) != 0)
+	if (ncf_backend_score(be, pd->u, pd->it, pd->n, pd->out) != 0)
 		return -1;
 	for (size_t j = 0; j < pd->n; j++) {
 		if (pd->known[j])
@@ -514,8 +516,7 @@ static int recommend_stream(struct ncf_backend *be, struct model *m, struct line
 		}
 		for (uint32_t i = 0; i < I; i++)
 			u[i] = (uint32_t)ui;
-		int lrc = be->i->logits ? be->i->logits(be, u, it, I, lg)
-					: be->i->score(be, u, it, I, lg);
+		int lrc = ncf_backend_logits(be, u, it, I, lg);
 		if (lrc != 0)
 			goto out;
 		if (seen)
@@ -541,7 +542,7 @@ static int recommend_stream(struct ncf_backend *be, struct model *m, struct line
 				excluded[seen->train_items[k]] = 0;
 		qsort(heap, n, sizeof *heap, cmp_cand);
 		for (size_t k = 0; k < n; k++) {
-			float p = be->i->logits ? ncf_sigmoid(heap[k].logit) : heap[k].logit;
+			float p = ncf_sigmoid(heap[k].logit);
 			printf("%u\t%u\t%.9g\n", a, m->item_ids[heap[k].item], p);
 		}
 	}
@@ -679,7 +680,7 @@ int main(int argc, char **argv)
 	int orc = ncf_backend_open(&be, bo.device, &m.shape, &m.hp, bo.precision, bo.threads, &dist);
 	if (orc != 0)
 		return orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
-	if (be.i->set_state(&be, m.params, NULL, NULL) != 0)
+	if (ncf_backend_set_state(&be, m.params, NULL, NULL) != 0)
 		return NCF_EXIT_FAIL;
 	int rc = 0;
 	if (mode == OPT_BENCH) {
@@ -691,7 +692,7 @@ int main(int argc, char **argv)
 			 "thread%s, %d warm-up and %d timed passes; throughput in samples/s, "
 			 "latency in seconds",
 			 random ? "random ml-20m-sized" : model_path, m.shape.users, m.shape.items,
-			 be.i->name, nth, nth == 1 ? "" : "s", warmup, iterations);
+			 ncf_backend_name(&be), nth, nth == 1 ? "" : "s", warmup, iterations);
 		rc = bench(&be, sizes, nsizes, warmup, iterations, json, seed);
 	} else {
 		const char *display;

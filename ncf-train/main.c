@@ -18,6 +18,7 @@
 #endif
 
 #include "backend.h"
+#include "backend_opts.h"
 #include "cache.h"
 #include "ckpt.h"
 #include "cli.h"
@@ -94,11 +95,7 @@ struct run {
 
 static void describe_versions(FILE *out)
 {
-#ifdef NCF_HAVE_CUDA
-	ncf_cuda_describe_versions(out);
-#else
-	fprintf(out, "cuda\tnot built\n");
-#endif
+	ncf_backend_describe_versions(out);
 	fprintf(out, "mpi library\t%s\n", ncf_dist_library());
 }
 
@@ -107,7 +104,7 @@ static int save(struct run *r, const char *path, const char *what)
 {
 	if (r->dist.rank != 0)
 		return 0;
-	if (r->be.i->get_state(&r->be, r->ck.params, r->ck.m, r->ck.v) != 0)
+	if (ncf_backend_get_state(&r->be, r->ck.params, r->ck.m, r->ck.v) != 0)
 		return -1;
 	r->ck.step = r->be.step;
 	if (ncf_ckpt_write(&r->ck, path) != 0)
@@ -152,7 +149,7 @@ static int ranks_agree(struct run *r, uint64_t start_pos)
 	ncf_put_u32(d + 140, r->ck.epoch);
 	ncf_put_u64(d + 144, start_pos);
 	ncf_put_u32(d + 152, ncf_crc32c(0, r->ck.params, r->be.layout.total * sizeof(float)));
-	snprintf((char *)d + 160, 16, "%s", r->be.i->name);
+	snprintf((char *)d + 160, 16, "%s", ncf_backend_name(&r->be));
 	unsigned char d0[256];
 	memcpy(d0, d, sizeof d);
 	if (ncf_dist_bcast(&r->dist, d0, sizeof d0) != 0)
@@ -416,7 +413,7 @@ int main(int argc, char **argv)
 		FAIL(NCF_EXIT_FAIL);
 	r.be.step = r.ck.step;
 	uint8_t *mask = NULL;
-	if (r.be.i->set_state(&r.be, r.ck.params, r.ck.m, r.ck.v) != 0 ||
+	if (ncf_backend_set_state(&r.be, r.ck.params, r.ck.m, r.ck.v) != 0 ||
 	    ncf_backend_load_cache(&r.be, &r.cache, &mask, 1) != 0)
 		FAIL(NCF_EXIT_FAIL);
 	if (ranks_agree(&r, r.ck.position) != 0)
@@ -453,7 +450,7 @@ int main(int argc, char **argv)
 		 "(%llu step%s), %s backend, %d thread%s%s",
 		 r.output, cache_path, shape.users, shape.items, (unsigned long long)S,
 		 (unsigned long long)hp.batch, (unsigned long long)steps_per_epoch,
-		 steps_per_epoch == 1 ? "" : "s", r.be.i->name,
+		 steps_per_epoch == 1 ? "" : "s", ncf_backend_name(&r.be),
 		 nthreads, nthreads == 1 ? "" : "s", "");
 	if (r.dist.size > 1)
 		ncf_info("%d ranks, each taking 1/%d of every global batch", r.dist.size,
@@ -490,7 +487,7 @@ int main(int argc, char **argv)
 		while (pos < S) {
 			uint64_t n = S - pos < hp.batch ? S - pos : hp.batch;
 			double ls = 0;
-			if (r.be.i->train_step(&r.be, e, pos, n, &ls) != 0)
+			if (ncf_backend_train_step(&r.be, e, pos, n, &ls) != 0)
 				FAIL(NCF_EXIT_FAIL);
 			double gl = ls;
 			ncf_dist_sum_f64(&r.dist, &gl, 1);

@@ -46,7 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_impl.h"
 #include "cache.h"
 #include "err.h"
 #include "evaluate.h"
@@ -91,7 +91,7 @@ static int open_be(struct ncf_backend *be, enum ncf_device dev, enum ncf_precisi
 		return -1;
 	float *params = ncf_xmalloc(be->layout.total * sizeof(float));
 	ncf_model_init(&shape, &be->layout, 1, params);
-	int rc = be->i->set_state(be, params, NULL, NULL) ||
+	int rc = ncf_backend_set_state(be, params, NULL, NULL) ||
 		 ncf_backend_load_cache(be, &cache, mask, 1);
 	free(params);
 	return rc ? -1 : 0;
@@ -337,8 +337,9 @@ static void test_forward(struct ncf_backend *cpu, struct ncf_backend *gpu)
 		us[j] = rnd(10, j, cache.users), is[j] = rnd(11, j, cache.items);
 	float *lc = ncf_xmalloc(n * 4), *lg = ncf_xmalloc(n * 4);
 	float *sc = ncf_xmalloc(n * 4), *sg = ncf_xmalloc(n * 4);
-	int ok = !cpu->i->logits(cpu, us, is, n, lc) && !gpu->i->logits(gpu, us, is, n, lg) &&
-		 !cpu->i->score(cpu, us, is, n, sc) && !gpu->i->score(gpu, us, is, n, sg);
+	int ok = !ncf_backend_logits(cpu, us, is, n, lc) &&
+		 !ncf_backend_logits(gpu, us, is, n, lg) &&
+		 !ncf_backend_score(cpu, us, is, n, sc) && !ncf_backend_score(gpu, us, is, n, sg);
 	double mr = 0, ml = 0;
 	int sok = close_all(sg, sc, n, 0, 1e-5, "score", &mr);
 	int lok = 1;
@@ -354,7 +355,7 @@ static void test_forward(struct ncf_backend *cpu, struct ncf_backend *gpu)
 	/* evaluation */
 	uint32_t U = cache.users;
 	uint32_t *rc = ncf_xmalloc(U * 4), *rg = ncf_xmalloc(U * 4);
-	ok = !cpu->i->eval_ranks(cpu, 0, U, rc) && !gpu->i->eval_ranks(gpu, 0, U, rg);
+	ok = !ncf_backend_eval_ranks(cpu, 0, U, rc) && !ncf_backend_eval_ranks(gpu, 0, U, rg);
 	uint32_t diff = 0;
 	for (uint32_t u = 0; u < U; u++)
 		diff += rc[u] != rg[u];
@@ -373,21 +374,25 @@ static void test_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t
 	float *gc = ncf_xmalloc(total * 4), *gg = ncf_xmalloc(total * 4);
 	float *g2 = ncf_xmalloc(total * 4);
 	double lc, lg, l2;
-	int ok = !cpu->i->grad(cpu, 2, B, B, gc, &lc) && !gpu->i->grad(gpu, 2, B, B, gg, &lg);
+	int ok = !ncf_backend_grad(cpu, 2, B, B, gc, &lc) &&
+		 !ncf_backend_grad(gpu, 2, B, B, gg, &lg);
 	ok &= close_tensors(cpu, gg, gc, 1e-4, 1e-4, "grad") && tap_close(lg, lc, 0, 1e-5, "loss");
 	tap_ok(ok, "one batch of %llu: gradient per tensor within 1e-4, loss within 1e-5 (fp32)",
 	       (unsigned long long)B);
-	ok = !gpu->i->grad(gpu, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4) && l2 == lg;
+	ok = !ncf_backend_grad(gpu, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4) && l2 == lg;
 	tap_ok(ok, "the same gradient twice, bit for bit (fp32)");
 
 	/* one training step from the initial state, on the batch of (epoch 0,
 	 * positions 0..B): gc, gg its gradients, p0 the parameters before */
 	float *pc = ncf_xmalloc(total * 4), *pg = ncf_xmalloc(total * 4);
 	float *p0 = ncf_xmalloc(total * 4), *sc = ncf_xmalloc(total * 4), *sg = ncf_xmalloc(total * 4);
-	ok = !gpu->i->get_state(gpu, p0, NULL, NULL) && !cpu->i->grad(cpu, 0, 0, B, sc, &lc) &&
-	     !gpu->i->grad(gpu, 0, 0, B, sg, &lg);
-	ok &= !cpu->i->train_step(cpu, 0, 0, B, &lc) && !gpu->i->train_step(gpu, 0, 0, B, &lg);
-	ok &= !cpu->i->get_state(cpu, pc, NULL, NULL) && !gpu->i->get_state(gpu, pg, NULL, NULL);
+	ok = !ncf_backend_get_state(gpu, p0, NULL, NULL) &&
+	     !ncf_backend_grad(cpu, 0, 0, B, sc, &lc) &&
+	     !ncf_backend_grad(gpu, 0, 0, B, sg, &lg);
+	ok &= !ncf_backend_train_step(cpu, 0, 0, B, &lc) &&
+	      !ncf_backend_train_step(gpu, 0, 0, B, &lg);
+	ok &= !ncf_backend_get_state(cpu, pc, NULL, NULL) &&
+	      !ncf_backend_get_state(gpu, pg, NULL, NULL);
 	/* (a) the step is Adam on the GPU's gradient, exactly */
 	struct ncf_adam_k ak;
 	ncf_adam_constants(&gpu->hp, 1, &ak);
@@ -447,14 +452,15 @@ static void test_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t
 			tap_ok(0, "open the cuda backend in %s", name);
 			continue;
 		}
-		ok = !be.i->grad(&be, 2, B, B, gg, &lg) && l2_tensors(cpu, gg, gc, tol[k], name);
+		ok = !ncf_backend_grad(&be, 2, B, B, gg, &lg) &&
+		     l2_tensors(cpu, gg, gc, tol[k], name);
 		if (precs[k] == NCF_PRECISION_BF16)
-			ok &= !be.i->grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4);
+			ok &= !ncf_backend_grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4);
 		double loss = 0;
 		uint64_t S = (uint64_t)cache.train_positives * 5, pos = 0;
 		for (int st = 0; st < 3; st++) {
 			uint64_t nb = B < S - pos ? B : S - pos;
-			ok &= !be.i->train_step(&be, 0, pos, nb, &loss) && isfinite(loss);
+			ok &= !ncf_backend_train_step(&be, 0, pos, nb, &loss) && isfinite(loss);
 			pos = (pos + nb) % S;
 		}
 		tap_ok(ok && be.step == 3, "%s: gradient within %g of fp32 (L2 per tensor)%s, three "
@@ -494,8 +500,7 @@ int main(int argc, char **argv)
 		tap_ok(0, "open the backends");
 		return tap_done();
 	}
-	if (gpu.i->describe)
-		gpu.i->describe(&gpu, stderr);
+	ncf_backend_describe(&gpu, stderr);
 	test_ops(&gpu);
 	test_forward(&cpu, &gpu);
 	test_step(&cpu, &gpu, B);

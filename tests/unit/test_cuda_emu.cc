@@ -54,7 +54,7 @@
 #include <vector>
 
 extern "C" {
-#include "backend.h"
+#include "backend_impl.h"
 #include "err.h"
 #include "metrics.h"
 #include "model.h"
@@ -166,35 +166,27 @@ static int open_be(struct ncf_backend *be, const struct ncf_backend_i *impl,
 		   const struct ncf_shape *s, const struct ncf_hparams *hp, enum ncf_precision p,
 		   struct ncf_dist *dist, const struct data *d)
 {
-	memset(be, 0, sizeof *be);
-	be->shape = *s;
-	ncf_layout_make(s, &be->layout);
-	be->hp = *hp;
-	be->dist = dist;
-	be->threads = 2;
-	be->precision = p;
-	be->i = impl;
-	if (impl->init(be) != 0)
+	if (ncf_backend_open_impl(be, impl, s, hp, p, 2, dist) != 0)
 		return -1;
 	fvec params(be->layout.total);
 	ncf_model_init(s, &be->layout, 3, params.data());
 	struct ncf_train_data td = train_data(d);
 	struct ncf_eval_data ed = eval_data(d);
-	if (impl->set_state(be, params.data(), NULL, NULL) || impl->set_train_data(be, &td) ||
-	    impl->set_eval_data(be, &ed))
+	if (ncf_backend_set_state(be, params.data(), NULL, NULL) ||
+	    ncf_backend_set_train_data(be, &td) || ncf_backend_set_eval_data(be, &ed))
 		return -1;
 	return 0;
 }
 
 static void close_be(struct ncf_backend *be)
 {
-	be->i->free(be);
+	ncf_backend_close(be);
 }
 
 static fvec get_params(struct ncf_backend *be)
 {
 	fvec p(be->layout.total);
-	be->i->get_state(be, p.data(), NULL, NULL);
+	ncf_backend_get_state(be, p.data(), NULL, NULL);
 	return p;
 }
 
@@ -492,19 +484,19 @@ static void test_forward(const struct data *d, const struct ncf_shape *s, const 
 	for (size_t j = 0; j < n; j++)
 		us[j] = (uint32_t)(j / d->I), is[j] = (uint32_t)(j % d->I);
 	fvec lc(n), le(n), sc(n), se(n);
-	int ok = !cpu.i->logits(&cpu, us.data(), is.data(), n, lc.data()) &&
-		 !emu.i->logits(&emu, us.data(), is.data(), n, le.data());
+	int ok = !ncf_backend_logits(&cpu, us.data(), is.data(), n, lc.data()) &&
+		 !ncf_backend_logits(&emu, us.data(), is.data(), n, le.data());
 	double md = 0;
 	tap_ok(ok && close_all(le.data(), lc.data(), n, 1e-6, 1e-5, "logit", &md),
 	       "%s: logits of all %zu pairs equal to the cpu backend's (max |d| %.2g)", label, n,
 	       md);
-	ok = !cpu.i->score(&cpu, us.data(), is.data(), n, sc.data()) &&
-	     !emu.i->score(&emu, us.data(), is.data(), n, se.data());
+	ok = !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
+	     !ncf_backend_score(&emu, us.data(), is.data(), n, se.data());
 	tap_ok(ok && close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL),
 	       "%s: scores equal to the cpu backend's", label);
 	std::vector<uint32_t> rc(d->U), re(d->U);
-	ok = !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
-	     !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	ok = !ncf_backend_eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	     !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
 	int same = 0;
 	for (uint32_t u = 0; u < d->U; u++) {
 		if (rc[u] != re[u])
@@ -514,7 +506,7 @@ static void test_forward(const struct data *d, const struct ncf_shape *s, const 
 	tap_ok(ok && same == (int)d->U, "%s: evaluation ranks equal for all %u users", label, d->U);
 	/* a slice of users, as ranks get them */
 	std::vector<uint32_t> part(d->U);
-	ok = !emu.i->eval_ranks(&emu, 5, d->U - 3, part.data());
+	ok = !ncf_backend_eval_ranks(&emu, 5, d->U - 3, part.data());
 	tap_ok(ok && std::equal(part.begin(), part.begin() + (d->U - 8), re.begin() + 5),
 	       "%s: ranks of a slice of users equal those of all", label);
 	close_be(&cpu);
@@ -540,14 +532,15 @@ static void test_training(const struct data *d, const struct ncf_shape *s, float
 	int ok = 1;
 	for (int k = 0; k < 2; k++) {
 		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B; /* a short last batch too */
-		ok &= !cpu.i->grad(&cpu, 1, first, n, gc.data(), &lc) &&
-		      !emu.i->grad(&emu, 1, first, n, ge.data(), &le);
+		ok &= !ncf_backend_grad(&cpu, 1, first, n, gc.data(), &lc) &&
+		      !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
 		ok &= close_tensors(&cpu, ge.data(), gc.data(), 1e-5, 1e-5, "grad");
 		ok &= tap_close(le, lc, 0, 1e-6, "loss sum");
 	}
 	tap_ok(ok, "%s: gradients of two batches equal to the cpu backend's per tensor", label);
 	/* one step */
-	ok = !cpu.i->train_step(&cpu, 0, 0, B, &lc) && !emu.i->train_step(&emu, 0, 0, B, &le);
+	ok = !ncf_backend_train_step(&cpu, 0, 0, B, &lc) &&
+	     !ncf_backend_train_step(&emu, 0, 0, B, &le);
 	fvec pc = get_params(&cpu), pe = get_params(&emu);
 	double md = 0;
 	ok &= close_all(pe.data(), pc.data(), total, 1e-6, 1e-5, "params after 1 step", &md);
@@ -559,22 +552,22 @@ static void test_training(const struct data *d, const struct ncf_shape *s, float
 	for (int k = 0; k < 4; k++) {
 		uint32_t e = pos >= S ? 1 : 0;
 		uint64_t first = pos % S, n = std::min<uint64_t>(B, S - first);
-		ok &= !cpu.i->train_step(&cpu, e, first, n, &lc) &&
-		      !emu.i->train_step(&emu, e, first, n, &le);
+		ok &= !ncf_backend_train_step(&cpu, e, first, n, &lc) &&
+		      !ncf_backend_train_step(&emu, e, first, n, &le);
 		ok &= tap_close(le, lc, 0, 1e-5, "loss sum");
 		pos += n;
 	}
 	pc = get_params(&cpu), pe = get_params(&emu);
 	ok &= close_all(pe.data(), pc.data(), total, 1e-4, 0, "params after 5 steps", &md);
 	fvec mc(total), me(total), vc(total), ve(total);
-	cpu.i->get_state(&cpu, NULL, mc.data(), vc.data());
-	emu.i->get_state(&emu, NULL, me.data(), ve.data());
+	ncf_backend_get_state(&cpu, NULL, mc.data(), vc.data());
+	ncf_backend_get_state(&emu, NULL, me.data(), ve.data());
 	ok &= close_tensors(&cpu, me.data(), mc.data(), 1e-4, 1e-4, "Adam m");
 	tap_ok(ok, "%s: parameters after five steps within 1e-4 (max |d| %.2g)", label, md);
 	/* evaluation after training: the tables follow the parameters */
 	std::vector<uint32_t> rc(d->U), re(d->U);
-	ok = !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
-	     !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	ok = !ncf_backend_eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	     !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
 	int diff = 0;
 	for (uint32_t u = 0; u < d->U; u++)
 		diff += rc[u] != re[u];
@@ -602,10 +595,10 @@ static void test_ranks(const struct data *d, const struct ncf_shape *s)
 	size_t total = c0.layout.total;
 	fvec g0c(total), g0(total), g1(total), g(total);
 	double l0c, l0, l1, l;
-	int ok = !c0.i->grad(&c0, 0, 100, B, g0c.data(), &l0c) &&
-		 !e0.i->grad(&e0, 0, 100, B, g0.data(), &l0) &&
-		 !e1.i->grad(&e1, 0, 100, B, g1.data(), &l1) &&
-		 !e.i->grad(&e, 0, 100, B, g.data(), &l);
+	int ok = !ncf_backend_grad(&c0, 0, 100, B, g0c.data(), &l0c) &&
+		 !ncf_backend_grad(&e0, 0, 100, B, g0.data(), &l0) &&
+		 !ncf_backend_grad(&e1, 0, 100, B, g1.data(), &l1) &&
+		 !ncf_backend_grad(&e, 0, 100, B, g.data(), &l);
 	ok &= close_tensors(&c0, g0.data(), g0c.data(), 1e-5, 1e-5, "rank 0 grad");
 	tap_ok(ok, "rank 0 of 2: gradient of its slice equal to the cpu backend's");
 	for (size_t j = 0; j < total; j++)
@@ -628,13 +621,13 @@ static void test_low_precision(const struct data *d, const struct ncf_shape *s)
 	size_t total = cpu.layout.total;
 	fvec gc(total), ge(total);
 	double lc, le;
-	cpu.i->grad(&cpu, 0, 0, B, gc.data(), &lc);
+	ncf_backend_grad(&cpu, 0, 0, B, gc.data(), &lc);
 	size_t n = (size_t)d->U * 3;
 	std::vector<uint32_t> us(n), is(n);
 	for (size_t j = 0; j < n; j++)
 		us[j] = (uint32_t)(j / 3), is[j] = (uint32_t)((j * 7) % d->I);
 	fvec lgc(n), lge(n);
-	cpu.i->logits(&cpu, us.data(), is.data(), n, lgc.data());
+	ncf_backend_logits(&cpu, us.data(), is.data(), n, lgc.data());
 	/* Bounds on the relative L2 error of each gradient tensor.  Emulated
 	 * tf32 is fp32 (OpenBLAS has no TF32).  bf16 keeps 8 significant bits,
 	 * fp16 11: besides the rounding itself (2^-9, 2^-12 relative), a
@@ -653,10 +646,10 @@ static void test_low_precision(const struct data *d, const struct ncf_shape *s)
 			tap_ok(0, "open the emulated backend in %s", name);
 			continue;
 		}
-		int ok = !emu.i->grad(&emu, 0, 0, B, ge.data(), &le) &&
+		int ok = !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le) &&
 			 l2_tensors(&cpu, ge.data(), gc.data(), tol[k], name) &&
 			 tap_close(le, lc, 0, 1e-2, "loss");
-		ok &= !emu.i->logits(&emu, us.data(), is.data(), n, lge.data()) &&
+		ok &= !ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
 		      close_all(lge.data(), lgc.data(), n, 2e-2, 2e-2, name, NULL);
 		tap_ok(ok, "%s: gradient within %g (relative L2 per tensor), logits within 2e-2 of fp32",
 		       name, tol[k]);
@@ -665,7 +658,7 @@ static void test_low_precision(const struct data *d, const struct ncf_shape *s)
 		uint64_t S = (uint64_t)d->items.size() * 5, pos = 0;
 		for (int st = 0; st < 3; st++) {
 			uint64_t nb = std::min<uint64_t>(B, S - pos);
-			ok &= !emu.i->train_step(&emu, 0, pos, nb, &loss) && isfinite(loss);
+			ok &= !ncf_backend_train_step(&emu, 0, pos, nb, &loss) && isfinite(loss);
 			pos = (pos + nb) % S;
 		}
 		tap_ok(ok && emu.step == 3, "%s: three training steps", name);
@@ -683,16 +676,16 @@ static void test_low_precision(const struct data *d, const struct ncf_shape *s)
 	fvec before = get_params(&emu);
 	ncf_cuda_set_loss_scale(&emu, 1073741824.0f, 2); /* 2^30: dlogit overflows fp16 */
 	double loss;
-	int ok = !emu.i->train_step(&emu, 0, 0, B, &loss);
+	int ok = !ncf_backend_train_step(&emu, 0, 0, B, &loss);
 	fvec after = get_params(&emu);
 	tap_ok(ok && emu.step == 0 && !memcmp(before.data(), after.data(), total * 4) &&
 		       ncf_cuda_loss_scale(&emu) == 536870912.0f,
 	       "fp16: an overflowing step is skipped and halves the scale (now %g)",
 	       (double)ncf_cuda_loss_scale(&emu));
 	ncf_cuda_set_loss_scale(&emu, 1024.0f, 2);
-	ok = !emu.i->train_step(&emu, 0, 0, B, &loss) && emu.step == 1 &&
+	ok = !ncf_backend_train_step(&emu, 0, 0, B, &loss) && emu.step == 1 &&
 	     ncf_cuda_loss_scale(&emu) == 1024.0f;
-	ok &= !emu.i->train_step(&emu, 0, B, B, &loss) && emu.step == 2 &&
+	ok &= !ncf_backend_train_step(&emu, 0, B, B, &loss) && emu.step == 2 &&
 	      ncf_cuda_loss_scale(&emu) == 2048.0f;
 	tap_ok(ok, "fp16: good steps advance Adam and double the scale after the interval");
 	close_be(&emu);
@@ -715,8 +708,8 @@ static void test_refusals(const struct data *d, const struct ncf_shape *s)
 	double loss;
 	tap_diag("expected messages follow:");
 	fflush(stdout);
-	int ok = emu.i->logits(&emu, &u, &it, 1, &out) == -1;
-	ok &= emu.i->train_step(&emu, 0, S - 10, 11, &loss) == -1 && emu.step == 0;
+	int ok = ncf_backend_logits(&emu, &u, &it, 1, &out) == -1;
+	ok &= ncf_backend_train_step(&emu, 0, S - 10, 11, &loss) == -1 && emu.step == 0;
 	tap_ok(ok, "ids outside the model and positions past the epoch are refused");
 	close_be(&emu);
 }
@@ -739,11 +732,11 @@ static void test_run(const struct data *d, const struct ncf_shape *s)
 	for (uint32_t e = 0; e < 2; e++)
 		for (uint64_t pos = 0; pos < S; pos += B) {
 			uint64_t n = std::min<uint64_t>(B, S - pos);
-			ok &= !cpu.i->train_step(&cpu, e, pos, n, &l) &&
-			      !emu.i->train_step(&emu, e, pos, n, &l);
+			ok &= !ncf_backend_train_step(&cpu, e, pos, n, &l) &&
+			      !ncf_backend_train_step(&emu, e, pos, n, &l);
 		}
-	ok &= !cpu.i->eval_ranks(&cpu, 0, d->U, rc.data()) &&
-	      !emu.i->eval_ranks(&emu, 0, d->U, re.data());
+	ok &= !ncf_backend_eval_ranks(&cpu, 0, d->U, rc.data()) &&
+	      !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
 	ncf_metrics_from_ranks(rc.data(), d->U, 10, &hc, &nc);
 	ncf_metrics_from_ranks(re.data(), d->U, 10, &he, &ne);
 	tap_ok(ok && fabs(hc - he) <= 1.5 / d->U,

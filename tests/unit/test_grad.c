@@ -101,8 +101,9 @@ static int run_grad(int threads, const float *params, uint64_t first, uint64_t n
 		return -1;
 	struct ncf_train_data td = {.users = U, .items = I, .positives = 16, .offsets = offsets,
 				    .items_csr = items, .entry_user = entry_user};
-	int rc = be.i->set_state(&be, params, NULL, NULL) || be.i->set_train_data(&be, &td) ||
-		 be.i->grad(&be, 0, first, n, g, loss);
+	int rc = ncf_backend_set_state(&be, params, NULL, NULL) ||
+		 ncf_backend_set_train_data(&be, &td) ||
+		 ncf_backend_grad(&be, 0, first, n, g, loss);
 	ncf_backend_close(&be);
 	return rc;
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend.h"
+#include "backend_impl.h"
 #include "metrics.h"
 #include "ncf_hd.h"
 #include "tap.h"

@@ -73,7 +73,7 @@ static int open_be(struct ncf_backend *be, struct ncf_dist *d, const struct ncf_
 	struct ncf_train_data td = {.users = U, .items = I, .positives = offsets[U],
 				    .offsets = offsets, .items_csr = items,
 				    .entry_user = entry_user};
-	return be->i->set_train_data(be, &td);
+	return ncf_backend_set_train_data(be, &td);
 }
 
 /* Worst ||a - b|| / ||b|| over the tensors of the layout (name in *what). */
@@ -119,20 +119,20 @@ int main(void)
 	float *p = malloc(T * sizeof *p), *g1 = malloc(T * sizeof *g1);
 	float *gr = malloc(T * sizeof *gr), *gsum = malloc(T * sizeof *gsum);
 	ncf_model_init(&shape, &one.layout, hp.seed, p);
-	one.i->set_state(&one, p, NULL, NULL);
+	ncf_backend_set_state(&one, p, NULL, NULL);
 	uint64_t S = (uint64_t)offsets[U] * (1 + hp.negatives), first = 0;
 	for (int phase = 0; phase < 3; phase++) {
 		/* train 0, 10, then 30 steps with one rank before comparing */
 		for (int s = 0; s < (phase == 0 ? 0 : phase == 1 ? 10 : 20); s++) {
 			uint64_t n = S - first < hp.batch ? S - first : hp.batch;
 			double ls;
-			one.i->train_step(&one, 0, first, n, &ls);
+			ncf_backend_train_step(&one, 0, first, n, &ls);
 			first = first + n >= S ? 0 : first + n;
 		}
 		uint64_t n = S - first < hp.batch ? S - first : hp.batch;
-		one.i->get_state(&one, p, NULL, NULL);
+		ncf_backend_get_state(&one, p, NULL, NULL);
 		double l1;
-		int ok = one.i->grad(&one, 0, first, n, g1, &l1) == 0;
+		int ok = ncf_backend_grad(&one, 0, first, n, g1, &l1) == 0;
 		for (int R = 2; R <= 3; R++) {
 			memset(gsum, 0, T * sizeof *gsum);
 			double lsum = 0;
@@ -141,8 +141,8 @@ int main(void)
 				struct ncf_backend be;
 				double lr;
 				ok &= open_be(&be, &d, &hp) == 0 &&
-				      be.i->set_state(&be, p, NULL, NULL) == 0 &&
-				      be.i->grad(&be, 0, first, n, gr, &lr) == 0;
+				      ncf_backend_set_state(&be, p, NULL, NULL) == 0 &&
+				      ncf_backend_grad(&be, 0, first, n, gr, &lr) == 0;
 				ncf_backend_close(&be);
 				for (size_t j = 0; j < T; j++)
 					gsum[j] += gr[j];

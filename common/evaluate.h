@@ -1,6 +1,8 @@
 /*
- * evaluate.h - evaluation glue shared by ncf-train and ncf-eval: the
- * candidate mask from a cache, users split across ranks, metrics.
+ * evaluate.h - evaluation glue shared by ncf-train, ncf-eval and the
+ * benchmarks: a cache's training data and candidates (with the candidate
+ * mask) given to a backend, users split across ranks, metrics.  Tool-side
+ * code over the public backend wrappers (backend.h).
  */
 #ifndef NCF_EVALUATE_H
 #define NCF_EVALUATE_H

@@ -17,7 +17,7 @@ int ncf_backend_load_cache(struct ncf_backend *be, const struct ncf_cache *c, ui
 			.items_csr = c->train_items,
 			.entry_user = c->entry_user,
 		};
-		if (be->i->set_train_data(be, &td) != 0)
+		if (ncf_backend_set_train_data(be, &td) != 0)
 			return -1;
 	}
 	*mask = ncf_eval_mask(c->test_items, c->eval_neg, c->users, c->eval_negatives, c->items);
@@ -28,7 +28,7 @@ int ncf_backend_load_cache(struct ncf_backend *be, const struct ncf_cache *c, ui
 		.neg = c->eval_neg,
 		.counted = *mask,
 	};
-	return be->i->set_eval_data(be, &ed);
+	return ncf_backend_set_eval_data(be, &ed);
 }
 
 int ncf_evaluate(struct ncf_backend *be, const struct ncf_cache *c, uint32_t topk, double *hr,
@@ -46,7 +46,7 @@ int ncf_evaluate(struct ncf_backend *be, const struct ncf_cache *c, uint32_t top
 	ncf_dist_slice(c->users, d->rank, d->size, &lo, &hi);
 	uint32_t *mine = ncf_xmalloc((hi - lo + 1) * sizeof *mine);
 	int rc = -1;
-	int bad = hi > lo && be->i->eval_ranks(be, (uint32_t)lo, (uint32_t)hi, mine) != 0;
+	int bad = hi > lo && ncf_backend_eval_ranks(be, (uint32_t)lo, (uint32_t)hi, mine) != 0;
 	if (ncf_dist_max_int(d, bad)) /* every rank stops, none waits */
 		goto out;
 	if (ncf_dist_allgather_u32(d, mine, counts, ranks) != 0)

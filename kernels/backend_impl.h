@@ -1,0 +1,84 @@
+/*
+ * backend_impl.h - what an implementation of backend.h provides and may
+ * use (ggml-backend-impl.h): the table of functions behind the public
+ * ncf_backend_* wrappers, and helpers every implementation shares.  Only
+ * kernels/ and the tests that compare implementations include it; tools
+ * use backend.h.
+ */
+#ifndef NCF_BACKEND_IMPL_H
+#define NCF_BACKEND_IMPL_H
+
+#include "backend.h"
+
+struct ncf_adam_k; /* ncf_hd.h */
+
+/* One member per operation of backend.h; "(optional)" members may be NULL,
+ * and the wrappers in backend.c say what that means, once for everyone. */
+struct ncf_backend_i {
+	/* "cpu", "cuda", "reference" */
+	const char *name;
+	/* NCF_DEVICE_CPU or NCF_DEVICE_CUDA */
+	enum ncf_device device;
+	/* Allocate for be->shape, be->hp.  Returns 0, -1 (reported), or -3 when
+	 * the device lacks a requested feature (reported). */
+	int (*init)(struct ncf_backend *be);
+	/* Release everything init and later calls allocated (also after a
+	 * failed init). */
+	void (*free)(struct ncf_backend *be);
+	/* ncf_backend_set_state */
+	int (*set_state)(struct ncf_backend *be, const float *params, const float *m,
+			 const float *v);
+	/* ncf_backend_get_state */
+	int (*get_state)(struct ncf_backend *be, float *params, float *m, float *v);
+	/* ncf_backend_set_train_data */
+	int (*set_train_data)(struct ncf_backend *be, const struct ncf_train_data *d);
+	/* ncf_backend_set_eval_data */
+	int (*set_eval_data)(struct ncf_backend *be, const struct ncf_eval_data *d);
+	/* ncf_backend_train_step */
+	int (*train_step)(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			  double *loss_sum);
+	/* (optional) ncf_backend_grad */
+	int (*grad)(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+		    float *grad, double *loss_sum);
+	/* ncf_backend_eval_ranks */
+	int (*eval_ranks)(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks);
+	/* ncf_backend_score */
+	int (*score)(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		     size_t n, float *out);
+	/* (optional) ncf_backend_logits */
+	int (*logits)(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		      size_t n, float *out);
+	/* (optional) ncf_backend_sync: NULL when work is never queued */
+	int (*sync)(struct ncf_backend *be);
+	/* (optional) ncf_backend_describe */
+	void (*describe)(struct ncf_backend *be, FILE *out);
+};
+
+/* The fast cpu backend (kernels/cpu/) and the plain reference it is tested
+ * against (kernels/cpu/reference.c), which tests open with
+ * ncf_backend_open_impl.  The cuda backend: cuda/cuda.h. */
+extern const struct ncf_backend_i ncf_backend_cpu;
+extern const struct ncf_backend_i ncf_backend_reference;
+
+/*
+ * Initialise be with the implementation impl, whatever the device (tests
+ * that compare implementations).  Returns as ncf_backend_open; on failure
+ * be is closed.
+ */
+int ncf_backend_open_impl(struct ncf_backend *be, const struct ncf_backend_i *impl,
+			  const struct ncf_shape *s, const struct ncf_hparams *hp,
+			  enum ncf_precision precision, int threads, struct ncf_dist *dist);
+
+/*
+ * The samples of an epoch, S = positives * (1 + negatives), after checking
+ * that positions [first, first + n) lie inside it (the permutation is
+ * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
+ * backend).
+ */
+uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
+			 uint64_t first, uint64_t n);
+
+/* Adam constants for the step-th update (1-based). */
+void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k);
+
+#endif
