@@ -43,23 +43,49 @@ NCF_HD uint32_t ncf_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi)
 	return (uint32_t)p;
 }
 
+/* The constants of Philox-4x32: round multipliers and Weyl key increments. */
+#define NCF_PHILOX_M0 0xD2511F53u
+#define NCF_PHILOX_M1 0xCD9E8D57u
+#define NCF_PHILOX_W0 0x9E3779B9u
+#define NCF_PHILOX_W1 0xBB67AE85u
+
+/*
+ * The 10 rounds of Philox-4x32, written once for any lane type V: the
+ * counter words c0..c3 are lvalues of type V, which holds one lane (uint32_t,
+ * the generator below) or several (the cpu backend's eight AVX2 lanes,
+ * kernels/cpu/simd.h); the key (k0, k1) is two uint32_t, the same for every
+ * lane.  The caller names V's two operations:
+ *   MULHILO(m, x, lo, hi)  lo, hi = low and high 32 bits of m * x per lane
+ *                          (m one of the multipliers above);
+ *   XORK(a, b, k)          a ^ b ^ k per lane (k a uint32_t key word).
+ * The round: (c0, c1, c2, c3) = (hi(M1 c2) ^ c1 ^ k0, lo(M1 c2),
+ * hi(M0 c0) ^ c3 ^ k1, lo(M0 c0)), then k0 += W0, k1 += W1.
+ */
+#define NCF_PHILOX4X32_10(V, MULHILO, XORK, c0, c1, c2, c3, k0, k1)                       \
+	do {                                                                              \
+		uint32_t k0_ = (k0), k1_ = (k1);                                          \
+		for (int r_ = 0; r_ < 10; r_++) {                                         \
+			V lo0_, hi0_, lo1_, hi1_;                                         \
+			MULHILO(NCF_PHILOX_M0, c0, lo0_, hi0_);                           \
+			MULHILO(NCF_PHILOX_M1, c2, lo1_, hi1_);                           \
+			c0 = XORK(hi1_, c1, k0_);                                         \
+			c1 = lo1_;                                                        \
+			c2 = XORK(hi0_, c3, k1_);                                         \
+			c3 = lo0_;                                                        \
+			k0_ += NCF_PHILOX_W0;                                             \
+			k1_ += NCF_PHILOX_W1;                                             \
+		}                                                                         \
+	} while (0)
+
+/* The one-lane operations. */
+#define NCF_MULHILO_U32(m, x, lo, hi) ((lo) = ncf_mulhilo32((m), (x), &(hi)))
+#define NCF_XORK_U32(a, b, k) ((a) ^ (b) ^ (k))
+
 /* One Philox-4x32 block with 10 rounds: counter c, key (k0, k1). */
 NCF_HD ncf_u32x4 ncf_philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
 				uint32_t k0, uint32_t k1)
 {
-	for (int r = 0; r < 10; r++) {
-		uint32_t hi0, hi1;
-		uint32_t lo0 = ncf_mulhilo32(0xD2511F53u, c0, &hi0);
-		uint32_t lo1 = ncf_mulhilo32(0xCD9E8D57u, c2, &hi1);
-		uint32_t n0 = hi1 ^ c1 ^ k0;
-		uint32_t n2 = hi0 ^ c3 ^ k1;
-		c0 = n0;
-		c1 = lo1;
-		c2 = n2;
-		c3 = lo0;
-		k0 += 0x9E3779B9u;
-		k1 += 0xBB67AE85u;
-	}
+	NCF_PHILOX4X32_10(uint32_t, NCF_MULHILO_U32, NCF_XORK_U32, c0, c1, c2, c3, k0, k1);
 	ncf_u32x4 out;
 	out.v[0] = c0;
 	out.v[1] = c1;
@@ -85,12 +111,29 @@ enum ncf_rng_purpose {
 	NCF_RNG_BENCH = 7,     /* benchmark ids and random models               */
 };
 
+/* What ncf_rng(seed, purpose, a, index, sub) encrypts: counter c, key k. */
+typedef struct ncf_rng_input {
+	uint32_t c[4], k[2];
+} ncf_rng_input;
+
+NCF_HD ncf_rng_input ncf_rng_input_of(uint64_t seed, uint32_t purpose, uint32_t a,
+				      uint64_t index, uint32_t sub)
+{
+	ncf_rng_input in;
+	in.c[0] = (uint32_t)index;
+	in.c[1] = (uint32_t)(index >> 32);
+	in.c[2] = a;
+	in.c[3] = (purpose << 24) | (sub & 0xFFFFFFu);
+	in.k[0] = (uint32_t)seed;
+	in.k[1] = (uint32_t)(seed >> 32);
+	return in;
+}
+
 NCF_HD ncf_u32x4 ncf_rng(uint64_t seed, uint32_t purpose, uint32_t a, uint64_t index,
 			 uint32_t sub)
 {
-	return ncf_philox4x32((uint32_t)index, (uint32_t)(index >> 32), a,
-			      (purpose << 24) | (sub & 0xFFFFFFu), (uint32_t)seed,
-			      (uint32_t)(seed >> 32));
+	ncf_rng_input in = ncf_rng_input_of(seed, purpose, a, index, sub);
+	return ncf_philox4x32(in.c[0], in.c[1], in.c[2], in.c[3], in.k[0], in.k[1]);
 }
 
 /* Map a uniform 32-bit word to [0, n) by multiply-shift (bias below n/2^32). */
@@ -248,11 +291,21 @@ NCF_HD uint32_t ncf_dropout_threshold(float p)
 	return (uint32_t)x;
 }
 
+/* The Philox input of the block of units 8w..8w+7 of layer l at position
+ * t.  Blocks w and w + 1 differ in the low 16 bits of counter word 3 only
+ * (by 1), which the cpu backend's eight-lane generator relies on. */
+NCF_HD ncf_rng_input ncf_dropout_input(uint64_t seed, uint32_t epoch, uint64_t t, uint32_t l,
+				       uint32_t w)
+{
+	return ncf_rng_input_of(seed, NCF_RNG_DROPOUT, epoch, t, (l << 16) | (w & 0xFFFFu));
+}
+
 /* Eight 16-bit uniforms for units 8w..8w+7 of layer l at position t. */
 NCF_HD ncf_u32x4 ncf_dropout_bits(uint64_t seed, uint32_t epoch, uint64_t t, uint32_t l,
 				  uint32_t w)
 {
-	return ncf_rng(seed, NCF_RNG_DROPOUT, epoch, t, (l << 16) | (w & 0xFFFFu));
+	ncf_rng_input in = ncf_dropout_input(seed, epoch, t, l, w);
+	return ncf_philox4x32(in.c[0], in.c[1], in.c[2], in.c[3], in.k[0], in.k[1]);
 }
 
 /* Keep bit of unit j (0..7 within the block) given the block's bits. */

@@ -1,0 +1,191 @@
+/*
+ * backend.c - the fast cpu backend's interface (ncf_backend_cpu): state,
+ * data, the training step (gradient from train.c, all-reduce, dense Adam
+ * with the shared formula) and the scoring members from infer.c.  See
+ * cpu.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#undef I /* <complex.h>, pulled in by OpenBLAS */
+
+#include "cpu.h"
+#include "err.h"
+#include "ncf_hd.h"
+
+static size_t max_hidden(const struct ncf_shape *s)
+{
+	size_t m = 0;
+	for (uint32_t k = 0; k < s->n_layers; k++)
+		if (s->layers[k] > m)
+			m = s->layers[k];
+	return m;
+}
+
+static int cpu_init(struct ncf_backend *be)
+{
+	struct cpu *c = ncf_xcalloc(1, sizeof *c);
+	be->impl = c;
+	const struct ncf_shape *s = &be->shape;
+	size_t total = be->layout.total;
+	c->params = ncf_xcalloc(total, sizeof(float));
+	c->m = ncf_xcalloc(total, sizeof(float));
+	c->v = ncf_xcalloc(total, sizeof(float));
+	c->grad = ncf_xcalloc(total, sizeof(float));
+	c->uslot = ncf_xmalloc((size_t)s->users * sizeof *c->uslot);
+	c->islot = ncf_xmalloc((size_t)s->items * sizeof *c->islot);
+	memset(c->uslot, 0xff, (size_t)s->users * sizeof *c->uslot);
+	memset(c->islot, 0xff, (size_t)s->items * sizeof *c->islot);
+	c->tail_off = s->n_layers > 2 ? be->layout.w[2] : be->layout.head_w;
+	c->tail_len = total - c->tail_off;
+	c->lane = ncf_xcalloc((size_t)LANES * c->tail_len, sizeof(float));
+#ifdef _OPENMP
+	if (be->threads > 0) {
+		omp_set_num_threads(be->threads);
+	} else if (!getenv("OMP_NUM_THREADS") && be->dist->local_size > 1) {
+		/* ranks sharing a node share its cores */
+		int n = omp_get_num_procs() / be->dist->local_size;
+		omp_set_num_threads(n > 0 ? n : 1);
+	}
+	c->nthreads = omp_get_max_threads();
+#else
+	c->nthreads = 1;
+#endif
+	openblas_set_num_threads(1);
+	c->ts = ncf_xcalloc((size_t)c->nthreads, sizeof *c->ts);
+	size_t hmax = max_hidden(s);
+	for (int t = 0; t < c->nthreads; t++) {
+		struct scratch *x = &c->ts[t];
+		for (uint32_t k = 1; k < s->n_layers; k++)
+			x->h[k] = ncf_xmalloc((size_t)CHUNK * s->layers[k] * sizeof(float));
+		for (uint32_t k = 2; k < s->n_layers; k++)
+			x->hp[k] = ncf_xmalloc((size_t)CHUNK * PAD16(s->layers[k]) * sizeof(float));
+		x->dh = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(float));
+		x->dz = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(float));
+		x->g = ncf_xmalloc((size_t)CHUNK * s->factors * sizeof(float));
+		x->logit = ncf_xmalloc((size_t)CHUNK * sizeof(float));
+	}
+	return 0;
+}
+
+static void cpu_free(struct ncf_backend *be)
+{
+	struct cpu *c = be->impl;
+	if (!c)
+		return;
+	for (int t = 0; t < c->nthreads; t++) {
+		for (uint32_t k = 1; k < be->shape.n_layers; k++)
+			free(c->ts[t].h[k]), free(c->ts[t].hp[k]);
+		free(c->ts[t].dh);
+		free(c->ts[t].dz);
+		free(c->ts[t].g);
+		free(c->ts[t].logit);
+	}
+	free(c->ts);
+	free(c->params), free(c->m), free(c->v), free(c->grad);
+	free(c->su), free(c->si), free(c->lab), free(c->slot_u), free(c->slot_i);
+	free(c->dlogit), free(c->dz1), free(c->chunk_loss);
+	free(c->uslot), free(c->islot), free(c->slot_user), free(c->slot_item);
+	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
+	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
+	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
+	for (int k = 0; k < NCF_MAX_LAYERS; k++)
+		free(c->wt[k]);
+	free(c);
+	be->impl = NULL;
+}
+
+static int cpu_set_state(struct ncf_backend *be, const float *params, const float *m,
+			 const float *v)
+{
+	struct cpu *c = be->impl;
+	size_t n = be->layout.total * sizeof(float);
+	memcpy(c->params, params, n);
+	if (m)
+		memcpy(c->m, m, n);
+	else
+		memset(c->m, 0, n);
+	if (v)
+		memcpy(c->v, v, n);
+	else
+		memset(c->v, 0, n);
+	c->tables_valid = 0;
+	return 0;
+}
+
+static int cpu_get_state(struct ncf_backend *be, float *params, float *m, float *v)
+{
+	struct cpu *c = be->impl;
+	size_t n = be->layout.total * sizeof(float);
+	if (params)
+		memcpy(params, c->params, n);
+	if (m)
+		memcpy(m, c->m, n);
+	if (v)
+		memcpy(v, c->v, n);
+	return 0;
+}
+
+static int cpu_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d)
+{
+	struct cpu *c = be->impl;
+	c->td = *d;
+	c->have_td = 1;
+	return 0;
+}
+
+static int cpu_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d)
+{
+	struct cpu *c = be->impl;
+	c->ed = *d;
+	c->have_ed = 1;
+	return 0;
+}
+
+static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			  double *loss_sum)
+{
+	struct cpu *c = be->impl;
+	if (ncf_cpu_compute_grad(be, epoch, first, n, loss_sum) != 0)
+		return -1;
+	if (ncf_dist_sum_f32(be->dist, c->grad, be->layout.total) != 0)
+		return -1;
+	be->step++;
+	struct ncf_adam_k k;
+	ncf_adam_constants(&be->hp, be->step, &k);
+	size_t total = be->layout.total;
+	float *p = c->params, *m = c->m, *v = c->v, *g = c->grad;
+#pragma omp parallel for schedule(static)
+	for (int64_t j = 0; j < (int64_t)total; j++)
+		ncf_adam_update(&p[j], &m[j], &v[j], g[j], &k);
+	c->tables_valid = 0;
+	return 0;
+}
+
+static int cpu_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+		    float *grad, double *loss_sum)
+{
+	struct cpu *c = be->impl;
+	if (ncf_cpu_compute_grad(be, epoch, first, n, loss_sum) != 0)
+		return -1;
+	memcpy(grad, c->grad, be->layout.total * sizeof(float));
+	return 0;
+}
+
+const struct ncf_backend_i ncf_backend_cpu = {
+	.name = "cpu",
+	.device = NCF_DEVICE_CPU,
+	.init = cpu_init,
+	.free = cpu_free,
+	.set_state = cpu_set_state,
+	.get_state = cpu_get_state,
+	.set_train_data = cpu_set_train_data,
+	.set_eval_data = cpu_set_eval_data,
+	.train_step = cpu_train_step,
+	.grad = cpu_grad,
+	.eval_ranks = ncf_cpu_eval_ranks,
+	.score = ncf_cpu_score,
+	.logits = ncf_cpu_logits,
+	.sync = NULL,
+	.describe = NULL,
+};

@@ -1,0 +1,157 @@
+/*
+ * cpu.h - the fast cpu backend's private state, shared by its files:
+ *   backend.c  the interface table, state, Adam (ncf_backend_cpu);
+ *   train.c    the gradient of a batch: the factorized first layer, chunks
+ *              of samples in lanes, per-slot reductions;
+ *   infer.c    logits, scores, evaluation ranks over precomputed tables;
+ *   tiles.c    OpenBLAS sgemm over fixed tiles of rows, in parallel;
+ *   simd.h     every intrinsic (AVX2, FMA), with the plain C it replaces.
+ * It computes the function of reference.c (the specification, in plain C;
+ * tests/unit/test_cpu_ref.c holds the two side by side) faster.
+ *
+ * Determinism.  Results depend on the seed only, never on the thread
+ * count: OpenBLAS always runs single-threaded (its threaded sgemm splits
+ * work differently per thread count, and the results differ in the last
+ * bits), and the work is cut into pieces whose size is fixed: samples into
+ * chunks of CHUNK, chunks into LANES lanes (chunk c goes to lane c % LANES
+ * and a lane sums its chunks in order), table rows into tiles of TILE.
+ * Threads take whole lanes or tiles; partial sums are added in lane or tile
+ * order.  No float atomics anywhere.
+ *
+ * Legend: B batch (this rank's slice), U users, I items, F GMF factors,
+ * H0..HL the MLP widths (H0 = 2M, M the MLP embedding width), Bu and Bi the
+ * distinct users and items of a batch ("slots"), in order of first
+ * appearance.  Tables by role: gmf_user (U, F), gmf_item (I, F), mlp_user
+ * (U, M), mlp_item (I, M) (model.h's P, Q, Pm, Qm; layout.p, .q, .pm, .qm).
+ */
+#ifndef NCF_CPU_H
+#define NCF_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend_impl.h"
+
+#define CHUNK 2048 /* samples per chunk */
+#define LANES 64   /* accumulators of the dense weight gradients */
+#define TILE 2048  /* table rows per tile */
+#define NCF_MAX_HIDDEN 8192 /* widest layer (model.h limit) */
+#define PAD16(n) (((n) + 15) & ~(size_t)15) /* inference row stride */
+
+/* One thread's activations for a chunk. */
+struct scratch {
+	float *h[NCF_MAX_LAYERS]; /* (CHUNK, H_k) activations after dropout, h[1..L] */
+	float *hp[NCF_MAX_LAYERS];/* (CHUNK, pad16(H_k)) inference activations, k >= 2 */
+	float *dh, *dz;		  /* (CHUNK, max H) */
+	float *g;		  /* (CHUNK, F) */
+	float *logit;		  /* (CHUNK) */
+};
+
+struct cpu {
+	float *params, *m, *v, *grad; /* (total) */
+	struct ncf_train_data td;
+	struct ncf_eval_data ed;
+	int have_td, have_ed;
+	/* step scratch */
+	size_t cap;		     /* samples the arrays below hold */
+	uint32_t *su, *si;	     /* (B) user, item */
+	uint8_t *lab;		     /* (B) label */
+	uint32_t *slot_u, *slot_i;   /* (B) slot of each sample's user, item */
+	float *dlogit;		     /* (B) */
+	float *dz1;		     /* (B, H1) */
+	double *chunk_loss;	     /* (chunks) */
+	int32_t *uslot, *islot;	     /* (U), (I): slot or -1 */
+	uint32_t *slot_user;	     /* (Bu) user of each slot */
+	uint32_t *slot_item;	     /* (Bi) */
+	uint32_t *ustart, *ulist;    /* (Bu+1), (B) samples per user slot */
+	uint32_t *rowof;	     /* (B) row of each sample in user order */
+	uint32_t *istart, *ilist;    /* (Bi+1), (B) */
+	float *xu, *xi;		     /* (Bu, M), (Bi, M) gathered MLP embeddings */
+	float *au, *ai;		     /* (Bu, H1), (Bi, H1) first layer per slot */
+	float *dau, *dai;	     /* (Bu, H1), (Bi, H1) */
+	float *dx;		     /* (max(Bu, Bi), M) */
+	size_t cap_u, cap_i;
+	float *lane;		     /* (LANES, tail) */
+	float *tile_part;	     /* (tiles, H1 * M) */
+	size_t tile_cap;
+	size_t tail_off, tail_len;   /* gradient part accumulated in lanes */
+	struct scratch *ts;	     /* per thread */
+	int nthreads;
+	/* evaluation / scoring tables: first layer for every user and item */
+	float *AU, *AI;		     /* (U, H1) with b1 added, (I, H1) */
+	float *wt[NCF_MAX_LAYERS];   /* W_k^T packed (H_{k-1}, pad16(H_k)) for k >= 2 */
+	int tables_valid;
+};
+
+static inline int thread_id(void)
+{
+#ifdef _OPENMP
+	return omp_get_thread_num();
+#else
+	return 0;
+#endif
+}
+
+/* a . b over n floats in a fixed order that vectorizes: eight partial sums
+ * (element k goes to sum k % 8), added pairwise at the end. */
+static inline float dot8(const float *restrict a, const float *restrict b, size_t n)
+{
+	float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += a[k + l] * b[k + l];
+	for (int l = 0; k < n; k++, l++)
+		s[l] += a[k] * b[k];
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* (a * b) . w over n floats, the GMF term, in dot8's order. */
+static inline float dot8_prod(const float *restrict a, const float *restrict b,
+			      const float *restrict w, size_t n)
+{
+	float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += w[k + l] * (a[k + l] * b[k + l]);
+	for (int l = 0; k < n; k++, l++)
+		s[l] += w[k] * (a[k] * b[k]);
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* ---- tiles.c: row-major sgemm over tiles of TILE rows, in parallel ---- */
+
+/* out (rows, H) = x (rows, M) W^T, W (H, M) with leading dimension ldw. */
+void ncf_cpu_rows_times_wt(const float *x, size_t rows, size_t M, const float *W, size_t ldw,
+			   size_t H, float *out);
+/* out (rows, M) = d (rows, H) W, W (H, M) with leading dimension ldw. */
+void ncf_cpu_rows_times_w(const float *d, size_t rows, size_t H, const float *W, size_t ldw,
+			  size_t M, float *out);
+/* out (H, M) with leading dimension ldo = d^T x over rows: d (rows, H),
+ * x (rows, M); tile partials (c->tile_part) added in tile order. */
+void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, size_t H,
+		    size_t M, float *out, size_t ldo);
+/* out (H) = column sums of d (rows, H), tile partials in order. */
+void ncf_cpu_col_sum(const float *d, size_t rows, size_t H, float *out);
+
+/* ---- train.c ---------------------------------------------------------- */
+
+/* The gradient of the mean loss over the global batch of n positions at
+ * first of epoch into c->grad (this rank's part; not all-reduced), this
+ * rank's loss sum into *loss_sum.  Returns 0 or -1 (reported). */
+int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			 double *loss_sum);
+
+/* ---- infer.c: the members of the interface ---------------------------- */
+
+int ncf_cpu_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		   size_t n, float *out);
+int ncf_cpu_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		  size_t n, float *out);
+int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks);
+
+#endif

@@ -1,0 +1,213 @@
+/*
+ * infer.c - the fast cpu backend's logits, scores and evaluation ranks
+ * (see cpu.h): the first layer of every user and item precomputed once per
+ * set of parameters (scoring tables, b1 folded into the users'), then the
+ * layers 2..L in register tiles and the head.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "err.h"
+#include "metrics.h"
+#include "ncf_hd.h"
+#include "simd.h"
+
+/*
+ * Inference layers: y (n, outp) = relu(x (n, in) W^T + b), computed so that
+ * every row's result depends on that row alone, never on the batch it came
+ * in: y[r][o] = relu(b[o] + sum over q = 0..in-1 of x[r][q] W[o][q]), the
+ * sum accumulated in q order with fused multiply-adds.  OpenBLAS sgemm does
+ * not promise this (a row's last bits depend on its place in the batch), and
+ * scores must not change with the batch: ncf-eval, ncf-infer --score and
+ * --recommend agree to the last digit.  wt is W^T packed (in, outp), outp =
+ * out rounded up to 16 with zero columns; x has row stride ldx.  With FMA,
+ * 6-row register tiles (simd.h); without, one row at a time.
+ */
+#ifdef NCF_SIMD_FMA
+/* Rows in tiles of 96 (their inputs stay in L2) times column blocks of 16
+ * (their weights stay in L1); 6-row register tiles, single rows at the end:
+ * each output goes through the same operations either way. */
+static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
+		       size_t outp, const float *b, size_t out, float *y)
+{
+	for (size_t r0 = 0; r0 < n; r0 += 96) {
+		size_t r1 = r0 + 96 < n ? r0 + 96 : n;
+		for (size_t o = 0; o < outp; o += 16) {
+			size_t r = r0;
+			for (; r + 6 <= r1; r += 6)
+				dense_tile6(x + r * ldx, ldx, in, wt, outp, b, y + r * outp, o);
+			for (; r < r1; r++)
+				dense_tile1(x + r * ldx, ldx, in, wt, outp, b, y + r * outp, o);
+		}
+	}
+	(void)out;
+}
+#else
+/* Portable version of the same contract (one row at a time). */
+static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
+		       size_t outp, const float *b, size_t out, float *y)
+{
+	for (size_t r = 0; r < n; r++) {
+		float *yr = y + r * outp;
+		for (size_t o = 0; o < outp; o++)
+			yr[o] = 0.0f;
+		for (size_t q = 0; q < in; q++) {
+			float v = x[r * ldx + q];
+			const float *w = wt + q * outp;
+			for (size_t o = 0; o < outp; o++)
+				yr[o] = fmaf(v, w[o], yr[o]);
+		}
+		for (size_t o = 0; o < outp; o++) {
+			float z = yr[o] + (o < out ? b[o] : 0.0f);
+			yr[o] = z > 0.0f ? z : 0.0f;
+		}
+	}
+}
+#endif
+
+/* The first layer of every user (b1 folded in) and item, for scoring. */
+static void build_tables(struct ncf_backend *be, struct cpu *c)
+{
+	if (c->tables_valid)
+		return;
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	size_t M = ncf_shape_m(s), H1 = s->layers[1];
+	if (!c->AU)
+		c->AU = ncf_xmalloc((size_t)s->users * H1 * sizeof(float));
+	if (!c->AI)
+		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
+	const float *W1 = c->params + L->w[1], *b1 = c->params + L->b[1];
+	ncf_cpu_rows_times_wt(c->params + L->pm, s->users, M, W1, 2 * M, H1, c->AU);
+	ncf_cpu_rows_times_wt(c->params + L->qm, s->items, M, W1 + M, 2 * M, H1, c->AI);
+#pragma omp parallel for schedule(static)
+	for (int64_t u = 0; u < (int64_t)s->users; u++)
+		for (size_t h = 0; h < H1; h++)
+			c->AU[(size_t)u * H1 + h] += b1[h];
+	/* W_k^T packed with zero padding, then the padded bias right after */
+	for (uint32_t k = 2; k < s->n_layers; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k], outp = PAD16(out);
+		free(c->wt[k]);
+		c->wt[k] = ncf_xcalloc(in * outp + outp, sizeof(float));
+		const float *W = c->params + L->w[k];
+		for (size_t o = 0; o < out; o++)
+			for (size_t q = 0; q < in; q++)
+				c->wt[k][q * outp + o] = W[o * in + q];
+		memcpy(c->wt[k] + in * outp, c->params + L->b[k], out * sizeof(float));
+	}
+	c->tables_valid = 1;
+}
+
+/* Logits of n pairs, no dropout: one chunk with thread scratch x.  Row
+ * independent (see dense_rows): a pair's logit does not depend on the
+ * others. */
+static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x,
+			 const uint32_t *users, const uint32_t *items, size_t n, float *out)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	const float *prm = c->params;
+	uint32_t nl = s->n_layers, last = nl - 1;
+	size_t F = s->factors, H1 = s->layers[1];
+	float *h1 = x->h[1];
+	for (size_t j = 0; j < n; j++) {
+		const float *restrict a = c->AU + (size_t)users[j] * H1;
+		const float *restrict b = c->AI + (size_t)items[j] * H1;
+		float *restrict z = h1 + j * H1;
+		for (size_t h = 0; h < H1; h++) {
+			float v = a[h] + b[h];
+			z[h] = v > 0.0f ? v : 0.0f;
+		}
+	}
+	const float *prev = h1;
+	size_t ld = H1;
+	for (uint32_t k = 2; k < nl; k++) {
+		size_t in = s->layers[k - 1], outw = s->layers[k], outp = PAD16(outw);
+		dense_rows(prev, ld, n, in, c->wt[k], outp, c->wt[k] + in * outp, outw, x->hp[k]);
+		prev = x->hp[k];
+		ld = outp;
+	}
+	const float *wg = prm + L->head_w, *wh = wg + F;
+	size_t HL = s->layers[last];
+	for (size_t j = 0; j < n; j++) {
+		const float *pu = prm + L->p + (size_t)users[j] * F;
+		const float *qi = prm + L->q + (size_t)items[j] * F;
+		const float *hrow = prev + j * ld;
+		out[j] = (dot8_prod(pu, qi, wg, F) + dot8(wh, hrow, HL)) + prm[L->head_b];
+	}
+}
+
+int ncf_cpu_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		      size_t n, float *out)
+{
+	struct cpu *c = be->impl;
+	build_tables(be, c);
+	size_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(dynamic, 1)
+	for (int64_t ch = 0; ch < (int64_t)chunks; ch++) {
+		size_t j0 = (size_t)ch * CHUNK, cn = n - j0 < CHUNK ? n - j0 : CHUNK;
+		chunk_logits(be, c, &c->ts[thread_id()], users + j0, items + j0, cn, out + j0);
+	}
+	return 0;
+}
+
+int ncf_cpu_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		     size_t n, float *out)
+{
+	ncf_cpu_logits(be, users, items, n, out);
+#pragma omp parallel for schedule(static)
+	for (int64_t j = 0; j < (int64_t)n; j++)
+		out[j] = ncf_sigmoid(out[j]);
+	return 0;
+}
+
+int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
+{
+	struct cpu *c = be->impl;
+	if (!c->have_ed) {
+		ncf_error("cpu backend: no evaluation data");
+		return -1;
+	}
+	build_tables(be, c);
+	const struct ncf_eval_data *ed = &c->ed;
+	uint32_t N = ed->negatives, per = N + 1;
+	uint32_t users_per_chunk = CHUNK / per ? CHUNK / per : 1;
+	uint32_t nusers = u1 - u0;
+	uint32_t chunks = (nusers + users_per_chunk - 1) / users_per_chunk;
+#pragma omp parallel
+	{
+		size_t cap = (size_t)users_per_chunk * per;
+		uint32_t *us = ncf_xmalloc(cap * sizeof *us), *is = ncf_xmalloc(cap * sizeof *is);
+		float *lg = ncf_xmalloc(cap * sizeof *lg);
+		struct scratch *x = &c->ts[thread_id()];
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t ch = 0; ch < (int64_t)chunks; ch++) {
+			uint32_t a = u0 + (uint32_t)ch * users_per_chunk;
+			uint32_t b = a + users_per_chunk < u1 ? a + users_per_chunk : u1;
+			size_t k = 0;
+			for (uint32_t u = a; u < b; u++) {
+				us[k] = u;
+				is[k++] = ed->test_items[u];
+				for (uint32_t q = 0; q < N; q++) {
+					us[k] = u;
+					is[k++] = ed->neg[(size_t)u * N + q];
+				}
+			}
+			/* more candidates than a chunk holds: go piecewise */
+			for (size_t o = 0; o < k; o += CHUNK) {
+				size_t cn = k - o < CHUNK ? k - o : CHUNK;
+				chunk_logits(be, c, x, us + o, is + o, cn, lg + o);
+			}
+			for (uint32_t u = a; u < b; u++) {
+				const float *l = lg + (size_t)(u - a) * per;
+				ranks[u - u0] = ncf_rank(l[0], l + 1, ed->counted + (size_t)u * N, N);
+			}
+		}
+		free(us);
+		free(is);
+		free(lg);
+	}
+	return 0;
+}

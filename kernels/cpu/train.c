@@ -1,0 +1,497 @@
+/*
+ * train.c - the fast cpu backend's gradient of one batch (see cpu.h for
+ * the files, the determinism and the legend).  The function is reference.c's
+ * (the model as DESIGN.md section 3 writes it); the work is arranged
+ * differently:
+ *  1. generate (user, item, label) for each position (ncf_sample_at);
+ *  2. give the batch's distinct users and items slots, in order of first
+ *     appearance, and list each slot's samples (counting sort);
+ *  3. the factorized first layer: Au = mlp_user[users] W1u^T (Bu, H1) and
+ *     Ai = mlp_item[items] W1i^T (Bi, H1), once per distinct user and item;
+ *  4. per chunk: z1 = Au[u] + Ai[i] + b1, then ReLU, dropout, the layers
+ *     2..L, GMF, head, BCE; and backward down to dz1, which is kept (B, H1);
+ *     weight gradients of layers 2..L and the head go to the chunk's lane;
+ *  5. dAu[slot] = sum of dz1 over the slot's samples (likewise dAi); then
+ *     dW1 = [dAu^T mlp_user[users], dAi^T mlp_item[items]], db1 = column
+ *     sums of dAu, dmlp_user[users] = dAu W1u, dmlp_item[items] = dAi W1i;
+ *  6. GMF: dgmf_user[u] = w_g * sum over u's samples of dlogit gmf_item[i],
+ *     and dgmf_item alike.
+ * The gradient is that of the mean loss over the global batch (n samples
+ * of all ranks); backend.c all-reduces it and takes the Adam step.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#undef I /* <complex.h>, pulled in by OpenBLAS */
+
+#include "cpu.h"
+#include "err.h"
+#include "ncf_hd.h"
+#include "simd.h"
+
+/* Room for n samples in the step's per-sample arrays.  Returns 0 or -1. */
+static int grow_samples(struct cpu *c, const struct ncf_shape *s, size_t n)
+{
+	if (n <= c->cap)
+		return 0;
+	size_t H1 = s->layers[1];
+	c->su = ncf_xrealloc(c->su, n * sizeof *c->su);
+	c->si = ncf_xrealloc(c->si, n * sizeof *c->si);
+	c->lab = ncf_xrealloc(c->lab, n);
+	c->slot_u = ncf_xrealloc(c->slot_u, n * sizeof *c->slot_u);
+	c->slot_i = ncf_xrealloc(c->slot_i, n * sizeof *c->slot_i);
+	c->dlogit = ncf_xrealloc(c->dlogit, n * sizeof *c->dlogit);
+	free(c->dz1); /* 64-byte aligned, for streaming stores */
+	c->dz1 = NULL;
+	c->cap = 0;
+	if (posix_memalign((void **)&c->dz1, 64, n * H1 * sizeof *c->dz1 + 64) != 0) {
+		c->dz1 = NULL;
+		ncf_error("cpu backend: out of memory (%zu bytes)", n * H1 * sizeof *c->dz1);
+		return -1;
+	}
+	c->chunk_loss = ncf_xrealloc(c->chunk_loss, (n / CHUNK + 1) * sizeof *c->chunk_loss);
+	c->ulist = ncf_xrealloc(c->ulist, n * sizeof *c->ulist);
+	c->rowof = ncf_xrealloc(c->rowof, n * sizeof *c->rowof);
+	c->ilist = ncf_xrealloc(c->ilist, n * sizeof *c->ilist);
+	c->cap = n;
+	return 0;
+}
+
+/*
+ * Slots for the distinct ids of ids[0..n): slot[j] for each sample, the id
+ * of each slot (first-appearance order), and the samples of each slot in
+ * order (start (nslots+1), list (n)).  map (ids' range) must be all -1 and
+ * is left so.  Returns the number of slots.
+ */
+static uint32_t make_slots(const uint32_t *ids, size_t n, int32_t *map, uint32_t *slot,
+			   uint32_t **slot_id, uint32_t **start, uint32_t *list, size_t *cap)
+{
+	uint32_t ns = 0;
+	for (size_t j = 0; j < n; j++) {
+		int32_t s = map[ids[j]];
+		if (s < 0) {
+			s = (int32_t)ns++;
+			map[ids[j]] = s;
+			if (ns > *cap) {
+				*cap = *cap ? *cap * 2 : 4096;
+				*slot_id = ncf_xrealloc(*slot_id, *cap * sizeof **slot_id);
+				*start = ncf_xrealloc(*start, (*cap + 1) * sizeof **start);
+			}
+			(*slot_id)[s] = ids[j];
+		}
+		slot[j] = (uint32_t)s;
+	}
+	uint32_t *st = *start;
+	memset(st, 0, ((size_t)ns + 1) * sizeof *st);
+	for (size_t j = 0; j < n; j++)
+		st[slot[j] + 1]++;
+	for (uint32_t s = 0; s < ns; s++)
+		st[s + 1] += st[s];
+	/* fill: use map as a cursor, then reset it */
+	for (uint32_t s = 0; s < ns; s++)
+		map[(*slot_id)[s]] = (int32_t)st[s];
+	for (size_t j = 0; j < n; j++)
+		list[map[ids[j]]++] = (uint32_t)j;
+	for (uint32_t s = 0; s < ns; s++)
+		map[(*slot_id)[s]] = -1;
+	return ns;
+}
+
+/*
+ * Dropout multipliers of one sample's H units of hidden layer `layer` at
+ * position pos: scale where kept, 0 where dropped.  The eight 16-bit
+ * uniforms of a Philox block, read as little-endian u16, are units
+ * 8w..8w+7 (ncf_dropout_keep, written for vectors); eight blocks at a time
+ * with AVX2 (simd_philox8: the same numbers as ncf_dropout_bits).
+ */
+static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
+			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
+{
+	size_t blocks = (H + 7) / 8;
+	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 63) / 8)];
+#ifdef NCF_SIMD_AVX2
+	uint32_t words[4][8];
+	for (size_t w0 = 0; w0 < blocks; w0 += 8) {
+		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
+		simd_philox8(&in, words);
+		for (size_t w = 0; w < 8; w++) /* block-major, as ncf_dropout_bits lays them */
+			for (size_t i = 0; i < 4; i++)
+				memcpy(u16 + 8 * (w0 + w) + 2 * i, &words[i][w], 4);
+	}
+#else
+	for (size_t w = 0; w < blocks; w++) {
+		ncf_u32x4 bits = ncf_dropout_bits(seed, epoch, pos, layer, (uint32_t)w);
+		memcpy(u16 + 8 * w, bits.v, 16);
+	}
+#endif
+	for (size_t h = 0; h < H; h++)
+		mult[h] = u16[h] >= drop16 ? scale : 0.0f;
+}
+
+/* z += b, ReLU, dropout (hidden layer index `layer`; row j is the sample
+ * at epoch position pos0 + order[j]), in place: z is (n, H). */
+static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float *restrict b,
+			      int drop, uint32_t drop16, float scale, uint64_t seed, uint32_t epoch,
+			      uint64_t pos0, const uint32_t *order, uint32_t layer)
+{
+	float mult[NCF_MAX_HIDDEN];
+	for (size_t j = 0; j < n; j++) {
+		float *restrict row = z + j * H;
+		if (!drop) {
+			for (size_t h = 0; h < H; h++) {
+				float x = row[h] + b[h];
+				row[h] = x > 0.0f ? x : 0.0f;
+			}
+			continue;
+		}
+		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
+		for (size_t h = 0; h < H; h++) {
+			float x = row[h] + b[h];
+			row[h] = (x > 0.0f ? x : 0.0f) * mult[h];
+		}
+	}
+}
+
+
+/* dz = dh where the unit was active and kept (h > 0), times scale. */
+static void relu_dropout_back(float *restrict dz, const float *restrict dh,
+			      const float *restrict h, size_t count, float scale)
+{
+	for (size_t k = 0; k < count; k++) {
+		float v = dh[k] * scale; /* computed first: a select, not a branch */
+		dz[k] = h[k] > 0.0f ? v : 0.0f;
+	}
+}
+
+/* relu_dropout_back into dz1, which is read only after every chunk is
+ * done: non-temporal stores keep it from evicting the chunk's activations
+ * (the same values). */
+static void relu_dropout_back_stream(float *restrict dz, const float *restrict dh,
+				     const float *restrict h, size_t count, float scale)
+{
+#ifdef NCF_SIMD_AVX2
+	if (simd_relu_back_stream(dz, dh, h, count, scale))
+		return;
+#endif
+	relu_dropout_back(dz, dh, h, count, scale);
+}
+
+/*
+ * Forward and backward of rows [k0, k0 + n) of the step, in user order:
+ * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
+ * of one user are adjacent).  Weight gradients of layers 2..L and the head
+ * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
+ * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  Returns the
+ * rows' loss sum.
+ */
+static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
+			  size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	const float *prm = c->params;
+	const uint32_t *order = c->ulist + k0;
+	uint32_t nl = s->n_layers, last = nl - 1;
+	size_t F = s->factors, H1 = s->layers[1];
+	int drop = be->hp.dropout > 0.0f;
+	uint32_t drop16 = ncf_dropout_threshold(be->hp.dropout);
+	float scale = drop ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	uint64_t seed = be->hp.seed;
+
+	/* layer 1, factorized: gather the per-slot projections */
+	float *h1 = x->h[1];
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		const float *restrict a = c->au + (size_t)c->slot_u[j] * H1;
+		const float *restrict b = c->ai + (size_t)c->slot_i[j] * H1;
+		float *restrict z = h1 + r * H1;
+		for (size_t h = 0; h < H1; h++)
+			z[h] = a[h] + b[h];
+	}
+	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, order,
+			  0);
+	for (uint32_t k = 2; k < nl; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k];
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f,
+			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)out);
+		bias_relu_dropout(x->h[k], n, out, prm + L->b[k], drop, drop16, scale, seed, epoch,
+				  pos0, order, k - 1);
+	}
+	/* GMF, head, loss */
+	const float *wg = prm + L->head_w, *wh = wg + F;
+	float hb = prm[L->head_b];
+	size_t HL = s->layers[last];
+	const float *hL = x->h[last];
+	double loss = 0;
+	float *lw = lane + (L->head_w - c->tail_off);
+	float *lwh = lw + F, *lb = lane + (L->head_b - c->tail_off);
+	float *restrict dl_row = x->logit;
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		const float *restrict pu = prm + L->p + (size_t)c->su[j] * F;
+		const float *restrict qi = prm + L->q + (size_t)c->si[j] * F;
+		float *restrict g = x->g + r * F;
+		for (size_t f = 0; f < F; f++)
+			g[f] = pu[f] * qi[f];
+	}
+	/* logits = G wg + H_L wh + b, as two matrix-vector products */
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)F, 1.0f, x->g, (int)F, wg, 1, 0.0f,
+		    dl_row, 1);
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, wh, 1, 1.0f,
+		    dl_row, 1);
+	float bsum = 0.0f;
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		float y = (float)c->lab[j], l;
+		float dl = ncf_bce_grad(dl_row[r] + hb, y, &l) * inv_n;
+		loss += (double)l;
+		c->dlogit[j] = dl;
+		dl_row[r] = dl;
+		bsum += dl;
+	}
+	/* head gradients: w_g += G^T dl, w_h += H_L^T dl */
+	cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)F, 1.0f, x->g, (int)F, dl_row, 1, 1.0f,
+		    lw, 1);
+	cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, dl_row, 1, 1.0f,
+		    lwh, 1);
+	lb[0] += bsum;
+	/* backward through layers L..2 */
+	float *dh = x->dh, *dz = x->dz;
+	for (size_t r = 0; r < n; r++) {
+		float *restrict d = dh + r * HL;
+		for (size_t h = 0; h < HL; h++)
+			d[h] = dl_row[r] * wh[h];
+	}
+	for (uint32_t k = last; k >= 2; k--) {
+		size_t in = s->layers[k - 1], out = s->layers[k];
+		relu_dropout_back(dz, dh, x->h[k], n * out, scale);
+		float *lW = lane + (L->w[k] - c->tail_off);
+		float *restrict lB = lane + (L->b[k] - c->tail_off);
+		const float *restrict dzr = dz;
+		for (size_t r = 0; r < n; r++)
+			for (size_t h = 0; h < out; h++)
+				lB[h] += dzr[r * out + h];
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f,
+			    dz, (int)out, x->h[k - 1], (int)in, 1.0f, lW, (int)in);
+		/* dh for layer k-1 */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f,
+			    dz, (int)out, prm + L->w[k], (int)in, 0.0f, dh, (int)in);
+	}
+	relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	return loss;
+}
+
+/*
+ * The GMF gradient of one table's rows (P or Q): for slot k, row
+ * slot_id[k] gets w_g * sum over the slot's samples j (start/list) of
+ * dlogit[j] * other[other_id[j]], other being the opposite table (F wide).
+ * Slots are independent: parallel without conflicts.
+ */
+static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *list,
+			  const float *dlogit, const uint32_t *other_id, const float *other,
+			  const uint32_t *slot_id, float *grad, const float *wg, size_t F)
+{
+#pragma omp parallel
+	{
+		float *acc = ncf_xmalloc(F * sizeof(float));
+#pragma omp for schedule(dynamic, 64)
+		for (int64_t k = 0; k < (int64_t)nslots; k++) {
+			memset(acc, 0, F * sizeof(float));
+			for (uint32_t e = start[k]; e < start[k + 1]; e++) {
+				uint32_t j = list[e];
+				float dl = dlogit[j];
+				const float *o = other + (size_t)other_id[j] * F;
+				for (size_t f = 0; f < F; f++)
+					acc[f] += dl * o[f];
+			}
+			float *g = grad + (size_t)slot_id[k] * F;
+			for (size_t f = 0; f < F; f++)
+				g[f] = wg[f] * acc[f];
+		}
+		free(acc);
+	}
+}
+
+/* Step 1: (user, item, label) of positions pos0 .. pos0 + B of epoch, an
+ * epoch of S samples. */
+static void make_samples(struct ncf_backend *be, struct cpu *c, uint64_t S, uint32_t epoch,
+			 uint64_t pos0, size_t B)
+{
+	const struct ncf_train_data *td = &c->td;
+	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
+#pragma omp parallel for schedule(static)
+	for (int64_t j = 0; j < (int64_t)B; j++)
+		c->lab[j] = (uint8_t)ncf_sample_at(&perm, pos0 + (uint64_t)j, be->hp.seed, epoch,
+						   td->positives, td->items, (int)be->hp.true_neg,
+						   td->entry_user, td->offsets, td->items_csr,
+						   &c->su[j], &c->si[j]);
+}
+
+/* Step 2: the slots of the B samples' users (*nu of them) and items (*ni),
+ * each sample's row in user order, and the buffers sized by the slots. */
+static void make_batch_slots(struct ncf_backend *be, struct cpu *c, size_t B, uint32_t *nu,
+			     uint32_t *ni)
+{
+	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
+	*nu = make_slots(c->su, B, c->uslot, c->slot_u, &c->slot_user, &c->ustart, c->ulist,
+			 &c->cap_u);
+	*ni = make_slots(c->si, B, c->islot, c->slot_i, &c->slot_item, &c->istart, c->ilist,
+			 &c->cap_i);
+	c->xu = ncf_xrealloc(c->xu, (size_t)c->cap_u * M * sizeof(float));
+	c->au = ncf_xrealloc(c->au, (size_t)c->cap_u * H1 * sizeof(float));
+	c->dau = ncf_xrealloc(c->dau, (size_t)c->cap_u * H1 * sizeof(float));
+	c->xi = ncf_xrealloc(c->xi, (size_t)c->cap_i * M * sizeof(float));
+	c->ai = ncf_xrealloc(c->ai, (size_t)c->cap_i * H1 * sizeof(float));
+	c->dai = ncf_xrealloc(c->dai, (size_t)c->cap_i * H1 * sizeof(float));
+	size_t cap_ui = c->cap_u > c->cap_i ? c->cap_u : c->cap_i;
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)B; k++)
+		c->rowof[c->ulist[k]] = (uint32_t)k;
+	c->dx = ncf_xrealloc(c->dx, cap_ui * M * sizeof(float));
+}
+
+/* Step 3: Au (nu, H1) = mlp_user[slot users] W1u^T, Ai (ni, H1) alike. */
+static void layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
+{
+	const struct ncf_layout *L = &be->layout;
+	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
+	const float *W1 = c->params + L->w[1];
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)nu; k++)
+		memcpy(c->xu + (size_t)k * M, c->params + L->pm + (size_t)c->slot_user[k] * M,
+		       M * sizeof(float));
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)ni; k++)
+		memcpy(c->xi + (size_t)k * M, c->params + L->qm + (size_t)c->slot_item[k] * M,
+		       M * sizeof(float));
+	ncf_cpu_rows_times_wt(c->xu, nu, M, W1, 2 * M, H1, c->au);
+	ncf_cpu_rows_times_wt(c->xi, ni, M, W1 + M, 2 * M, H1, c->ai);
+}
+
+/* Step 4: the chunks of the B samples in lanes, then the lanes' sum into
+ * the gradient of layers 2..L and the head.  Returns the loss sum. */
+static double run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t pos0,
+			 uint32_t epoch, float inv_n)
+{
+	size_t chunks = (B + CHUNK - 1) / CHUNK;
+	size_t lanes = chunks < LANES ? chunks : LANES;
+	memset(c->lane, 0, lanes * c->tail_len * sizeof(float));
+#pragma omp parallel for schedule(dynamic, 1)
+	for (int64_t l = 0; l < (int64_t)lanes; l++) {
+		struct scratch *x = &c->ts[thread_id()];
+		float *lane = c->lane + (size_t)l * c->tail_len;
+		for (size_t ch = (size_t)l; ch < chunks; ch += LANES) {
+			size_t j0 = ch * CHUNK, cn = B - j0 < CHUNK ? B - j0 : CHUNK;
+			c->chunk_loss[ch] = chunk_train(be, c, x, j0, cn, pos0, epoch, inv_n, lane);
+		}
+	}
+	double loss = 0;
+	for (size_t ch = 0; ch < chunks; ch++)
+		loss += c->chunk_loss[ch];
+	float *gt = c->grad + c->tail_off;
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)c->tail_len; k++) {
+		float acc = 0.0f;
+		for (size_t l = 0; l < lanes; l++)
+			acc += c->lane[l * c->tail_len + (size_t)k];
+		gt[k] = acc;
+	}
+	return loss;
+}
+
+/* Step 5: dAu, dAi per slot from dz1, then the gradients of W1, b1 and the
+ * MLP embedding rows of the batch. */
+static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
+{
+	const struct ncf_layout *L = &be->layout;
+	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
+	const float *W1 = c->params + L->w[1];
+#pragma omp parallel for schedule(dynamic, 64)
+	for (int64_t k = 0; k < (int64_t)nu; k++) {
+		float *d = c->dau + (size_t)k * H1;
+		memset(d, 0, H1 * sizeof(float));
+		for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
+			const float *restrict z = c->dz1 + (size_t)e * H1; /* rows in user order */
+			float *restrict dd = d;
+			for (size_t h = 0; h < H1; h++)
+				dd[h] += z[h];
+		}
+	}
+#pragma omp parallel for schedule(dynamic, 64)
+	for (int64_t k = 0; k < (int64_t)ni; k++) {
+		float *d = c->dai + (size_t)k * H1;
+		memset(d, 0, H1 * sizeof(float));
+		uint32_t e1 = c->istart[k + 1];
+		for (uint32_t e = c->istart[k]; e < e1; e++) {
+			/* rows come from anywhere in dz1: fetch a few rows ahead */
+			if (e + 4 < e1) {
+				size_t ahead_row = c->rowof[c->ilist[e + 4]];
+				const char *ahead = (const char *)(c->dz1 + ahead_row * H1);
+				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			const float *restrict z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
+			float *restrict dd = d;
+			for (size_t h = 0; h < H1; h++)
+				dd[h] += z[h];
+		}
+	}
+	float *gW1 = c->grad + L->w[1];
+	ncf_cpu_tn_sum(c, c->dau, c->xu, nu, H1, M, gW1, 2 * M);
+	ncf_cpu_tn_sum(c, c->dai, c->xi, ni, H1, M, gW1 + M, 2 * M);
+	ncf_cpu_col_sum(c->dau, nu, H1, c->grad + L->b[1]);
+	ncf_cpu_rows_times_w(c->dau, nu, H1, W1, 2 * M, M, c->dx);
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)nu; k++)
+		memcpy(c->grad + L->pm + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
+		       M * sizeof(float));
+	ncf_cpu_rows_times_w(c->dai, ni, H1, W1 + M, 2 * M, M, c->dx);
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)ni; k++)
+		memcpy(c->grad + L->qm + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
+		       M * sizeof(float));
+}
+
+int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			 double *loss_sum)
+{
+	struct cpu *c = be->impl;
+	const struct ncf_layout *L = &be->layout;
+	if (!c->have_td) {
+		ncf_error("cpu backend: no training data");
+		return -1;
+	}
+	uint64_t S = ncf_epoch_check("cpu", c->td.positives, be->hp.negatives, first, n);
+	if (S == 0)
+		return -1;
+	uint64_t lo, hi;
+	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
+	size_t B = (size_t)(hi - lo);
+	uint64_t pos0 = first + lo;
+	if (hi - lo >= ((uint64_t)1 << 31)) { /* slots and rows are 32-bit */
+		ncf_error("cpu backend: a batch of %llu samples per rank is too large (at most "
+			  "2^31 - 1)",
+			  (unsigned long long)(hi - lo));
+		return -1;
+	}
+	float inv_n = 1.0f / (float)n;
+	size_t F = be->shape.factors;
+	memset(c->grad, 0, L->total * sizeof(float));
+	*loss_sum = 0;
+	if (B == 0)
+		return 0;
+	if (grow_samples(c, &be->shape, B) != 0)
+		return -1;
+	make_samples(be, c, S, epoch, pos0, B);			 /* 1 */
+	uint32_t nu, ni;
+	make_batch_slots(be, c, B, &nu, &ni);			 /* 2 */
+	layer1_forward(be, c, nu, ni);				 /* 3 */
+	*loss_sum = run_chunks(be, c, B, pos0, epoch, inv_n);	 /* 4 */
+	layer1_backward(be, c, nu, ni);				 /* 5 */
+	const float *wg = c->params + L->head_w;		 /* 6 */
+	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->params + L->q, c->slot_user,
+		      c->grad + L->p, wg, F);
+	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->params + L->p, c->slot_item,
+		      c->grad + L->q, wg, F);
+	return 0;
+}
