@@ -1,9 +1,10 @@
 /*
- * test_grad - the cpu backend's gradient of the whole NeuMF (factorized
- * first layer, dropout, GMF, head, BCE) against central finite differences
- * of an independent double-precision evaluation of the unfactorized model,
- * on the same samples and dropout masks; and bit-identical gradients for 1
- * and 2 threads.
+ * test_grad - the gradient of the whole NeuMF (dropout, GMF, head, BCE) of
+ * the plain reference (kernels/cpu/reference.c, the oracle of the other
+ * tests) and of the fast cpu backend (factorized first layer) against
+ * central finite differences of an independent double-precision evaluation
+ * of the model, on the same samples and dropout masks; and bit-identical
+ * gradients of the fast backend for 1 and 2 threads.
  *
  * Tolerances.  The reference loss is double; the backend computes in
  * float, so its loss agrees to float rounding (rel 1e-5 over a few hundred
@@ -13,7 +14,8 @@
  * accumulation error of a few ulps of the summed terms, so we accept
  * |g - fd| <= 1e-6 + 1e-3 |fd| per parameter: 1e-6 is ~10 ulps of the
  * largest terms (~1e-2) of a mean over 100+ samples, and 1e-3 relative
- * leaves room for cancellation in small gradients.
+ * leaves room for cancellation in small gradients.  Both float
+ * implementations get the same bounds.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 #include <omp.h>
 #endif
 
-#include "backend.h"
+#include "backend_impl.h"
 #include "model.h"
 #include "ncf_hd.h"
 #include "tap.h"
@@ -91,13 +93,14 @@ static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t
 	return total / (double)n;
 }
 
-static int run_grad(int threads, const float *params, uint64_t first, uint64_t n, float *g,
-		    double *loss)
+/* The gradient of implementation impl (threads threads) at params. */
+static int run_grad(const struct ncf_backend_i *impl, int threads, const float *params,
+		    uint64_t first, uint64_t n, float *g, double *loss)
 {
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend be;
-	if (ncf_backend_open(&be, NCF_DEVICE_CPU, &shape, &hp, NCF_PRECISION_DEFAULT, threads,
-			     &dist) != 0)
+	if (ncf_backend_open_impl(&be, impl, &shape, &hp, NCF_PRECISION_DEFAULT, threads,
+				  &dist) != 0)
 		return -1;
 	struct ncf_train_data td = {.users = U, .items = I, .positives = 16, .offsets = offsets,
 				    .items_csr = items, .entry_user = entry_user};
@@ -106,6 +109,41 @@ static int run_grad(int threads, const float *params, uint64_t first, uint64_t n
 		 ncf_backend_grad(&be, 0, first, n, g, loss);
 	ncf_backend_close(&be);
 	return rc;
+}
+
+/* fd (L.total) = central differences of ref_loss at p (restored). */
+static void finite_differences(double *p, uint64_t first, uint64_t n, double *fd)
+{
+	const double h = 1e-6;
+	for (size_t k = 0; k < L.total; k++) {
+		double keep = p[k];
+		p[k] = keep + h;
+		double lp = ref_loss(p, 0, first, n);
+		p[k] = keep - h;
+		double lm = ref_loss(p, 0, first, n);
+		p[k] = keep;
+		fd[k] = (lp - lm) / (2 * h);
+	}
+}
+
+/* Parameters whose gradient g is off fd by more than 1e-6 + 1e-3 |fd| (the
+ * first ones are shown); *worst: the largest error over its tolerance. */
+static int count_off(const float *g, const double *fd, const char *who, double *worst)
+{
+	int bad = 0;
+	*worst = 0;
+	for (size_t k = 0; k < L.total; k++) {
+		double err = fabs((double)g[k] - fd[k]), tol = 1e-6 + 1e-3 * fabs(fd[k]);
+		if (err / tol > *worst)
+			*worst = err / tol;
+		if (err > tol) {
+			if (bad < 10)
+				tap_diag("%s: parameter %zu: %.9g, finite difference %.9g", who, k,
+					 (double)g[k], fd[k]);
+			bad++;
+		}
+	}
+	return bad;
 }
 
 int main(void)
@@ -122,49 +160,32 @@ int main(void)
 		params[k] *= 30.0f;
 	float *g = malloc(L.total * sizeof(float));
 	float *g2 = malloc(L.total * sizeof(float));
+	float *gr = malloc(L.total * sizeof(float));
 	double *p = malloc(L.total * sizeof(double));
+	double *fd = malloc(L.total * sizeof(double));
 	for (size_t k = 0; k < L.total; k++)
 		p[k] = params[k];
 	uint64_t first = 5, n = 40; /* a batch that starts inside the epoch */
-	double loss;
+	double loss, rloss;
 
-	tap_plan(7);
-	tap_ok(run_grad(1, params, first, n, g, &loss) == 0, "cpu backend computes a gradient");
+	tap_plan(11);
+	tap_ok(run_grad(&ncf_backend_cpu, 1, params, first, n, g, &loss) == 0,
+	       "cpu backend computes a gradient");
 	min_relu_gap = INFINITY;
 	double ref = ref_loss(p, 0, first, n);
 	tap_ok(tap_close(loss / (double)n, ref, 0, 1e-5, "loss"),
 	       "loss equals the double-precision reference (rel 1e-5): %.8f", ref);
 	tap_diag("smallest |ReLU input| %.3g (finite differences need > 1e-5)", min_relu_gap);
 
-	const double h = 1e-6;
-	int bad = 0, checked = 0;
-	double worst = 0, largest = 0;
-	for (size_t k = 0; k < L.total; k++) {
-		double keep = p[k];
-		p[k] = keep + h;
-		double lp = ref_loss(p, 0, first, n);
-		p[k] = keep - h;
-		double lm = ref_loss(p, 0, first, n);
-		p[k] = keep;
-		double fd = (lp - lm) / (2 * h);
-		double err = fabs((double)g[k] - fd);
-		if (fabs(fd) > largest)
-			largest = fabs(fd);
-		double tol = 1e-6 + 1e-3 * fabs(fd);
-		if (err / tol > worst)
-			worst = err / tol;
-		if (err > tol) {
-			if (bad < 10)
-				tap_diag("parameter %zu: backend %.9g, finite difference %.9g", k,
-					 (double)g[k], fd);
-			bad++;
-		}
-		checked++;
-	}
+	finite_differences(p, first, n, fd);
+	double worst, largest = 0;
+	int bad = count_off(g, fd, "cpu", &worst);
+	for (size_t k = 0; k < L.total; k++)
+		largest = fabs(fd[k]) > largest ? fabs(fd[k]) : largest;
 	tap_ok(bad == 0 && min_relu_gap > 1e-5,
-	       "all %d parameter gradients match finite differences (worst error %.2f of its "
+	       "all %zu parameter gradients match finite differences (worst error %.3g of its "
 	       "tolerance)",
-	       checked, worst);
+	       L.total, worst);
 	tap_diag("largest gradient %.3g", largest);
 	int nonzero = 0;
 	for (size_t k = 0; k < L.total; k++)
@@ -172,30 +193,35 @@ int main(void)
 	tap_ok(nonzero > (int)L.total / 2, "the gradient is not trivially zero (%d of %zu nonzero)",
 	       nonzero, L.total);
 
-	tap_ok(run_grad(2, params, first, n, g2, &loss) == 0 &&
+	tap_ok(run_grad(&ncf_backend_cpu, 2, params, first, n, g2, &loss) == 0 &&
 		       memcmp(g, g2, L.total * sizeof(float)) == 0,
 	       "1 and 2 threads give bit-identical gradients");
+
+	/* The plain reference, the other tests' oracle, on the same batch. */
+	tap_ok(run_grad(&ncf_backend_reference, 1, params, first, n, gr, &rloss) == 0 &&
+		       tap_close(rloss / (double)n, ref, 0, 1e-5, "reference loss"),
+	       "reference.c: loss equals the double-precision model (rel 1e-5)");
+	bad = count_off(gr, fd, "reference", &worst);
+	tap_ok(bad == 0, "reference.c: all %zu parameter gradients match finite differences "
+	       "(worst error %.3g of its tolerance)", L.total, worst);
 
 	/* Without dropout, and a batch that covers the whole epoch. */
 	hp.dropout = 0.0f;
 	uint64_t S = 16 * (1 + hp.negatives);
-	tap_ok(run_grad(2, params, 0, S, g, &loss) == 0 &&
+	tap_ok(run_grad(&ncf_backend_cpu, 2, params, 0, S, g, &loss) == 0 &&
 		       tap_close(loss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5, "loss"),
 	       "no dropout, whole epoch: loss equals the reference");
-	bad = 0;
-	for (size_t k = 0; k < L.total; k++) {
-		double keep = p[k];
-		p[k] = keep + h;
-		double lp = ref_loss(p, 0, 0, S);
-		p[k] = keep - h;
-		double lm = ref_loss(p, 0, 0, S);
-		p[k] = keep;
-		double fd = (lp - lm) / (2 * h);
-		if (fabs((double)g[k] - fd) > 1e-6 + 1e-3 * fabs(fd))
-			bad++;
-	}
+	finite_differences(p, 0, S, fd);
+	bad = count_off(g, fd, "cpu", &worst);
 	tap_ok(bad == 0, "no dropout, whole epoch: gradients match finite differences (%d off)",
 	       bad);
-	free(params), free(g), free(g2), free(p);
+	tap_ok(run_grad(&ncf_backend_reference, 1, params, 0, S, gr, &rloss) == 0 &&
+		       tap_close(rloss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5,
+				 "reference loss") &&
+		       count_off(gr, fd, "reference", &worst) == 0,
+	       "reference.c, no dropout, whole epoch: loss and gradients match (worst %.3g of the tolerance)",
+	       worst);
+	tap_ok(min_relu_gap > 1e-5, "no ReLU input within 1e-5 of its kink (%.3g)", min_relu_gap);
+	free(params), free(g), free(g2), free(gr), free(p), free(fd);
 	return tap_done();
 }
