@@ -45,9 +45,11 @@ ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
-CU_SRC := $(wildcard kernels/*.cu)
+# kernels/cuda/test_hooks.cu goes into the tests only, never into libncf.a.
+CU_SRC := $(filter-out %/test_hooks.cu,$(wildcard kernels/cuda/*.cu))
+CU_TEST_SRC := $(wildcard kernels/cuda/test_hooks.cu)
 # The cuda backend is built when the probes find CUDA and its sources are here.
-ifneq ($(wildcard kernels/cuda_backend.cu),)
+ifneq ($(wildcard kernels/cuda/backend.cu),)
 BUILD_CUDA := $(HAVE_CUDA)
 endif
 ifeq ($(BUILD_CUDA),1)
@@ -92,7 +94,7 @@ TESTTOOL_SRC := $(wildcard tests/tools/*.c)
 TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 # The cuda backend's sources compiled a second time as plain C++ with -DNCF_CUDA_EMULATE
-# (kernels/cuda_emu.h: kernels run on the CPU, cuBLAS is OpenBLAS) into the emulation test,
+# (kernels/cuda/emu.h: kernels run on the CPU, cuBLAS is OpenBLAS) into the emulation test,
 # which needs neither a GPU nor the CUDA toolkit (see tests/unit/test_cuda_emu.cc).
 CXX_OK := $(shell $(CXX) --version >/dev/null 2>&1 && echo 1)
 EMU_TEST_SRC := $(if $(CXX_OK),$(wildcard tests/unit/test_cuda_emu.cc))
@@ -101,7 +103,7 @@ EMU_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -I$(CUDA_HOME)/incl
 	-DNCF_CUDA_EMULATE
 EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -MMD -MP
-EMU_SRC := $(CU_SRC) $(EMU_TEST_SRC)
+EMU_SRC := $(CU_SRC) $(CU_TEST_SRC) $(EMU_TEST_SRC)
 EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
 EMU_BINS := $(BUILD)/tests/test_cuda_emu
 ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
@@ -112,6 +114,7 @@ endif
 GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 ifeq ($(BUILD_CUDA),1)
 GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+CU_TEST_OBJ := $(CU_TEST_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 endif
 
 ## all: build the tools into build/bin (the default)
@@ -145,11 +148,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
 
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(BUILD)/libncf.a
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(CU_TEST_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
 
-# The emulation test: kernels/*.cu and the test as C++, against the C library.
+# The emulation test: kernels/cuda/*.cu and the test as C++, against the C library.
 $(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(CFLAGS) -c $< -o $@

@@ -14,9 +14,10 @@
  *
  * LIST: comma-separated fp32, tf32, bf16, fp16 (default tf32,bf16,fp16,fp32).
  * Fractions of peak: bytes and matrix FLOPs per step are the backend's own
- * nominal count (ncf_cuda_step_cost: every kernel's reads and writes once,
- * caches ignored), the peaks come from the device (memory clock x bus width)
- * and a datasheet table of matrix FLOP per SM per clock (ncf_cuda_peak_rates).
+ * nominal count (gpu_cost.h, gpu_step_cost: every kernel's reads and writes
+ * once, caches ignored), the peaks come from the device (memory clock x bus
+ * width) and a datasheet table of matrix FLOP per SM per clock
+ * (gpu_peak_rates).
  * It sets NCF_CUDA_PROFILE=1 (unless set), so that the backend prints its
  * milliseconds per step for each phase of a step on stderr as each
  * precision finishes.  Without a usable GPU it says so and exits 0.
@@ -34,7 +35,8 @@
 #include "evaluate.h"
 #include "model.h"
 #ifdef NCF_HAVE_CUDA
-#include "cuda_backend.h"
+#include "cuda/cuda.h"
+#include "gpu_cost.h"
 #endif
 
 #ifndef NCF_HAVE_CUDA
@@ -69,7 +71,7 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 		return -1;
 	int rc = -1;
 	if (ncf_backend_set_state(&be, params, NULL, NULL) ||
-	    ncf_backend_load_cache(&be, cache, &mask, 1) || ncf_cuda_peak_rates(&be, &r->pk))
+	    ncf_backend_load_cache(&be, cache, &mask, 1) || gpu_peak_rates(&be, &r->pk))
 		goto out;
 	uint64_t S = (uint64_t)cache->train_positives * (1 + hp.negatives);
 	uint64_t pos = 0;
@@ -92,7 +94,7 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 	r->sps = (double)done / t;
 	r->step_s = t / steps;
 	double bytes, flops;
-	ncf_cuda_step_cost(&be, batch, &bytes, &flops);
+	gpu_step_cost(&be, batch, &bytes, &flops);
 	r->bw_frac = r->pk.mem_bytes_s > 0 ? bytes / r->step_s / r->pk.mem_bytes_s : 0;
 	r->mx_frac = r->pk.matrix_flops > 0 ? flops / r->step_s / r->pk.matrix_flops : 0;
 	if (epoch) {
@@ -110,7 +112,7 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 	if (ncf_evaluate(&be, cache, 10, &r->hr, &ndcg))
 		goto out;
 	r->eval_s = ncf_now() - t;
-	ncf_cuda_eval_cost(&be, (uint64_t)cache->users * (cache->eval_negatives + 1), &bytes, &flops);
+	gpu_eval_cost(&be, (uint64_t)cache->users * (cache->eval_negatives + 1), &bytes, &flops);
 	r->eval_bw_frac = r->pk.mem_bytes_s > 0 ? bytes / r->eval_s / r->pk.mem_bytes_s : 0;
 	r->done = 1;
 	rc = 0;

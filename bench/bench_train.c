@@ -5,7 +5,7 @@
  * same run, as key<TAB>value lines.  Used by scripts/bench.sh.
  *
  *   bench_train CACHE [--batch N] [--steps N] [--warmup N] [--device D]
- *               [--precision P] [--threads N]
+ *               [--precision PREC] [--threads N]
  */
 #include <cblas.h>
 #undef I

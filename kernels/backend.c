@@ -11,7 +11,7 @@
 #include "err.h"
 #include "ncf_hd.h"
 #ifdef NCF_HAVE_CUDA
-#include "cuda_backend.h"
+#include "cuda/cuda.h"
 #endif
 
 int ncf_backend_fallback_level = 2;

@@ -1,6 +1,6 @@
 /*
  * cpu.h - the fast cpu backend's private state, shared by its files:
- *   backend.c  the interface table, state, Adam (ncf_backend_cpu);
+ *   cpu.c      the interface table, state, Adam (ncf_backend_cpu);
  *   train.c    the gradient of a batch: the factorized first layer, chunks
  *              of samples in lanes, per-slot reductions;
  *   infer.c    logits, scores, evaluation ranks over precomputed tables;

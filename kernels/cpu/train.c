@@ -17,7 +17,7 @@
  *  6. GMF: dgmf_user[u] = w_g * sum over u's samples of dlogit gmf_item[i],
  *     and dgmf_item alike.
  * The gradient is that of the mean loss over the global batch (n samples
- * of all ranks); backend.c all-reduces it and takes the Adam step.
+ * of all ranks); cpu.c all-reduces it and takes the Adam step.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -282,7 +282,7 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 }
 
 /*
- * The GMF gradient of one table's rows (P or Q): for slot k, row
+ * The GMF gradient of one table's rows (gmf_user or gmf_item): for slot k, row
  * slot_id[k] gets w_g * sum over the slot's samples j (start/list) of
  * dlogit[j] * other[other_id[j]], other being the opposite table (F wide).
  * Slots are independent: parallel without conflicts.

@@ -52,7 +52,7 @@ LOGKEYS="epoch train_loss hr@10 ndcg@10 train_time eval_time train_throughput ev
 # ---------------------------------------------------------------------------
 # Reproducibility: two runs with one seed, 1 and 2 threads.  ml-latest-small
 # sized, so that a step spans several 4096-sample chunks and the item table
-# several 2048-row tiles (the pieces kernels/cpu.c hands to threads).
+# several 2048-row tiles (the pieces kernels/cpu/ hands to threads).
 mkdir "$T/rep"
 fails=0
 for t in 1 2; do

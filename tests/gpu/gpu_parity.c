@@ -55,7 +55,7 @@
 #include "ncf_hd.h"
 #include "../unit/tap.h"
 #ifdef NCF_HAVE_CUDA
-#include "cuda_backend.h"
+#include "cuda/test_hooks.h"
 #endif
 
 #ifndef NCF_HAVE_CUDA

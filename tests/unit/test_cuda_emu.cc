@@ -1,9 +1,12 @@
 /*
  * test_cuda_emu.cc - the cuda backend run on the CPU through the emulation
- * layer (kernels/cuda_emu.h), against the cpu backend (kernels/cpu.c, the
- * specification), on the same data, parameters and batches.
+ * layer (kernels/cuda/emu.h), against the plain reference
+ * (kernels/cpu/reference.c, the specification) and the fast cpu backend
+ * (kernels/cpu/, itself checked against the reference by test_cpu_ref), on
+ * the same data, parameters and batches.
  *
- * This binary holds the kernels/ .cu files compiled as C++ with -DNCF_CUDA_EMULATE:
+ * This binary holds the .cu files of kernels/cuda/ compiled as C++ with
+ * -DNCF_CUDA_EMULATE:
  * every kernel of the backend but the radix sort runs here, one thread at a
  * time, with host memory as device memory and OpenBLAS as cuBLAS (fp32
  * products; bf16 and fp16 operands are rounded as on the GPU).  What it
@@ -40,7 +43,18 @@
  *    an overflowing scale is skipped and halves the scale, good steps double
  *    it after the growth interval;
  *  - bad input (ids outside the model, positions past the epoch) refused;
- *  - a short training run: both backends' HR@10 after two epochs equal.
+ *  - a short training run: both backends' HR@10 after two epochs equal;
+ *  - against the reference directly (test_oracle), for the three shapes:
+ *    the gradient of two batches per tensor |d| <= 1e-5 max|g| + 1e-4 |g|
+ *    and loss sums rel 1e-6, the logits of every pair |d| <= 1e-6 +
+ *    1e-5 |x|, evaluation ranks equal (at most one near tie), one Adam step
+ *    within the change its gradient difference implies (lr |dg| eps /
+ *    (m + eps)^2 + 1e-6 + 1e-5 |p|, m the smaller |g|; see test_cpu_ref.c).
+ *    Why: the same operations on the same samples and masks, summed in
+ *    other orders (OpenBLAS as cuBLAS over whole tables and batches, column
+ *    sums in groups of 64 rows, segment sums by chunks of 32, against the
+ *    reference's sample-by-sample sums): a few ulps of each sum's
+ *    magnitudes, as for the cpu backend.
  * What it does not check: the CUB radix sort, real GPU rounding (expf,
  * tensor cores), streams and timing: tests/gpu does, on a GPU.
  */
@@ -59,7 +73,7 @@ extern "C" {
 #include "metrics.h"
 #include "model.h"
 }
-#include "cuda_backend.h"
+#include "cuda/test_hooks.h"
 #include "ncf_hd.h"
 #include "tap.h"
 
@@ -319,7 +333,8 @@ static void test_samples(const struct data *d, const struct ncf_shape *s)
 	}
 }
 
-/* cpu.c's bias_relu_dropout with zero bias, written from its definition. */
+/* Bias (zero) + ReLU + dropout written from its definition (reference.c
+ * dropout_mask and relu_dropout_forward). */
 static void dropout_ref(const float *z, float *out, size_t n, uint32_t H, float p, uint64_t seed,
 			uint32_t epoch, uint64_t pos0, uint32_t layer)
 {
@@ -745,6 +760,87 @@ static void test_run(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
+/* The emulated backend against the reference, directly. */
+static void test_oracle(const struct data *d, const struct ncf_shape *s, float dropout,
+			const char *label)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, dropout, 0);
+	struct ncf_backend ref, emu;
+	if (open_be(&ref, &ncf_backend_reference, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	size_t total = ref.layout.total;
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	fvec gr(total), ge(total);
+	double lr = 0, le = 0, gworst = 0;
+	int ok = 1;
+	for (int k = 0; k < 2; k++) {
+		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B;
+		ok &= !ncf_backend_grad(&ref, 1, first, n, gr.data(), &lr) &&
+		      !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
+		ok &= close_tensors(&ref, ge.data(), gr.data(), 1e-5, 1e-4, "grad");
+		ok &= tap_close(le, lr, 0, 1e-6, "loss sum");
+		for (const struct tensor &t : tensors(&ref)) { /* the worst, for the record */
+			double mx = 0;
+			for (size_t j = 0; j < t.n; j++)
+				mx = std::max(mx, (double)fabsf(gr[t.off + j]));
+			for (size_t j = 0; j < t.n; j++) {
+				double dg = fabs((double)ge[t.off + j] - gr[t.off + j]);
+				double tol = 1e-5 * mx + 1e-4 * fabs((double)gr[t.off + j]);
+				if (tol > 0)
+					gworst = std::max(gworst, dg / tol);
+			}
+		}
+	}
+	tap_diag("%s: worst gradient difference %.3g of its bound", label, gworst);
+	size_t n = (size_t)d->U * d->I;
+	std::vector<uint32_t> us(n), is(n), rr(d->U), re(d->U);
+	for (size_t j = 0; j < n; j++)
+		us[j] = (uint32_t)(j / d->I), is[j] = (uint32_t)(j % d->I);
+	fvec lgr(n), lge(n);
+	double md = 0;
+	ok &= !ncf_backend_logits(&ref, us.data(), is.data(), n, lgr.data()) &&
+	      !ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
+	      close_all(lge.data(), lgr.data(), n, 1e-6, 1e-5, "logit", &md);
+	int diff = 0;
+	ok &= !ncf_backend_eval_ranks(&ref, 0, d->U, rr.data()) &&
+	      !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
+	for (uint32_t u = 0; u < d->U; u++)
+		diff += rr[u] != re[u];
+	tap_ok(ok && diff <= 1,
+	       "%s: against reference.c: gradients, losses, logits (max |d| %.2g), ranks (%d of %u "
+	       "differ)",
+	       label, md, diff, d->U);
+	/* one Adam step from the same state, on the batch of the first gradient */
+	ok = !ncf_backend_grad(&ref, 0, 0, B, gr.data(), &lr) &&
+	     !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le) &&
+	     !ncf_backend_train_step(&ref, 0, 0, B, &lr) &&
+	     !ncf_backend_train_step(&emu, 0, 0, B, &le);
+	fvec pr = get_params(&ref), pe = get_params(&emu);
+	struct ncf_adam_k ak;
+	ncf_adam_constants(&hp, 1, &ak);
+	int bad = 0;
+	double worst = 0;
+	for (size_t j = 0; j < total; j++) {
+		double a = fabs((double)ge[j]), b = fabs((double)gr[j]), e = ak.eps;
+		double m = (ge[j] < 0) != (gr[j] < 0) ? 0 : std::min(a, b);
+		double tol = 1e-6 + 1e-5 * fabs(pr[j]) +
+			     ak.lr * fabs((double)ge[j] - gr[j]) * e / ((m + e) * (m + e));
+		double dd = fabs((double)pe[j] - pr[j]);
+		if (!(dd <= tol) && bad++ < 5)
+			tap_diag("params[%zu]: %.9g, reference %.9g", j, pe[j], pr[j]);
+		worst = std::max(worst, dd / tol);
+	}
+	tap_ok(ok && bad == 0 && emu.step == 1,
+	       "%s: one Adam step within the bound its gradient implies (worst %.3g of it)", label,
+	       worst);
+	close_be(&ref);
+	close_be(&emu);
+}
+
 int main(void)
 {
 	ncf_set_progname("test_cuda_emu");
@@ -773,6 +869,9 @@ int main(void)
 	test_low_precision(&d, &s8);
 	test_refusals(&d, &s8);
 	test_run(&d, &s8);
+	test_oracle(&d, &s8, 0.5f, "widths of 8");
+	test_oracle(&d, &s5, 0.5f, "odd widths");
+	test_oracle(&d, &s2, 0.0f, "one hidden layer, no dropout");
 	free(d.counted);
 	return tap_done();
 }

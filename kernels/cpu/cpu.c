@@ -1,5 +1,5 @@
 /*
- * backend.c - the fast cpu backend's interface (ncf_backend_cpu): state,
+ * cpu.c - the fast cpu backend's interface (ncf_backend_cpu): state,
  * data, the training step (gradient from train.c, all-reduce, dense Adam
  * with the shared formula) and the scoring members from infer.c.  See
  * cpu.h.

@@ -1,5 +1,5 @@
 /*
- * cuda_emu.h - just enough of the CUDA runtime and cuBLAS for the cuda
+ * emu.h - just enough of the CUDA runtime and cuBLAS for the cuda
  * backend's sources to compile as plain C++ (g++ -x c++ -DNCF_CUDA_EMULATE)
  * and run on the CPU, so that `make check` exercises them on machines
  * without a GPU (and without the CUDA toolkit).
@@ -7,7 +7,7 @@
  * What it is:
  *  - device memory is host memory: cudaMalloc is an aligned malloc, every
  *    copy is memcpy, streams and events do nothing (all work is synchronous);
- *  - a kernel launch (NCF_LAUNCH in cuda_common.cuh) is nested loops over the
+ *  - a kernel launch (NCF_LAUNCH in common.cuh) is nested loops over the
  *    blocks and threads of the grid calling the kernel body once per thread,
  *    one at a time, with blockIdx, threadIdx, blockDim and gridDim as
  *    thread_local globals set by the loop;
@@ -29,7 +29,7 @@
 #define NCF_CUDA_EMU_H
 
 #ifndef NCF_CUDA_EMULATE
-#error "cuda_emu.h is for -DNCF_CUDA_EMULATE builds only"
+#error "emu.h is for -DNCF_CUDA_EMULATE builds only"
 #endif
 
 #include <cblas.h>

@@ -1,7 +1,7 @@
 /*
- * cuda_sort.cu - the stable sort of a batch's sample numbers by user (or
+ * sort.cu - the stable sort of a batch's sample numbers by user (or
  * item) id, which the segment sums of the first layer's and the GMF
- * embeddings' backward pass need (cuda_kernels.cuh, segsum_*).
+ * embeddings' backward pass need (kernels.cuh, segsum_*).
  *
  * On the GPU this is CUB's LSD radix sort (DeviceRadixSort::SortPairs): it
  * is stable, deterministic and about as fast as a sort gets, but it relies on
@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cuda_kernels.cuh"
+#include "kernels.cuh"
 
 #ifndef NCF_CUDA_EMULATE
 #include <cub/device/device_radix_sort.cuh>

@@ -1,7 +1,7 @@
 /*
- * cuda_common.cuh - what every source of the cuda backend includes: the CUDA
+ * common.cuh - what every source of the cuda backend includes: the CUDA
  * runtime, bf16/fp16 and cuBLAS (or, under -DNCF_CUDA_EMULATE with a plain C++
- * compiler, their emulation in cuda_emu.h), the launch macro, one error macro
+ * compiler, their emulation in emu.h), the launch macro, one error checker
  * per library, and the element types with their conversions and 16-byte
  * vector loads.
  *
@@ -13,7 +13,7 @@
 #define NCF_CUDA_COMMON_CUH
 
 #ifdef NCF_CUDA_EMULATE
-#include "cuda_emu.h"
+#include "emu.h"
 #define NCF_CUDA_NS ncf_cuda_emu
 #else
 #include <cublas_v2.h>
@@ -35,7 +35,7 @@ extern "C" {
 /*
  * NCF_LAUNCH(kernel, grid, block, shmem, stream, args...): every launch of
  * the backend goes through this macro.  nvcc: kernel<<<grid, block, shmem,
- * stream>>>(args).  Emulation: loops over blocks and threads (cuda_emu.h).
+ * stream>>>(args).  Emulation: loops over blocks and threads (emu.h).
  * grid and block are unsigned (1-D) or dim3.
  */
 #ifdef NCF_CUDA_EMULATE
@@ -81,9 +81,32 @@ static inline int check_cublas(cublasStatus_t s, const char *call, const char *f
 
 } /* namespace NCF_CUDA_NS */
 
-/* 0 when call succeeded; else reports "call: file:line: message" and is -1. */
+/* 0 when call succeeded; else reports "call: file:line: message" and is -1.
+ * The call is evaluated once. */
 #define CUDA_CHECK(call) NCF_CUDA_NS::check_cuda((call), #call, __FILE__, __LINE__)
 #define CUBLAS_CHECK(call) NCF_CUDA_NS::check_cublas((call), #call, __FILE__, __LINE__)
+
+/*
+ * The statement forms, one call per statement (zstd CHECK_F), in functions
+ * that return 0 or -1: on failure report (CUDA_TRY, CUBLAS_TRY) and return
+ * -1.  NCF_TRY is for the backend's own calls that return 0 or -1 having
+ * reported already.
+ */
+#define CUDA_TRY(call)                    \
+	do {                              \
+		if (CUDA_CHECK(call) != 0) \
+			return -1;        \
+	} while (0)
+#define CUBLAS_TRY(call)                    \
+	do {                                \
+		if (CUBLAS_CHECK(call) != 0) \
+			return -1;          \
+	} while (0)
+#define NCF_TRY(call)               \
+	do {                        \
+		if ((call) != 0)    \
+			return -1;  \
+	} while (0)
 
 namespace NCF_CUDA_NS {
 

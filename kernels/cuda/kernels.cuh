@@ -1,15 +1,20 @@
 /*
- * cuda_kernels.cuh - the GPU operations of the cuda backend.
+ * kernels.cuh - the GPU operations of the cuda backend, one file per group:
+ * sample.cu (the sample stream, evaluation candidates and ranks), layers.cu
+ * (first layer, bias + ReLU + dropout and its backward, casts), head.cu
+ * (head, loss, dlogit), reduce.cu (column sums, the head's weight gradient,
+ * the loss sum, segment sums), adam.cu (Adam, the inf/NaN check), sort.cu.
  *
  * Each op has three levels (STYLE.md 4): <op>_kernel, the __global__ in
- * cuda_kernels.cu; <op>_cuda, declared here, which sizes the grid, launches
+ * its .cu file; <op>_cuda, declared here, which sizes the grid, launches
  * on the given stream through NCF_LAUNCH and checks the launch (returns 0, or
  * -1 after reporting); and its CPU twin.  Every op but one needs no
  * cooperation between the threads of a block (no shared memory, no
  * __syncthreads, no warp shuffles), so its CPU twin is the kernel itself:
  * under NCF_CUDA_EMULATE the launch macro runs it on the CPU, and
- * tests/unit/test_cuda_emu.cc compares the results with the cpu backend
- * step named in each comment below.  The exception is the radix sort
+ * tests/unit/test_cuda_emu.cc compares the results with the reference
+ * (kernels/cpu/reference.c) and the fast cpu backend (kernels/cpu/), whose
+ * step is named in each comment below.  The exception is the radix sort
  * (sort_by_key_cuda: CUB, shared memory and warp primitives), whose CPU twin
  * sort_by_key_cpu is what runs under emulation; the sort is covered by the
  * real-GPU tests (tests/gpu).
@@ -17,23 +22,25 @@
  * Determinism: no float atomics anywhere.  Every sum has an order fixed by
  * the sizes alone (not by the launch or the scheduling), so a GPU run is
  * bit-for-bit reproducible on one GPU model and cuBLAS version; the cpu
- * backend remains the bit-exact reference across machines.
+ * backend remains bit-exact across machines.
  *
  * Legend: n rows of the launch (samples, or (user, item) pairs), H a layer's
- * width, F GMF factors, HL the last hidden width, U users, I items, T the
- * activation type (float, bf16 or fp16).  Matrices are row-major: "(n, H)" is
- * n rows of H.
+ * width, F GMF factors, HL the last hidden width, U users, I items, P
+ * training positives, N evaluation negatives per user, T the activation type
+ * (float, bf16 or fp16).  Tables by role: gmf_user (U, F), gmf_item (I, F),
+ * mlp_user (U, M), mlp_item (I, M).  Matrices are row-major: "(n, H)" is n
+ * rows of H.
  */
 #ifndef NCF_CUDA_KERNELS_CUH
 #define NCF_CUDA_KERNELS_CUH
 
-#include "cuda_common.cuh"
+#include "common.cuh"
 
 namespace NCF_CUDA_NS {
 
 /* Dropout of one launch: unit h of row j of hidden layer l is kept when the
  * 16-bit uniform of ncf_dropout_bits(seed, epoch, pos0 + j, l, h / 8) is
- * >= drop16, then scaled by `scale` (cpu.c dropout_row). */
+ * >= drop16, then scaled by `scale` (reference.c dropout_mask; cpu/train.c dropout_row). */
 struct dropout_k {
 	int active;	 /* 0: no dropout (evaluation, or --dropout 0) */
 	uint32_t drop16; /* ncf_dropout_threshold(p) */
@@ -50,7 +57,7 @@ static inline int aligned16(const void *p)
 }
 
 /*
- * The sample stream (cpu.c step 1): row j gets the sample at epoch position
+ * The sample stream (ncf_sample_at; cpu/train.c step 1): row j gets the sample at epoch position
  * pos0 + j, ncf_sample_at.  entry_user (P), offsets (U+1), items (P) are the
  * training CSR on the device; su, si (n) get user and item, lab (n) the label.
  */
@@ -60,12 +67,13 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 		uint8_t *lab, cudaStream_t stream);
 
 /*
- * The factorized first layer per row (cpu.c chunk_train "layer 1" and
- * bias_relu_dropout with layer 0; chunk_logits for eval_order):
+ * The factorized first layer per row (cpu/train.c chunk_train "layer 1" and
+ * bias_relu_dropout with layer 0; cpu/infer.c chunk_logits for eval_order):
  *   training:   h1 = dropout(relu((au[su[j]] + ai[si[j]]) + b1))
  *   eval_order: h1 = relu((au[su[j]] + b1) + ai[si[j]])   (b1 folded as the
  *               cpu backend's scoring tables do; dk.active must be 0)
- * au (U, H), ai (I, H) are the tables Pm W1u^T and Qm W1i^T; b1 (H); h1 (n, H).
+ * au (U, H), ai (I, H) are the tables mlp_user W1u^T and mlp_item W1i^T; b1 (H);
+ * h1 (n, H).
  */
 template <typename T>
 int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, const T *au,
@@ -73,34 +81,36 @@ int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, co
 		cudaStream_t stream);
 
 /* z (n, H) = dropout(relu(z + b)) in place, dropout of hidden layer `layer`
- * (0-based) (cpu.c bias_relu_dropout). */
+ * (0-based) (cpu/train.c bias_relu_dropout). */
 template <typename T>
 int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dropout_k &dk,
 			   uint32_t layer, cudaStream_t stream);
 
 /* dh (count) = h > 0 ? dh * scale : 0 in place: the backward of ReLU and
- * dropout from the layer's output h (cpu.c relu_dropout_back). */
+ * dropout from the layer's output h (cpu/train.c relu_dropout_back). */
 template <typename T>
 int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStream_t stream);
 
 /*
- * The head, the loss and the start of the backward pass, per row (cpu.c
- * chunk_train "GMF, head, loss" and the first relu_dropout_back):
- *   logit = w[0..F) . (P[u] * Q[i]) + w[F..F+HL) . hL[j] + w[F+HL]
+ * The head, the loss and the start of the backward pass, per row
+ * (cpu/train.c chunk_train "GMF, head, loss" and the first relu_dropout_back):
+ *   logit = w[0..F) . (gmf_user[u] * gmf_item[i]) + w[F..F+HL) . hL[j] + w[F+HL]
  *   loss[j] = bce(logit, y);  dlogit[j] = (sigmoid(logit) - y) * inv_n * loss_scale
  *   dz[j] = hL[j] > 0 ? dlogit[j] * w[F..F+HL) * drop_scale : 0
- * P (U, F), Q (I, F), w (F + HL + 1) the head weights then bias, hL, dz (n, HL).
+ * w (F + HL + 1) the head weights then bias, hL, dz (n, HL).
  */
 template <typename T>
 int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		    const uint8_t *lab, const float *P, const float *Q, const float *w, const T *hL,
+		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
+		    const float *w, const T *hL,
 		    float inv_n, float loss_scale, float drop_scale, float *loss, float *dlogit,
 		    T *dz, cudaStream_t stream);
 
-/* logit[j] as in head_train_cuda, nothing else (cpu.c chunk_logits). */
+/* logit[j] as in head_train_cuda, nothing else (cpu/infer.c chunk_logits). */
 template <typename T>
 int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *P, const float *Q, const float *w, const T *hL, float *logit,
+		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
+		     float *logit,
 		     cudaStream_t stream);
 
 /*
@@ -111,7 +121,7 @@ size_t colsum_scratch(size_t rows, size_t cols);
 size_t head_grad_scratch(size_t n, uint32_t F, uint32_t HL);
 
 /*
- * out (cols) = column sums of x (rows, cols): bias gradients (cpu.c lane
+ * out (cols) = column sums of x (rows, cols): bias gradients (cpu/train.c lane
  * sums of lB, col_sum).  The order is fixed by rows: groups of rows
  * g, g + G, g + 2G, ... (G = ceil(rows / 64)) summed in order, then the
  * same on the (G, cols) partials, until one row is left.
@@ -120,12 +130,14 @@ template <typename T>
 int colsum_cuda(const T *x, size_t rows, size_t cols, float *out, float *scratch,
 		cudaStream_t stream);
 
-/* The head's weight gradient (cpu.c lane sums of lw, lwh, lb):
- * out[f] = sum_j dlogit[j] (P[u] Q[i])[f], out[F + h] = sum_j dlogit[j] hL[j][h],
+/* The head's weight gradient (cpu/train.c lane sums of lw, lwh, lb):
+ * out[f] = sum_j dlogit[j] (gmf_user[u] gmf_item[i])[f],
+ * out[F + h] = sum_j dlogit[j] hL[j][h],
  * out[F + HL] = sum_j dlogit[j]; out (F + HL + 1), order as colsum_cuda. */
 template <typename T>
 int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		   const float *P, const float *Q, const T *hL, const float *dlogit, float *out,
+		   const float *gmf_user, const float *gmf_item, const T *hL, const float *dlogit,
+		   float *out,
 		   float *scratch, cudaStream_t stream);
 
 /* *out = sum of x (n) in double (the step's loss sum); scratch holds
@@ -134,7 +146,7 @@ size_t sum_scratch(size_t n);
 int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStream_t stream);
 
 /*
- * Segment sums over a batch sorted by key (cpu.c step 5, per-slot sums of
+ * Segment sums over a batch sorted by key (cpu/train.c step 5, per-slot sums of
  * dz1, and step 6, the GMF embedding gradients).  key (n) sorted ascending,
  * idx (n) the sample of each sorted position, in increasing order within a
  * key (a stable sort).  Positions are cut into chunks of SEG_CHUNK; a key
@@ -169,7 +181,7 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out);
 
 /*
- * One fused dense Adam pass over n parameters (cpu.c cpu_train_step):
+ * One fused dense Adam pass over n parameters (reference.c adam_step):
  * ncf_adam_update(p, m, v, g * g_scale, k) per element.  g_scale undoes the
  * loss scale.  skip (device int, may be NULL): when *skip != 0 nothing is
  * updated (fp16 step with an inf/NaN gradient).
@@ -184,7 +196,7 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream);
 template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t stream);
 
 /* Candidates of users [u0, u0 + nu): row (k (N + 1) + c) is user u0 + k with
- * the test item (c = 0) or negative c - 1 (cpu.c cpu_eval_ranks).  test (U),
+ * the test item (c = 0) or negative c - 1 (reference.c ref_eval_ranks).  test (U),
  * neg (U, N); su, si (nu (N + 1)). */
 int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 		    const uint32_t *neg, uint32_t *su, uint32_t *si, cudaStream_t stream);

@@ -1,0 +1,135 @@
+/*
+ * gpu_cost.h - the GPU cost model of bench/bench_gpu.c (its only user):
+ * the device's peak rates, and the nominal device memory traffic and matrix
+ * FLOPs of the cuda backend's training step and evaluation, so that the
+ * benchmark can say what fraction of the GPU a step uses.  A model, not a
+ * measurement: every kernel's reads and writes counted once, caches
+ * ignored, from the order of operations of kernels/cuda/step.cu.  Keep it
+ * in step with that file.
+ *
+ * Legend: n rows of a step (or pairs scored), U users, I items, F GMF
+ * factors, M the MLP embedding width, H1..HL the hidden widths, es bytes
+ * per activation element (2 in bf16 and fp16, else 4).
+ */
+#ifndef NCF_BENCH_GPU_COST_H
+#define NCF_BENCH_GPU_COST_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cuda/cuda.h"
+
+/* The device's peak rates, for "fraction of peak". */
+struct ncf_cuda_peak {
+	char name[256];
+	int cc_major, cc_minor, sms;
+	double clock_hz;     /* SM clock (boost), 0 when unknown */
+	double mem_bytes_s;  /* memory bandwidth from the memory clock and bus width */
+	double matrix_flops; /* dense matrix rate of be's precision, 0 when unknown */
+	const char *matrix_source; /* how matrix_flops was found */
+};
+
+/*
+ * Dense matrix FLOP per SM per clock by architecture and precision (NVIDIA's
+ * datasheets: A100 312 TFLOP/s bf16 at 1.41 GHz on 108 SMs = 2048, TF32
+ * 1024, fp32 FMA 128; H100/H200 SXM 989 TFLOP/s bf16 at 1.83 GHz on 132 SMs
+ * = 4096, TF32 2048, fp32 256).  Other architectures: unknown (0).
+ */
+static double matrix_per_sm_clock(int major, int minor, enum ncf_precision p)
+{
+	double bf = 0;
+	if (major == 8 && minor == 0)
+		bf = 2048;
+	else if (major == 9)
+		bf = 4096;
+	if (bf == 0)
+		return 0;
+	switch (p) {
+	case NCF_PRECISION_BF16:
+	case NCF_PRECISION_FP16:
+		return bf;
+	case NCF_PRECISION_TF32:
+		return bf / 2;
+	default:
+		return major == 9 ? 256 : 128;
+	}
+}
+
+/* The peaks of an open cuda backend's device.  Returns 0 or -1. */
+static int gpu_peak_rates(const struct ncf_backend *be, struct ncf_cuda_peak *pk)
+{
+	struct ncf_cuda_device d;
+	memset(pk, 0, sizeof *pk);
+	if (ncf_cuda_device_info(be, &d) != 0)
+		return -1;
+	snprintf(pk->name, sizeof pk->name, "%s", d.name);
+	pk->cc_major = d.cc_major;
+	pk->cc_minor = d.cc_minor;
+	pk->sms = d.sms;
+	pk->clock_hz = d.clock_khz * 1e3;
+	pk->mem_bytes_s = 2.0 * d.mem_clock_khz * 1e3 * (d.bus_bits / 8.0); /* double data rate */
+	double per = matrix_per_sm_clock(pk->cc_major, pk->cc_minor, be->precision);
+	pk->matrix_flops = per * pk->sms * pk->clock_hz;
+	pk->matrix_source = per > 0 ? "datasheet FLOP/SM/clock x SMs x boost clock"
+				    : "unknown for this GPU";
+	return 0;
+}
+
+/* Bytes per activation element of an open cuda backend's precision. */
+static double gpu_act_bytes(const struct ncf_backend *be)
+{
+	return be->precision == NCF_PRECISION_BF16 || be->precision == NCF_PRECISION_FP16 ? 2 : 4;
+}
+
+/* Bytes and matrix FLOPs of one training step on n rows. */
+static void gpu_step_cost(const struct ncf_backend *be, uint64_t n_, double *bytes, double *flops)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	double es = gpu_act_bytes(be), n = (double)n_, U = s->users, I = s->items, F = s->factors;
+	double M = ncf_shape_m(s), H1 = s->layers[1], HL = ncf_shape_last(s);
+	double b = 0, f = 0;
+	b += n * 25;					   /* samples: ids, labels, CSR reads */
+	if (es != 4)
+		b += (double)(L->total - L->pm) * (4 + es); /* 16-bit copy */
+	b += (U + I) * (M + H1) * es;			   /* tables */
+	f += 2 * (U + I) * M * H1;
+	b += n * (8 + 3 * H1 * es); /* layer 1 */
+	for (uint32_t k = 2; k < s->n_layers; k++) {
+		double in = s->layers[k - 1], out = s->layers[k];
+		b += n * (in + out) * es + 2 * n * out * es;	 /* GEMM, bias+ReLU+dropout */
+		b += 2 * n * (in + out) * es + n * out * es;	 /* dW, dX GEMMs, bias grad */
+		b += 3 * n * in * es;				 /* ReLU/dropout backward */
+		f += 3 * 2 * n * in * out;
+	}
+	b += n * (2 * F * 4 + 2 * HL * es + 17); /* head */
+	b += n * (2 * F * 4 + HL * es + 12);	 /* head gradient */
+	b += 2 * 3 * 16 * n;			 /* two radix sorts, ~3 passes of 16 bytes */
+	b += 2 * n * (8 + H1 * es) + 2 * (U + I) * H1 * 4; /* segment sums, clear */
+	b += 2 * (U + I) * (H1 + M) * 4 + U * H1 * 4;	   /* first-layer backward */
+	f += 2 * 2 * (U + I) * M * H1;
+	b += (U + I) * F * 4 * 2 + 2 * n * (12 + F * 4); /* GMF */
+	b += (double)L->total * 28;			  /* Adam */
+	*bytes = b;
+	*flops = f;
+}
+
+/* Bytes and matrix FLOPs of scoring `pairs` (user, item) pairs. */
+static void gpu_eval_cost(const struct ncf_backend *be, uint64_t pairs, double *bytes,
+			  double *flops)
+{
+	const struct ncf_shape *s = &be->shape;
+	double es = gpu_act_bytes(be), n = (double)pairs, F = s->factors, H1 = s->layers[1];
+	double HL = ncf_shape_last(s), b = n * (8 + 8 + 3 * H1 * es), f = 0;
+	for (uint32_t k = 2; k < s->n_layers; k++) {
+		double in = s->layers[k - 1], out = s->layers[k];
+		b += n * (in + out) * es + 2 * n * out * es;
+		f += 2 * n * in * out;
+	}
+	b += n * (2 * F * 4 + HL * es + 4) + n * 5;
+	*bytes = b;
+	*flops = f;
+}
+
+#endif

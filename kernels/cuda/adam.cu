@@ -1,0 +1,59 @@
+/*
+ * adam.cu - the dense Adam pass and the fp16 inf/NaN check (kernels.cuh).
+ *
+ * Every kernel here is "plain": each thread computes its own outputs from
+ * global memory, with no shared memory, barriers or warp primitives, so the
+ * same source runs on the CPU under NCF_CUDA_EMULATE (one thread at a time).
+ */
+#include <float.h>
+
+#include "kernels.cuh"
+
+namespace NCF_CUDA_NS {
+
+/* ---- optimizer ------------------------------------------------------------ */
+
+__global__ void adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
+			    const float *__restrict__ g, size_t n, ncf_adam_k k, float g_scale,
+			    const int *__restrict__ skip)
+{
+	size_t j = NCF_TID;
+	if (j >= n || (skip && *skip))
+		return;
+	ncf_adam_update(&p[j], &m[j], &v[j], g[j] * g_scale, &k);
+}
+
+int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
+	      float g_scale, const int *skip, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(n, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ void nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag)
+{
+	size_t j = NCF_TID;
+	if (j >= n)
+		return;
+	float a = g[j] < 0.0f ? -g[j] : g[j];
+	if (!(a <= FLT_MAX)) /* inf, or NaN (every comparison false) */
+		*flag = 1;   /* every writer writes 1: no race on the value */
+}
+
+int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(n, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	NCF_LAUNCH(nonfinite_kernel, blocks, BLOCK, 0, stream, g, n, flag);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+} /* namespace NCF_CUDA_NS */

@@ -1,0 +1,538 @@
+/*
+ * backend.cu - the cuda backend (DESIGN.md section 6): NeuMF training and
+ * evaluation on an NVIDIA GPU, the same function as the reference
+ * (kernels/cpu/reference.c) and the fast cpu backend.  This file is the
+ * interface (ncf_backend_cuda): device setup, state and data in device
+ * memory, the training step (the gradient from step.cu, the all-reduce
+ * from nccl.cu, one fused dense Adam pass), evaluation and scoring.  See
+ * backend.cuh for the other files and the legend.
+ *
+ * Everything lives on the device: parameters, Adam moments and the gradient
+ * (fp32 always), the training CSR (so that the sample stream is generated
+ * there), the evaluation candidates, the activations.  The host only
+ * launches work and reads back the step's loss (one synchronisation per
+ * step).
+ *
+ * Precision (be->precision): fp32 (cuBLAS pinned to fp32 math, no TF32: the
+ * parity tests use it), tf32 (fp32 storage, TF32 tensor-core GEMMs; the
+ * default on compute capability 8.0+), bf16 and fp16 (activations, the
+ * tables AU/AI and a copy of the parameters from mlp_user on (plo) in 16
+ * bits for the GEMMs, fp32 accumulation; master weights, Adam state and
+ * gradients stay fp32).  fp16 uses dynamic loss scaling as PyTorch's
+ * GradScaler: dlogit is multiplied by the scale (2^15 at start), an inf or
+ * NaN anywhere in the gradient skips the step (Adam's step count does not
+ * advance) and halves the scale, 2000 good steps in a row double it.  The
+ * scale is not saved in checkpoints: a resumed run starts again at 2^15.
+ *
+ * Reproducibility: no float atomics; every reduction has a fixed order (see
+ * kernels.cuh), cuBLAS is deterministic for a given GPU and version, so a
+ * run repeats bit for bit on the same GPU model and software.
+ *
+ * NCF_CUDA_PROFILE=1 in the environment times the phases of every training
+ * step with CUDA events and prints milliseconds per step for each when the
+ * backend is closed (bench/bench_gpu.c turns it on).
+ */
+#include <math.h>
+
+#include "backend.cuh"
+
+namespace NCF_CUDA_NS {
+
+static const char *const ph_name[PH_N] = {
+	"samples", "tables", "forward", "head", "mlp_backward", "sort", "layer1_backward",
+	"gmf_loss", "allreduce_adam",
+};
+
+/* ---- NCF_CUDA_PROFILE ------------------------------------------------- */
+
+/* After a step's synchronisation: add the phases' times. */
+static void prof_collect(struct cu *c)
+{
+	if (!c->prof || c->prof_marked != (1 << (PH_N + 1)) - 1) {
+		c->prof_marked = 0;
+		return;
+	}
+	for (int k = 0; k < PH_N; k++) {
+		float ms = 0;
+		if (cudaEventElapsedTime(&ms, c->ev[k], c->ev[k + 1]) == cudaSuccess)
+			c->prof_ms[k] += ms;
+	}
+	c->prof_steps++;
+	c->prof_marked = 0;
+}
+
+/* At close: milliseconds per step for each phase on stderr. */
+static void prof_report(struct ncf_backend *be, struct cu *c)
+{
+	if (!c->prof_steps)
+		return;
+	double tot = 0;
+	for (int k = 0; k < PH_N; k++)
+		tot += c->prof_ms[k];
+	fprintf(stderr, "cuda profile (%s, %llu steps): ms per step\n",
+		ncf_precision_name(be->precision), (unsigned long long)c->prof_steps);
+	for (int k = 0; k < PH_N; k++)
+		fprintf(stderr, "cuda profile: %-16s %8.3f  %5.1f%%\n", ph_name[k],
+			c->prof_ms[k] / (double)c->prof_steps,
+			tot > 0 ? 100.0 * c->prof_ms[k] / tot : 0.0);
+	fprintf(stderr, "cuda profile: %-16s %8.3f\n", "total", tot / (double)c->prof_steps);
+}
+
+/* ---- row buffers ------------------------------------------------------- */
+
+static size_t max_width(const struct ncf_shape *s)
+{
+	size_t m = s->factors + 1;
+	for (uint32_t k = 1; k < s->n_layers; k++)
+		if (s->layers[k] > m)
+			m = s->layers[k];
+	return m;
+}
+
+int grow_red(struct cu *c, size_t floats)
+{
+	if (floats <= c->red_cap)
+		return 0;
+	dfree(c->red);
+	c->red_cap = 0;
+	NCF_TRY(DALLOC(c->red, floats));
+	c->red_cap = floats;
+	return 0;
+}
+
+static void free_rows(struct cu *c)
+{
+	dfree(c->su), dfree(c->si), dfree(c->lab), dfree(c->dl), dfree(c->loss);
+	for (int k = 0; k < NCF_MAX_LAYERS; k++)
+		dfree(c->h[k]), dfree(c->d[k]);
+	dfree(c->ku), dfree(c->ju), dfree(c->ki), dfree(c->ji), dfree(c->itmp);
+	dfree(c->sort_tmp), dfree(c->seg_head), dfree(c->seg_tail), dfree(c->dred);
+	c->sort_tmp_bytes = 0;
+	c->cap = 0;
+}
+
+int ensure_rows(struct ncf_backend *be, struct cu *c, size_t n)
+{
+	if (n <= c->cap)
+		return 0;
+	const struct ncf_shape *s = &be->shape;
+	free_rows(c);
+	size_t wmax = max_width(s);
+	NCF_TRY(DALLOC(c->su, n));
+	NCF_TRY(DALLOC(c->si, n));
+	NCF_TRY(DALLOC(c->lab, n));
+	NCF_TRY(DALLOC(c->dl, n));
+	NCF_TRY(DALLOC(c->loss, n));
+	NCF_TRY(DALLOC(c->ku, n));
+	NCF_TRY(DALLOC(c->ju, n));
+	NCF_TRY(DALLOC(c->ki, n));
+	NCF_TRY(DALLOC(c->ji, n));
+	NCF_TRY(DALLOC(c->itmp, n));
+	for (uint32_t k = 1; k < s->n_layers; k++) {
+		NCF_TRY(DALLOC_BYTES(&c->h[k], n * s->layers[k] * c->es));
+		NCF_TRY(DALLOC_BYTES(&c->d[k], n * s->layers[k] * c->es));
+	}
+	c->rows_gen++; /* graphs captured on the old buffers are stale */
+	size_t seg = seg_scratch(n, wmax);
+	NCF_TRY(DALLOC(c->seg_head, seg));
+	NCF_TRY(DALLOC(c->seg_tail, seg));
+	NCF_TRY(DALLOC(c->dred, sum_scratch(n)));
+	size_t bu, bi;
+	NCF_TRY(sort_temp_bytes(n, id_bits(s->users), &bu));
+	NCF_TRY(sort_temp_bytes(n, id_bits(s->items), &bi));
+	c->sort_tmp_bytes = bu > bi ? bu : bi;
+	NCF_TRY(DALLOC_BYTES(&c->sort_tmp, c->sort_tmp_bytes));
+	size_t red = colsum_scratch(n, wmax);
+	size_t hg = head_grad_scratch(n, s->factors, ncf_shape_last(s));
+	if (hg > red)
+		red = hg;
+	NCF_TRY(grow_red(c, red));
+	c->cap = n;
+	return 0;
+}
+
+/* ---- init and free ------------------------------------------------------ */
+
+static void cuda_free(struct ncf_backend *be)
+{
+	struct cu *c = impl(be);
+	if (!c)
+		return;
+	if (c->have_stream)
+		cudaStreamSynchronize(c->s);
+	if (c->prof) {
+		prof_report(be, c);
+		for (int k = 0; k <= PH_N; k++)
+			cudaEventDestroy(c->ev[k]);
+	}
+	graphs_free(c);
+	free_rows(c);
+	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
+	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
+	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
+	dfree(c->test), dfree(c->neg), dfree(c->counted);
+	dfree(c->red), dfree(c->loss_dev), dfree(c->flag), dfree(c->ranks);
+	nccl_free(c);
+	if (c->have_blas)
+		cublasDestroy(c->blas);
+	if (c->have_stream)
+		cudaStreamDestroy(c->s);
+	free(c);
+	be->impl = NULL;
+}
+
+/* The device of this rank, its precision and element type, a stream and
+ * cuBLAS on it.  Returns 0, -1 or -3 (a precision the device lacks). */
+static int open_device(struct ncf_backend *be, struct cu *c)
+{
+	int count = 0;
+	CUDA_TRY(cudaGetDeviceCount(&count));
+	if (count < 1) {
+		ncf_error("cuda backend: no CUDA device");
+		return -1;
+	}
+	int lr = be->dist->local_rank > 0 ? be->dist->local_rank : 0;
+	c->dev = lr % count;
+	CUDA_TRY(cudaSetDevice(c->dev));
+	CUDA_TRY(cudaGetDeviceProperties(&c->prop, c->dev));
+	int ampere = c->prop.major >= 8; /* TF32 and bf16 tensor cores */
+	enum ncf_precision p = be->precision;
+	if (p == NCF_PRECISION_DEFAULT)
+		p = ampere ? NCF_PRECISION_TF32 : NCF_PRECISION_FP32;
+	if ((p == NCF_PRECISION_TF32 || p == NCF_PRECISION_BF16) && !ampere) {
+		ncf_error("--precision %s needs a GPU of compute capability 8.0 or newer; %s is %d.%d",
+			  ncf_precision_name(p), c->prop.name, c->prop.major, c->prop.minor);
+		return -3; /* a feature the device lacks: exit 3 */
+	}
+	be->precision = p;
+	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
+	c->es = c->act == ACT_F32 ? 4 : 2;
+	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
+							     : CUBLAS_COMPUTE_32F_FAST_TF32;
+	CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+	c->have_stream = 1;
+	CUBLAS_TRY(cublasCreate(&c->blas));
+	c->have_blas = 1;
+	CUBLAS_TRY(cublasSetStream(c->blas, c->s));
+	CUBLAS_TRY(cublasSetMathMode(c->blas, p == NCF_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
+								 : CUBLAS_TF32_TENSOR_OP_MATH));
+	return graphs_init(c);
+}
+
+static int cuda_init(struct ncf_backend *be)
+{
+	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
+	be->impl = c;
+	const struct ncf_shape *s = &be->shape;
+	size_t total = be->layout.total, H1 = s->layers[1];
+	int rc = open_device(be, c);
+	if (rc != 0)
+		return rc;
+	NCF_TRY(DALLOC(c->params, total));
+	NCF_TRY(DALLOC(c->m, total));
+	NCF_TRY(DALLOC(c->v, total));
+	NCF_TRY(DALLOC(c->grad, total));
+	NCF_TRY(DALLOC_BYTES(&c->AU, (size_t)s->users * H1 * c->es));
+	NCF_TRY(DALLOC_BYTES(&c->AI, (size_t)s->items * H1 * c->es));
+	NCF_TRY(DALLOC(c->dAU, (size_t)s->users * H1));
+	NCF_TRY(DALLOC(c->dAI, (size_t)s->items * H1));
+	NCF_TRY(DALLOC(c->loss_dev, 1));
+	NCF_TRY(DALLOC(c->flag, 1));
+	if (c->act != ACT_F32)
+		NCF_TRY(DALLOC_BYTES(&c->plo, total * c->es));
+	CUDA_TRY(cudaMemsetAsync(c->params, 0, total * sizeof(float), c->s));
+	CUDA_TRY(cudaMemsetAsync(c->m, 0, total * sizeof(float), c->s));
+	CUDA_TRY(cudaMemsetAsync(c->v, 0, total * sizeof(float), c->s));
+	c->loss_scale = c->act == ACT_F16 ? 32768.0f : 1.0f;
+	c->growth_interval = 2000;
+	const char *pe = getenv("NCF_CUDA_PROFILE");
+	if (pe && *pe && strcmp(pe, "0")) {
+		for (int k = 0; k <= PH_N; k++)
+			CUDA_TRY(cudaEventCreate(&c->ev[k]));
+		c->prof = 1;
+	}
+	return 0;
+}
+
+/* ---- state and data ----------------------------------------------------- */
+
+static int cuda_set_state(struct ncf_backend *be, const float *params, const float *m,
+			  const float *v)
+{
+	struct cu *c = impl(be);
+	size_t n = be->layout.total * sizeof(float);
+	c->plo_valid = c->tables_valid = 0;
+	CUDA_TRY(cudaMemcpyAsync(c->params, params, n, cudaMemcpyHostToDevice, c->s));
+	if (m)
+		CUDA_TRY(cudaMemcpyAsync(c->m, m, n, cudaMemcpyHostToDevice, c->s));
+	else
+		CUDA_TRY(cudaMemsetAsync(c->m, 0, n, c->s));
+	if (v)
+		CUDA_TRY(cudaMemcpyAsync(c->v, v, n, cudaMemcpyHostToDevice, c->s));
+	else
+		CUDA_TRY(cudaMemsetAsync(c->v, 0, n, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+static int cuda_get_state(struct ncf_backend *be, float *params, float *m, float *v)
+{
+	struct cu *c = impl(be);
+	size_t n = be->layout.total * sizeof(float);
+	if (params)
+		CUDA_TRY(cudaMemcpyAsync(params, c->params, n, cudaMemcpyDeviceToHost, c->s));
+	if (m)
+		CUDA_TRY(cudaMemcpyAsync(m, c->m, n, cudaMemcpyDeviceToHost, c->s));
+	if (v)
+		CUDA_TRY(cudaMemcpyAsync(v, c->v, n, cudaMemcpyDeviceToHost, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+/* A device copy of n elements of host array x into *dst (freed first). */
+template <typename X> static int upload(X **dst, const X *x, size_t n, cudaStream_t s)
+{
+	dfree(*dst);
+	NCF_TRY(DALLOC(*dst, n));
+	if (n)
+		CUDA_TRY(cudaMemcpyAsync(*dst, x, n * sizeof *x, cudaMemcpyHostToDevice, s));
+	return 0;
+}
+
+static int cuda_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d)
+{
+	struct cu *c = impl(be);
+	if (d->users != be->shape.users || d->items != be->shape.items) {
+		ncf_error("cuda backend: training data of %u users, %u items for a model of %u, %u",
+			  d->users, d->items, be->shape.users, be->shape.items);
+		return -1;
+	}
+	c->have_td = 0;
+	size_t P = (size_t)d->positives;
+	NCF_TRY(upload(&c->offsets, d->offsets, (size_t)d->users + 1, c->s));
+	NCF_TRY(upload(&c->items_csr, d->items_csr, P, c->s));
+	NCF_TRY(upload(&c->entry_user, d->entry_user, P, c->s));
+	CUDA_TRY(cudaStreamSynchronize(c->s));
+	c->P = d->positives;
+	c->have_td = 1;
+	return 0;
+}
+
+static int cuda_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d)
+{
+	struct cu *c = impl(be);
+	if (d->users != be->shape.users) {
+		ncf_error("cuda backend: evaluation data of %u users for a model of %u", d->users,
+			  be->shape.users);
+		return -1;
+	}
+	c->have_ed = 0;
+	size_t UN = (size_t)d->users * d->negatives;
+	NCF_TRY(upload(&c->test, d->test_items, d->users, c->s));
+	NCF_TRY(upload(&c->neg, d->neg, UN, c->s));
+	NCF_TRY(upload(&c->counted, d->counted, UN, c->s));
+	CUDA_TRY(cudaStreamSynchronize(c->s));
+	c->N = d->negatives;
+	c->have_ed = 1;
+	return 0;
+}
+
+/* ---- training ----------------------------------------------------------- */
+
+/* The all-reduced gradient's Adam pass (skipped on the device when fp16
+ * found an inf or NaN), then the loss and the skip flag to the host. */
+static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int *bad)
+{
+	size_t total = be->layout.total;
+	const int *skip = NULL;
+	if (c->act == ACT_F16) {
+		CUDA_TRY(cudaMemsetAsync(c->flag, 0, sizeof(int), c->s));
+		NCF_TRY(nonfinite_cuda(c->grad, total, c->flag, c->s));
+		skip = c->flag;
+	}
+	struct ncf_adam_k k;
+	ncf_adam_constants(&be->hp, be->step + 1, &k);
+	NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale, skip,
+			  c->s));
+	mark(c, PH_N);
+	CUDA_TRY(cudaMemcpyAsync(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s));
+	if (skip)
+		CUDA_TRY(cudaMemcpyAsync(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s));
+	CUDA_TRY(cudaStreamSynchronize(c->s));
+	return 0;
+}
+
+static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			   double *loss_sum)
+{
+	struct cu *c = impl(be);
+	*loss_sum = 0;
+	c->prof_marked = 0;
+	NCF_TRY(compute_grad_any(be, epoch, first, n));
+	mark(c, PH_ALLREDUCE_ADAM);
+	NCF_TRY(allreduce(be, c->grad, be->layout.total));
+	double loss = 0;
+	int bad = 0;
+	NCF_TRY(adam_and_read(be, c, &loss, &bad));
+	prof_collect(c);
+	c->plo_valid = c->tables_valid = 0;
+	*loss_sum = loss;
+	if (bad) { /* the step was skipped */
+		c->loss_scale *= 0.5f;
+		c->good_steps = 0;
+		ncf_debug("fp16: inf/NaN gradient at epoch %u, position %llu: step skipped, loss "
+			  "scale now %g",
+			  epoch + 1, (unsigned long long)first, (double)c->loss_scale);
+		return 0;
+	}
+	be->step++;
+	if (c->act == ACT_F16 && ++c->good_steps >= c->growth_interval) {
+		c->loss_scale *= 2.0f;
+		c->good_steps = 0;
+	}
+	return 0;
+}
+
+static int cuda_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+		     float *grad, double *loss_sum)
+{
+	struct cu *c = impl(be);
+	size_t total = be->layout.total;
+	double loss = 0;
+	NCF_TRY(compute_grad_any(be, epoch, first, n));
+	CUDA_TRY(cudaMemcpyAsync(grad, c->grad, total * sizeof(float), cudaMemcpyDeviceToHost,
+				 c->s));
+	CUDA_TRY(cudaMemcpyAsync(&loss, c->loss_dev, sizeof loss, cudaMemcpyDeviceToHost, c->s));
+	CUDA_TRY(cudaStreamSynchronize(c->s));
+	if (c->loss_scale != 1.0f) {
+		float inv = 1.0f / c->loss_scale;
+		for (size_t j = 0; j < total; j++)
+			grad[j] *= inv;
+	}
+	*loss_sum = loss;
+	return 0;
+}
+
+/* ---- evaluation and scoring --------------------------------------------- */
+
+static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
+{
+	struct cu *c = impl(be);
+	if (!c->have_ed) {
+		ncf_error("cuda backend: no evaluation data");
+		return -1;
+	}
+	if (u1 <= u0)
+		return 0;
+	size_t per = (size_t)c->N + 1, nusers = u1 - u0;
+	size_t upc = EVAL_CHUNK / per ? EVAL_CHUNK / per : 1;
+	if (upc > nusers)
+		upc = nusers;
+	NCF_TRY(ensure_rows(be, c, upc * per));
+	if (nusers > c->ranks_cap) {
+		dfree(c->ranks);
+		c->ranks_cap = 0;
+		NCF_TRY(DALLOC(c->ranks, nusers));
+		c->ranks_cap = nusers;
+	}
+	for (size_t a = u0; a < u1; a += upc) {
+		uint32_t nb = (uint32_t)(u1 - a < upc ? u1 - a : upc);
+		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si, c->s));
+		NCF_TRY(forward_logits_any(be, c, (size_t)nb * per, c->dl));
+		NCF_TRY(rank_cuda(c->dl, c->counted, (uint32_t)a, nb, c->N, c->ranks + (a - u0),
+				  c->s));
+	}
+	CUDA_TRY(cudaMemcpyAsync(ranks, c->ranks, nusers * sizeof *ranks, cudaMemcpyDeviceToHost,
+				 c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		       size_t n, float *out)
+{
+	struct cu *c = impl(be);
+	for (size_t j = 0; j < n; j++)
+		if (users[j] >= be->shape.users || items[j] >= be->shape.items) {
+			ncf_error("cuda backend: pair %zu (user %u, item %u) is outside the model "
+				  "(%u users, %u items)",
+				  j, users[j], items[j], be->shape.users, be->shape.items);
+			return -1;
+		}
+	size_t chunk = n < EVAL_CHUNK ? n : EVAL_CHUNK;
+	if (n == 0)
+		return 0;
+	int g = score_graph(be, c, users, items, n, out);
+	if (g <= 0)
+		return g;
+	NCF_TRY(ensure_rows(be, c, chunk));
+	for (size_t o = 0; o < n; o += chunk) {
+		size_t k = n - o < chunk ? n - o : chunk;
+		CUDA_TRY(cudaMemcpyAsync(c->su, users + o, k * sizeof *users, cudaMemcpyHostToDevice,
+					 c->s));
+		CUDA_TRY(cudaMemcpyAsync(c->si, items + o, k * sizeof *items, cudaMemcpyHostToDevice,
+					 c->s));
+		NCF_TRY(forward_logits_any(be, c, k, c->dl));
+		CUDA_TRY(cudaMemcpyAsync(out + o, c->dl, k * sizeof *out, cudaMemcpyDeviceToHost,
+					 c->s));
+		CUDA_TRY(cudaStreamSynchronize(c->s));
+	}
+	return 0;
+}
+
+static int cuda_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+		      size_t n, float *out)
+{
+	NCF_TRY(cuda_logits(be, users, items, n, out));
+	for (size_t j = 0; j < n; j++)
+		out[j] = ncf_sigmoid(out[j]);
+	return 0;
+}
+
+static int cuda_sync(struct ncf_backend *be)
+{
+	return CUDA_CHECK(cudaStreamSynchronize(impl(be)->s));
+}
+
+static void cuda_describe(struct ncf_backend *be, FILE *out)
+{
+	struct cu *c = impl(be);
+	fprintf(out, "device\tcuda:%d %s, compute capability %d.%d, %.1f GiB\n", c->dev,
+		c->prop.name, c->prop.major, c->prop.minor,
+		(double)c->prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+	fprintf(out, "precision\t%s\n", ncf_precision_name(be->precision));
+}
+
+} /* namespace NCF_CUDA_NS */
+
+using namespace NCF_CUDA_NS;
+
+/* ---- exported ----------------------------------------------------------- */
+
+const struct ncf_backend_i ncf_backend_cuda = {
+	"cuda",			/* name */
+	NCF_DEVICE_CUDA,	/* device */
+	cuda_init,		/* init */
+	cuda_free,		/* free */
+	cuda_set_state,		/* set_state */
+	cuda_get_state,		/* get_state */
+	cuda_set_train_data,	/* set_train_data */
+	cuda_set_eval_data,	/* set_eval_data */
+	cuda_train_step,	/* train_step */
+	cuda_grad,		/* grad */
+	cuda_eval_ranks,	/* eval_ranks */
+	cuda_score,		/* score */
+	cuda_logits,		/* logits */
+	cuda_sync,		/* sync */
+	cuda_describe,		/* describe */
+};
+
+void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)
+{
+	struct cu *c = impl(be);
+	c->loss_scale = scale;
+	c->growth_interval = growth_interval ? growth_interval : 1;
+	c->good_steps = 0;
+}
+
+float ncf_cuda_loss_scale(const struct ncf_backend *be)
+{
+	return impl(be)->loss_scale;
+}

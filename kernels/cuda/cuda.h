@@ -1,0 +1,67 @@
+/*
+ * cuda.h - the cuda backend seen from outside kernels/cuda/: its table for
+ * backend.c, whether a GPU is usable, version lines for -vV, and the few
+ * extras that tests and benchmarks need (fp16 loss scale, the device's
+ * facts for bench/gpu_cost.h).  The one header that declares CUDA things
+ * for C code; tools use backend.h only.  Test-only entry points:
+ * test_hooks.h.
+ *
+ * Built twice: by nvcc into libncf.a (the names below), and as plain C++
+ * with -DNCF_CUDA_EMULATE into the emulation test, where every name gets an
+ * _emu suffix so that both builds can be linked into one program.
+ */
+#ifndef NCF_CUDA_H
+#define NCF_CUDA_H
+
+#ifdef NCF_CUDA_EMULATE
+#define ncf_backend_cuda ncf_backend_cuda_emu
+#define ncf_cuda_usable ncf_cuda_usable_emu
+#define ncf_cuda_describe_versions ncf_cuda_describe_versions_emu
+#define ncf_cuda_set_loss_scale ncf_cuda_set_loss_scale_emu
+#define ncf_cuda_loss_scale ncf_cuda_loss_scale_emu
+#define ncf_cuda_device_info ncf_cuda_device_info_emu
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend_impl.h"
+
+extern const struct ncf_backend_i ncf_backend_cuda;
+
+/* 1 when a CUDA device can be used; else 0 and why, in the CUDA runtime's
+ * words, in why (len bytes). */
+int ncf_cuda_usable(char *why, size_t len);
+
+/* key<TAB>value lines: CUDA runtime, driver, cuBLAS, cuBLASLt, NCCL, GPUs
+ * (or "no usable GPU: reason"). */
+void ncf_cuda_describe_versions(FILE *out);
+
+/* fp16 dynamic loss scaling: set the scale and the number of good steps
+ * after which it doubles (defaults 2^15 and 2000); read the scale. */
+void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval);
+float ncf_cuda_loss_scale(const struct ncf_backend *be);
+
+/* What the device of an open cuda backend says about itself (0 where it
+ * does not say). */
+struct ncf_cuda_device {
+	char name[256];
+	int cc_major, cc_minor; /* compute capability */
+	int sms;		/* streaming multiprocessors */
+	int clock_khz;		/* SM clock (boost) */
+	int mem_clock_khz;	/* memory clock */
+	int bus_bits;		/* memory bus width */
+};
+/* Fill d for be's device.  Returns 0 or -1 (reported). */
+int ncf_cuda_device_info(const struct ncf_backend *be, struct ncf_cuda_device *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * sample.cu - the sample stream generated on the device (ncf_sample_at per
+ * position), and the evaluation candidates and their ranks (kernels.cuh).
+ *
+ * Every kernel here is "plain": each thread computes its own outputs from
+ * global memory, with no shared memory, barriers or warp primitives, so the
+ * same source runs on the CPU under NCF_CUDA_EMULATE (one thread at a time).
+ */
+#include "kernels.cuh"
+
+extern "C" {
+#include "metrics.h"
+}
+
+namespace NCF_CUDA_NS {
+
+/* ---- sample stream ------------------------------------------------------ */
+
+__global__ void sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
+			      uint32_t epoch, int64_t P, uint32_t n_items, int true_neg,
+			      const uint32_t *__restrict__ entry_user,
+			      const int64_t *__restrict__ offsets, const uint32_t *__restrict__ items,
+			      uint32_t *__restrict__ su, uint32_t *__restrict__ si,
+			      uint8_t *__restrict__ lab)
+{
+	size_t j = NCF_TID;
+	if (j >= n)
+		return;
+	uint32_t u = 0, it = 0;
+	int y = ncf_sample_at(&perm, pos0 + j, seed, epoch, P, n_items, true_neg, entry_user,
+			      offsets, items, &u, &it);
+	su[j] = u;
+	si[j] = it;
+	lab[j] = (uint8_t)y;
+}
+
+int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
+		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
+		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
+		uint8_t *lab, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(n, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
+		   true_neg, entry_user, offsets, items, su, si, lab);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+/* ---- evaluation ---------------------------------------------------------- */
+
+__global__ void eval_pairs_kernel(uint32_t u0, uint32_t nu, uint32_t N,
+				  const uint32_t *__restrict__ test, const uint32_t *__restrict__ neg,
+				  uint32_t *__restrict__ su, uint32_t *__restrict__ si)
+{
+	size_t t = NCF_TID, per = (size_t)N + 1;
+	if (t >= (size_t)nu * per)
+		return;
+	uint32_t u = u0 + (uint32_t)(t / per), c = (uint32_t)(t % per);
+	su[t] = u;
+	si[t] = c == 0 ? test[u] : neg[(size_t)u * N + (c - 1)];
+}
+
+int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
+		    const uint32_t *neg, uint32_t *su, uint32_t *si, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d((size_t)nu * ((size_t)N + 1), &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	NCF_LAUNCH(eval_pairs_kernel, blocks, BLOCK, 0, stream, u0, nu, N, test, neg, su, si);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ void rank_kernel(const float *__restrict__ logit, const uint8_t *__restrict__ counted,
+			    uint32_t u0, uint32_t nu, uint32_t N, uint32_t *__restrict__ ranks)
+{
+	size_t k = NCF_TID;
+	if (k >= nu)
+		return;
+	const float *l = logit + k * ((size_t)N + 1);
+	ranks[k] = ncf_rank(l[0], l + 1, counted + (size_t)(u0 + k) * N, N);
+}
+
+int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t nu, uint32_t N,
+	      uint32_t *ranks, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(nu, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	NCF_LAUNCH(rank_kernel, blocks, BLOCK, 0, stream, logit, counted, u0, nu, N, ranks);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+} /* namespace NCF_CUDA_NS */

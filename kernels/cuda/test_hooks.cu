@@ -1,0 +1,156 @@
+/*
+ * test_hooks.cu - single operations of the cuda backend for the tests (see
+ * test_hooks.h).  Compiled into the tests only: the emulation test
+ * (tests/unit/test_cuda_emu.cc) and the GPU tests (tests/gpu), never into
+ * libncf.a.  Each hook allocates what it needs, runs one launcher of
+ * kernels.cuh on the backend's stream, copies the result back and frees.
+ */
+#include "backend.cuh"
+#include "test_hooks.h"
+
+using namespace NCF_CUDA_NS;
+
+/* Device buffers of one hook, freed together. */
+struct bufs {
+	uint32_t *u[4];
+	uint8_t *b;
+	float *f[4];
+	void *temp;
+};
+
+static void bufs_free(struct bufs *x)
+{
+	for (int k = 0; k < 4; k++)
+		dfree(x->u[k]), dfree(x->f[k]);
+	dfree(x->b), dfree(x->temp);
+}
+
+static int samples_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uint32_t epoch,
+		       uint64_t first, uint64_t n, uint32_t *users, uint32_t *items,
+		       uint8_t *labels)
+{
+	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	if (S == 0)
+		return -1;
+	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
+	NCF_TRY(DALLOC(x->u[0], n));
+	NCF_TRY(DALLOC(x->u[1], n));
+	NCF_TRY(DALLOC(x->b, n));
+	NCF_TRY(sample_cuda(perm, first, n, be->hp.seed, epoch, c->P, be->shape.items,
+			    (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr, x->u[0],
+			    x->u[1], x->b, c->s));
+	CUDA_TRY(cudaMemcpyAsync(users, x->u[0], n * 4, cudaMemcpyDeviceToHost, c->s));
+	CUDA_TRY(cudaMemcpyAsync(items, x->u[1], n * 4, cudaMemcpyDeviceToHost, c->s));
+	CUDA_TRY(cudaMemcpyAsync(labels, x->b, n, cudaMemcpyDeviceToHost, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+int ncf_cuda_debug_samples(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			   uint32_t *users, uint32_t *items, uint8_t *labels)
+{
+	struct cu *c = impl(be);
+	if (!c->have_td) {
+		ncf_error("cuda backend: no training data");
+		return -1;
+	}
+	struct bufs x;
+	memset(&x, 0, sizeof x);
+	int rc = samples_run(be, c, &x, epoch, first, n, users, items, labels);
+	bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+static int dropout_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uint32_t epoch,
+		       uint64_t pos0, uint32_t layer, size_t n, uint32_t H, const float *z,
+		       float *out)
+{
+	dropout_k dk;
+	dk.active = be->hp.dropout > 0.0f;
+	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
+	dk.scale = dk.active ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	dk.seed = be->hp.seed;
+	dk.epoch = epoch;
+	dk.pos0 = pos0;
+	size_t nh = n * H;
+	NCF_TRY(DALLOC(x->f[0], nh));
+	NCF_TRY(DALLOC(x->f[1], H));
+	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)H * sizeof(float), c->s));
+	CUDA_TRY(cudaMemcpyAsync(x->f[0], z, nh * sizeof(float), cudaMemcpyHostToDevice, c->s));
+	NCF_TRY(bias_relu_dropout_cuda<float>(n, H, x->f[0], x->f[1], dk, layer, c->s));
+	CUDA_TRY(cudaMemcpyAsync(out, x->f[0], nh * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+int ncf_cuda_debug_dropout(struct ncf_backend *be, uint32_t epoch, uint64_t pos0, uint32_t layer,
+			   size_t n, uint32_t H, const float *z, float *out)
+{
+	struct bufs x;
+	memset(&x, 0, sizeof x);
+	int rc = dropout_run(be, impl(be), &x, epoch, pos0, layer, n, H, z, out);
+	bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+static int adam_run(struct ncf_backend *be, struct cu *c, struct bufs *x, float *p, float *m,
+		    float *v, const float *g, size_t n, uint64_t step)
+{
+	const float *host[4] = {p, m, v, g};
+	struct ncf_adam_k k;
+	ncf_adam_constants(&be->hp, step, &k);
+	for (int i = 0; i < 4; i++) {
+		NCF_TRY(DALLOC(x->f[i], n));
+		CUDA_TRY(cudaMemcpyAsync(x->f[i], host[i], n * sizeof(float), cudaMemcpyHostToDevice,
+					 c->s));
+	}
+	NCF_TRY(adam_cuda(x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL, c->s));
+	float *back[3] = {p, m, v};
+	for (int i = 0; i < 3; i++)
+		CUDA_TRY(cudaMemcpyAsync(back[i], x->f[i], n * sizeof(float), cudaMemcpyDeviceToHost,
+					 c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, const float *g,
+			size_t n, uint64_t step)
+{
+	struct bufs x;
+	memset(&x, 0, sizeof x);
+	int rc = adam_run(be, impl(be), &x, p, m, v, g, n, step);
+	bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+static int segsum_run(struct cu *c, struct bufs *x, const uint32_t *keys, size_t n, uint32_t K,
+		      const float *src, uint32_t H, float *out)
+{
+	size_t tb = 0;
+	int bits = id_bits(K);
+	for (int i = 0; i < 4; i++)
+		NCF_TRY(DALLOC(x->u[i], n)); /* keys, sorted keys, scratch, rows */
+	NCF_TRY(DALLOC(x->f[0], n * H));
+	NCF_TRY(DALLOC(x->f[1], (size_t)K * H));
+	NCF_TRY(DALLOC(x->f[2], seg_scratch(n, H)));
+	NCF_TRY(DALLOC(x->f[3], seg_scratch(n, H)));
+	NCF_TRY(sort_temp_bytes(n, bits, &tb));
+	NCF_TRY(DALLOC_BYTES(&x->temp, tb));
+	CUDA_TRY(cudaMemcpyAsync(x->u[0], keys, n * 4, cudaMemcpyHostToDevice, c->s));
+	CUDA_TRY(cudaMemcpyAsync(x->f[0], src, n * H * sizeof(float), cudaMemcpyHostToDevice,
+				 c->s));
+	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)K * H * sizeof(float), c->s));
+	NCF_TRY(sort_by_key_cuda(x->u[0], n, bits, x->u[1], x->u[2], x->u[3], x->temp, tb, c->s));
+	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, x->f[1], x->f[2],
+					x->f[3], c->s));
+	CUDA_TRY(cudaMemcpyAsync(out, x->f[1], (size_t)K * H * sizeof(float),
+				 cudaMemcpyDeviceToHost, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
+			  const float *src, uint32_t H, float *out)
+{
+	struct bufs x;
+	memset(&x, 0, sizeof x);
+	int rc = segsum_run(impl(be), &x, keys, n, K, src, H, out);
+	bufs_free(&x);
+	return rc ? -1 : 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * test_hooks.h - single operations of the cuda backend run on their own,
+ * for the tests that compare them with the shared formulas and the
+ * reference (tests/unit/test_cuda_emu.cc under emulation, tests/gpu on a
+ * GPU).  test_hooks.cu is compiled into those tests only, never into
+ * libncf.a or a tool.  Names get an _emu suffix under NCF_CUDA_EMULATE, as
+ * in cuda.h.
+ */
+#ifndef NCF_CUDA_TEST_HOOKS_H
+#define NCF_CUDA_TEST_HOOKS_H
+
+#ifdef NCF_CUDA_EMULATE
+#define ncf_cuda_debug_samples ncf_cuda_debug_samples_emu
+#define ncf_cuda_debug_dropout ncf_cuda_debug_dropout_emu
+#define ncf_cuda_debug_adam ncf_cuda_debug_adam_emu
+#define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
+#endif
+
+#include "cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The samples at epoch positions [first, first + n), generated on the
+ * device (after set_train_data): users, items (n), labels (n).  Returns 0
+ * or -1. */
+int ncf_cuda_debug_samples(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			   uint32_t *users, uint32_t *items, uint8_t *labels);
+/* out (n, H) = dropout(relu(z)) of hidden layer `layer` at positions
+ * pos0 + j with be's dropout and seed, computed in fp32 on the device;
+ * z (n, H).  Returns 0 or -1. */
+int ncf_cuda_debug_dropout(struct ncf_backend *be, uint32_t epoch, uint64_t pos0, uint32_t layer,
+			   size_t n, uint32_t H, const float *z, float *out);
+/* One Adam pass on the device over p, m, v (n, updated in place) with
+ * gradient g, at Adam step `step` (1-based) of be's hyperparameters.
+ * Returns 0 or -1. */
+int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, const float *g,
+			size_t n, uint64_t step);
+/* out (K, H) = sums of src (n, H) rows by key (n keys < K), through the
+ * device sort and segment sums; out rows of absent keys are 0.  Returns 0
+ * or -1. */
+int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
+			  const float *src, uint32_t H, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
