@@ -157,16 +157,19 @@ static void dropout_mask(float *mult, const uint64_t *pos, size_t B, size_t H, u
 	int drop = pos && hp->dropout > 0.0f;
 	uint32_t drop16 = ncf_dropout_threshold(hp->dropout);
 	float scale = drop ? 1.0f / (1.0f - hp->dropout) : 1.0f;
-	for (size_t j = 0; j < B; j++)
+	for (size_t j = 0; j < B; j++) {
+		ncf_u32x4 bits = {{0, 0, 0, 0}};
 		for (size_t h = 0; h < H; h++) {
 			float m = 1.0f;
 			if (drop) {
-				ncf_u32x4 bits = ncf_dropout_bits(hp->seed, epoch, pos[j], layer,
-								  (uint32_t)(h / 8));
+				if (h % 8 == 0) /* one Philox block per 8 units */
+					bits = ncf_dropout_bits(hp->seed, epoch, pos[j], layer,
+								(uint32_t)(h / 8));
 				m = ncf_dropout_keep(bits, (uint32_t)(h % 8), drop16) ? scale : 0.0f;
 			}
 			mult[j * H + h] = m;
 		}
+	}
 }
 
 /* h (count) = relu(z) * mult. */
