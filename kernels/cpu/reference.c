@@ -165,7 +165,8 @@ static void dropout_mask(float *mult, const uint64_t *pos, size_t B, size_t H, u
 				if (h % 8 == 0) /* one Philox block per 8 units */
 					bits = ncf_dropout_bits(hp->seed, epoch, pos[j], layer,
 								(uint32_t)(h / 8));
-				m = ncf_dropout_keep(bits, (uint32_t)(h % 8), drop16) ? scale : 0.0f;
+				int keep = ncf_dropout_keep(bits, (uint32_t)(h % 8), drop16);
+				m = keep ? scale : 0.0f;
 			}
 			mult[j * H + h] = m;
 		}

@@ -435,7 +435,8 @@ static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uin
 	}
 	for (size_t a = u0; a < u1; a += upc) {
 		uint32_t nb = (uint32_t)(u1 - a < upc ? u1 - a : upc);
-		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si, c->s));
+		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si,
+					c->s));
 		NCF_TRY(forward_logits_any(be, c, (size_t)nb * per, c->dl));
 		NCF_TRY(rank_cuda(c->dl, c->counted, (uint32_t)a, nb, c->N, c->ranks + (a - u0),
 				  c->s));
@@ -465,10 +466,9 @@ static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint
 	NCF_TRY(ensure_rows(be, c, chunk));
 	for (size_t o = 0; o < n; o += chunk) {
 		size_t k = n - o < chunk ? n - o : chunk;
-		CUDA_TRY(cudaMemcpyAsync(c->su, users + o, k * sizeof *users, cudaMemcpyHostToDevice,
-					 c->s));
-		CUDA_TRY(cudaMemcpyAsync(c->si, items + o, k * sizeof *items, cudaMemcpyHostToDevice,
-					 c->s));
+		size_t bytes = k * sizeof(uint32_t);
+		CUDA_TRY(cudaMemcpyAsync(c->su, users + o, bytes, cudaMemcpyHostToDevice, c->s));
+		CUDA_TRY(cudaMemcpyAsync(c->si, items + o, bytes, cudaMemcpyHostToDevice, c->s));
 		NCF_TRY(forward_logits_any(be, c, k, c->dl));
 		CUDA_TRY(cudaMemcpyAsync(out + o, c->dl, k * sizeof *out, cudaMemcpyDeviceToHost,
 					 c->s));

@@ -58,7 +58,8 @@ NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__res
 template <typename T>
 __global__ void head_train_kernel(size_t n, uint32_t F, uint32_t HL,
 				  const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				  const uint8_t *__restrict__ lab, const float *__restrict__ gmf_user,
+				  const uint8_t *__restrict__ lab,
+				  const float *__restrict__ gmf_user,
 				  const float *__restrict__ gmf_item, const float *__restrict__ w,
 				  const T *__restrict__ hL, float inv_n, float loss_scale,
 				  float drop_scale, int vecF, int vecH, float *__restrict__ loss,
@@ -97,9 +98,9 @@ __global__ void head_train_kernel(size_t n, uint32_t F, uint32_t HL,
 
 template <typename T>
 int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		    float inv_n, float loss_scale, float drop_scale, float *loss, float *dlogit,
-		    T *dz, cudaStream_t stream)
+		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
+		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
+		    float *loss, float *dlogit, T *dz, cudaStream_t stream)
 {
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
@@ -108,15 +109,16 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
-	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user, gmf_item, w,
-		   hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
+	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
+		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
 __global__ void head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
 				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				   const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
+				   const float *__restrict__ gmf_user,
+				   const float *__restrict__ gmf_item,
 				   const float *__restrict__ w, const T *__restrict__ hL, int vecF,
 				   int vecH, float *__restrict__ logit)
 {
@@ -128,8 +130,8 @@ __global__ void head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
 
 template <typename T>
 int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL, float *logit,
-		     cudaStream_t stream)
+		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
+		     float *logit, cudaStream_t stream)
 {
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
@@ -138,8 +140,8 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
-	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user, gmf_item, w, hL,
-		   vecF, vecH, logit);
+	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
+		   gmf_item, w, hL, vecF, vecH, logit);
 	return CUDA_CHECK(cudaGetLastError());
 }
 

@@ -91,7 +91,8 @@ size_t head_grad_scratch(size_t n, uint32_t F, uint32_t HL)
 template <typename T>
 __global__ void head_grad_kernel(size_t n, uint32_t F, uint32_t HL, size_t G,
 				 const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				 const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
+				 const float *__restrict__ gmf_user,
+				 const float *__restrict__ gmf_item,
 				 const T *__restrict__ hL, const float *__restrict__ dlogit,
 				 float *__restrict__ out)
 {
@@ -104,7 +105,8 @@ __global__ void head_grad_kernel(size_t n, uint32_t F, uint32_t HL, size_t G,
 	for (size_t r = g; r < n; r += G) {
 		float dl = dlogit[r], v;
 		if (c < F)
-			v = dl * (gmf_user[(size_t)su[r] * F + c] * gmf_item[(size_t)si[r] * F + c]);
+			v = dl * (gmf_user[(size_t)su[r] * F + c] *
+				  gmf_item[(size_t)si[r] * F + c]);
 		else if (c < (size_t)F + HL)
 			v = dl * to_f32(hL[r * HL + (c - F)]);
 		else
@@ -116,8 +118,8 @@ __global__ void head_grad_kernel(size_t n, uint32_t F, uint32_t HL, size_t G,
 
 template <typename T>
 int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		   const float *gmf_user, const float *gmf_item, const T *hL, const float *dlogit, float *out,
-		   float *scratch, cudaStream_t stream)
+		   const float *gmf_user, const float *gmf_item, const T *hL, const float *dlogit,
+		   float *out, float *scratch, cudaStream_t stream)
 {
 	size_t C = (size_t)F + HL + 1, G = pass_groups(n);
 	float *a = scratch, *b = scratch + G * C;
@@ -125,8 +127,8 @@ int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const 
 	unsigned blocks;
 	if (grid_1d(G * C, &blocks))
 		return -1;
-	NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si, gmf_user, gmf_item, hL,
-		   dlogit, dst);
+	NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si, gmf_user,
+		   gmf_item, hL, dlogit, dst);
 	if (CUDA_CHECK(cudaGetLastError()))
 		return -1;
 	return G == 1 ? 0 : colsum_rest(a, b, G, C, out, stream);

@@ -100,7 +100,8 @@ template <typename T> static int make_tables(struct ncf_backend *be, struct cu *
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(s), H1 = s->layers[1];
 	if (c->act != ACT_F32 && !c->plo_valid) {
-		NCF_TRY(cast_cuda<T>(c->params + L->pm, (T *)c->plo + L->pm, L->total - L->pm, c->s));
+		size_t count = L->total - L->pm;
+		NCF_TRY(cast_cuda<T>(c->params + L->pm, (T *)c->plo + L->pm, count, c->s));
 		c->plo_valid = 1;
 	}
 	const T *w = wts<T>(c);
@@ -123,10 +124,10 @@ static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dro
 	cudaDataType dt = dtype_of<T>();
 	for (uint32_t k = 2; k < s->n_layers; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		NCF_TRY(lin_fwd(c, n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt, in, c->h[k], dt,
-				out));
-		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k], c->params + L->b[k],
-						  dk, k - 1, c->s));
+		NCF_TRY(lin_fwd(c, n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt, in, c->h[k],
+				dt, out));
+		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k],
+						  c->params + L->b[k], dk, k - 1, c->s));
 	}
 	return 0;
 }

@@ -99,14 +99,14 @@ static int adam_run(struct ncf_backend *be, struct cu *c, struct bufs *x, float 
 	ncf_adam_constants(&be->hp, step, &k);
 	for (int i = 0; i < 4; i++) {
 		NCF_TRY(DALLOC(x->f[i], n));
-		CUDA_TRY(cudaMemcpyAsync(x->f[i], host[i], n * sizeof(float), cudaMemcpyHostToDevice,
-					 c->s));
+		CUDA_TRY(cudaMemcpyAsync(x->f[i], host[i], n * sizeof(float),
+					 cudaMemcpyHostToDevice, c->s));
 	}
 	NCF_TRY(adam_cuda(x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL, c->s));
 	float *back[3] = {p, m, v};
 	for (int i = 0; i < 3; i++)
-		CUDA_TRY(cudaMemcpyAsync(back[i], x->f[i], n * sizeof(float), cudaMemcpyDeviceToHost,
-					 c->s));
+		CUDA_TRY(cudaMemcpyAsync(back[i], x->f[i], n * sizeof(float),
+					 cudaMemcpyDeviceToHost, c->s));
 	return CUDA_CHECK(cudaStreamSynchronize(c->s));
 }
 
