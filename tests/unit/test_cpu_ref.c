@@ -44,6 +44,8 @@
  *  - evaluation ranks: equal, unless two candidates' reference logits lie
  *    within 1e-5 of each other (a near tie; reported, at most 1 user).
  * The worst errors seen are printed as diagnostics, relative to the bound.
+ * Under the sanitizers (NCF_SANITIZER=1, make check-asan) the five-step
+ * comparison, slow there and numerically the same, is skipped.
  */
 #include <math.h>
 #include <stdio.h>
@@ -100,6 +102,13 @@ static void make_data(void)
 	}
 	offsets[U] = (int64_t)n;
 	counted = ncf_eval_mask(test_items, neg, U, N, I);
+}
+
+/* Run by make check-asan (NCF_SANITIZER=1)? */
+static int sanitizer(void)
+{
+	const char *san = getenv("NCF_SANITIZER");
+	return san && *san && strcmp(san, "0");
 }
 
 static uint64_t epoch_samples(void)
@@ -284,6 +293,10 @@ static void test_steps(const struct ncf_shape *s, float dropout, const char *lab
 	tap_ok(ok && ref.step == 1 && cpu.step == 1,
 	       "%s: one Adam step: exact on the fast gradient, the reference's within the bound its "
 	       "gradient implies (worst %.3g of it), Adam m (worst %.3g)", label, worst, wm);
+	if (sanitizer()) { /* slow there, and the same numbers as without */
+		tap_skip(1, "five steps: not under the sanitizers");
+		goto out;
+	}
 	ok = 1;
 	pos = B;
 	for (int k = 0; k < 4; k++) { /* four more, into the next epoch */
@@ -300,6 +313,7 @@ static void test_steps(const struct ncf_shape *s, float dropout, const char *lab
 	ok &= close_all(pc, pr, T, 1e-4, 0, "params after 5 steps", &worst);
 	tap_ok(ok, "%s: parameters after five steps within 1e-4 (worst %.3g of the bound)", label,
 	       worst);
+out:
 	free(pr), free(pc), free(p0), free(gr), free(gc), free(mr), free(mc);
 	ncf_backend_close(&ref), ncf_backend_close(&cpu);
 }
@@ -314,13 +328,13 @@ static void test_scoring(const struct ncf_shape *s, const char *label)
 		tap_ok(0, "%s: open the backends", label);
 		return;
 	}
-	/* a step first, so that the parameters are not the initial ones */
+	/* a step first (the fast one), so that the parameters are not the
+	 * initial ones; both score the same parameters */
 	double l;
-	int ok = ncf_backend_train_step(&ref, 0, 0, hp.batch, &l) == 0 &&
-		 ncf_backend_train_step(&cpu, 0, 0, hp.batch, &l) == 0;
+	int ok = ncf_backend_train_step(&cpu, 0, 0, hp.batch, &l) == 0;
 	float *p = malloc(ref.layout.total * sizeof *p);
-	ok &= ncf_backend_get_state(&ref, p, NULL, NULL) == 0 &&
-	      ncf_backend_set_state(&cpu, p, NULL, NULL) == 0;
+	ok &= ncf_backend_get_state(&cpu, p, NULL, NULL) == 0 &&
+	      ncf_backend_set_state(&ref, p, NULL, NULL) == 0;
 	free(p);
 	size_t n = 6000;
 	uint32_t *us = malloc(n * sizeof *us), *is = malloc(n * sizeof *is);
