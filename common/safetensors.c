@@ -326,8 +326,10 @@ struct jp {
 	const unsigned char *s;
 	size_t n, i;
 	const char *display;
+	char ctx[96]; /* "tensor 'x'", "__metadata__" or "" (the top level) */
 };
 
+/* Bad JSON at the current byte (of the file). */
 static int jfail(struct jp *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int jfail(struct jp *j, const char *fmt, ...)
 {
@@ -336,7 +338,21 @@ static int jfail(struct jp *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof what, fmt, ap);
 	va_end(ap);
-	ncf_error("%s: header: bad JSON at byte %zu: %s", j->display, 8 + j->i, what);
+	ncf_error("%s: header: bad JSON at byte %zu%s%s: %s", j->display, 8 + j->i,
+		  j->ctx[0] ? " in " : "", j->ctx, what);
+	return -1;
+}
+
+/* Good JSON that is not what safetensors says, in the current context. */
+static int jbad(struct jp *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int jbad(struct jp *j, const char *fmt, ...)
+{
+	char what[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	ncf_error("%s: %s: %s", j->display, j->ctx[0] ? j->ctx : "header", what);
 	return -1;
 }
 
@@ -604,10 +620,10 @@ static size_t utf8_valid(const unsigned char *s, size_t n)
 static int parse_metadata(struct jp *j, struct header *h)
 {
 	if (h->has_meta)
-		return jfail(j, "'__metadata__' appears twice");
+		return jbad(j, "'__metadata__' appears twice");
 	h->has_meta = 1;
 	if (jpeek(j) != '{')
-		return jfail(j, "'__metadata__' must be an object of strings");
+		return jbad(j, "'__metadata__' must be an object of strings");
 	j->i++;
 	if (jpeek(j) == '}')
 		return j->i++, 0;
@@ -618,7 +634,7 @@ static int parse_metadata(struct jp *j, struct header *h)
 			return -1;
 		for (size_t k = 0; k < h->n_meta; k++)
 			if (h->meta[k].klen == e.klen && !memcmp(h->meta[k].key, e.key, e.klen)) {
-				int r = jfail(j, "__metadata__: key '%s' appears twice",
+				int r = jbad(j, "key '%s' appears twice",
 					      ncf_escape(e.key, e.klen, 60));
 				free(e.key);
 				return r;
@@ -628,7 +644,7 @@ static int parse_metadata(struct jp *j, struct header *h)
 			return -1;
 		}
 		if (jpeek(j) != '"') {
-			int r = jfail(j, "__metadata__: the value of '%s' is not a string",
+			int r = jbad(j, "the value of '%s' is not a string",
 				      ncf_escape(e.key, e.klen, 60));
 			free(e.key);
 			return r;
@@ -654,7 +670,7 @@ static int parse_metadata(struct jp *j, struct header *h)
 }
 
 /* One tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
-static int parse_tensor(struct jp *j, struct tensor *t, const char *name)
+static int parse_tensor(struct jp *j, struct tensor *t)
 {
 	if (jexpect(j, '{', "to open the tensor's entry"))
 		return -1;
@@ -672,7 +688,7 @@ static int parse_tensor(struct jp *j, struct tensor *t, const char *name)
 				return -1;
 			if ((which == 1 && got_dtype) || (which == 2 && got_shape) ||
 			    (which == 3 && got_off))
-				return jfail(j, "tensor '%s': a field appears twice", name);
+				return jbad(j, "a field appears twice");
 			if (which == 1) {
 				char *dt;
 				size_t dl;
@@ -692,7 +708,7 @@ static int parse_tensor(struct jp *j, struct tensor *t, const char *name)
 				} else {
 					for (;;) {
 						if (n > MAX_RANK || juint(j, &v[n]) != 0)
-							return jfail(j, "tensor '%s': '%s' must be %s", name,
+							return jbad(j, "'%s' must be %s",
 								     which == 2 ? "shape" : "data_offsets",
 								     which == 2 ? "up to 8 non-negative integers"
 										: "two non-negative integers");
@@ -709,14 +725,14 @@ static int parse_tensor(struct jp *j, struct tensor *t, const char *name)
 				}
 				if (which == 2) {
 					if (n > MAX_RANK)
-						return jfail(j, "tensor '%s': more than 8 dimensions", name);
+						return jbad(j, "more than 8 dimensions");
 					t->rank = n;
 					memcpy(t->dims, v, (size_t)n * sizeof *v);
 					got_shape = 1;
 				} else {
 					if (n != 2)
-						return jfail(j, "tensor '%s': 'data_offsets' must be two "
-								"integers [begin, end]", name);
+						return jbad(j, "'data_offsets' must be two "
+							       "integers [begin, end]");
 					t->begin = v[0];
 					t->end = v[1];
 					got_off = 1;
@@ -730,13 +746,13 @@ static int parse_tensor(struct jp *j, struct tensor *t, const char *name)
 				break;
 			if (d != ',') {
 				j->i--;
-				return jfail(j, "expected ',' or '}' in tensor '%s'", name);
+				return jfail(j, "expected ',' or '}'");
 			}
 		}
 	else
 		j->i++;
 	if (!got_dtype || !got_shape || !got_off)
-		return jfail(j, "tensor '%s' has no '%s'", name,
+		return jbad(j, "no '%s'",
 			     !got_dtype ? "dtype" : !got_shape ? "shape" : "data_offsets");
 	t->present = 1;
 	return 0;
@@ -757,7 +773,7 @@ static int parse_header(const unsigned char *s, size_t n, const char *display,
 			struct header *h)
 {
 	memset(h, 0, sizeof *h);
-	struct jp j = {s, n, 0, display};
+	struct jp j = {s, n, 0, display, ""};
 	size_t good = utf8_valid(s, n);
 	if (good != n) {
 		ncf_error("%s: header: not UTF-8 at byte %zu", display, 8 + good);
@@ -780,6 +796,7 @@ static int parse_header(const unsigned char *s, size_t n, const char *display,
 			}
 			int rc;
 			if (klen == 12 && !memcmp(key, "__metadata__", 12)) {
+				snprintf(j.ctx, sizeof j.ctx, "__metadata__");
 				rc = parse_metadata(&j, h);
 			} else {
 				int slot = name_slot(key, klen);
@@ -800,8 +817,10 @@ static int parse_header(const unsigned char *s, size_t n, const char *display,
 				}
 				char name[32];
 				slot_name(slot, name, sizeof name);
-				rc = parse_tensor(&j, &h->t[slot], name);
+				snprintf(j.ctx, sizeof j.ctx, "tensor '%s'", name);
+				rc = parse_tensor(&j, &h->t[slot]);
 			}
+			j.ctx[0] = 0;
 			free(key);
 			if (rc)
 				return -1;

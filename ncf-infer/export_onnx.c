@@ -53,8 +53,7 @@ int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
 {
 	(void)m;
 	(void)path;
-	ncf_error("ONNX export is not built in: %s; install them and run make again, or "
-		  "export .safetensors",
+	ncf_error("ONNX export is not built in (%s); --export F.safetensors works without it",
 		  NCF_ONNX_MISSING);
 	return -3;
 }

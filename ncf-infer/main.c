@@ -128,12 +128,15 @@ static int ids_from_cache(struct model *m, const char *model_path, const char *c
 		return -1;
 	uint32_t fp = ncf_cache_fingerprint(&c);
 	int rc = 0;
-	if (c.users != m->shape.users || c.items != m->shape.items ||
-	    (m->user_ids && fp != m->fingerprint)) {
-		ncf_error("%s and %s do not belong together: the model has %u users and %u items%s, "
+	if (c.users != m->shape.users || c.items != m->shape.items) {
+		ncf_error("%s and %s do not belong together: the model has %u users and %u items, "
 			  "the cache %u and %u",
-			  model_path, cache_path, m->shape.users, m->shape.items,
-			  m->user_ids ? " with other ids" : "", c.users, c.items);
+			  model_path, cache_path, m->shape.users, m->shape.items, c.users, c.items);
+		rc = -1;
+	} else if (m->user_ids && fp != m->fingerprint) {
+		ncf_error("%s and %s do not belong together: they have other original ids "
+			  "(fingerprints %08x and %08x)",
+			  model_path, cache_path, m->fingerprint, fp);
 		rc = -1;
 	} else if (!m->user_ids) {
 		m->user_ids = c.user_ids;

@@ -213,7 +213,7 @@ else
 		HAVE_ONNX=1
 		say "onnx export" "found (protobuf-c $(pkg-config --modversion libprotobuf-c 2>/dev/null || echo '?'), $ONNX_PROTO)"
 	elif [ -n "$onnx_missing" ]; then
-		ONNX_MISSING="the build found no$onnx_missing (Debian: apt-get install -y libonnx-dev protobuf-c-compiler libprotobuf-c-dev)"
+		ONNX_MISSING="the build found no$onnx_missing: apt-get install -y libonnx-dev protobuf-c-compiler libprotobuf-c-dev, then make"
 		say "onnx export" "not found (no$onnx_missing): --export F.onnx exits 3"
 	else
 		ONNX_MISSING="the build found no$onnx_bad"
