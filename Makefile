@@ -187,8 +187,8 @@ $(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC)
 ## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
 fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
 	@sh tests/fuzz/seed_safetensors.sh $(BUILD)/bin $(BUILD)/fuzz/corpus-safetensors
-	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz/safetensors.dict \
-		$(BUILD)/fuzz/corpus-safetensors
+	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -close_fd_mask=2 \
+		-dict=tests/fuzz/safetensors.dict $(BUILD)/fuzz/corpus-safetensors
 
 # The emulation test: kernels/*.cu and the test as C++, against the C library.
 $(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)

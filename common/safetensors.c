@@ -47,15 +47,17 @@
  *   ncf.item_ids    order: comma-separated, a run of consecutive ids
  *                   written first-last ("1-3,7" is 1,2,3,7)
  *
- * A tiny model (4 users, 3 items, F = 1, layers 2,1) written by ncf-infer
- * --export, start of the file:
+ * The tiny model of ncf-model(5)'s worked example (ncf-prep --synthetic
+ * tiny; 50 users, 197 items, F = 4, layers 8,4), ncf-infer --export:
  *
- *   00000000: 5803 0000 0000 0000 7b22 5f5f 6d65 7461  X.......{"__meta
+ *   00000000: 8006 0000 0000 0000 7b22 5f5f 6d65 7461  ........{"__meta
  *   00000010: 6461 7461 5f5f 223a 7b22 666f 726d 6174  data__":{"format
- *   ...
+ *   00000020: 223a 2270 7422 2c22 6e63 662e 7665 7273  ":"pt","ncf.vers
  *
- * N = 0x358 = 856; the data, at byte 864, is 4 + 3 + 4 + 3 + 2 + 1 + 2 + 1
- * = 20 floats.
+ * N = 0x680 = 1664, the header ending in
+ *   ...,"final.bias":{"dtype":"F32","shape":[1],"data_offsets":[8080,8084]}}
+ * and five spaces; the data at byte 1672 is the 2021 parameters (8084
+ * bytes); the file has 9756 bytes.
  */
 #include <errno.h>
 #include <math.h>
