@@ -176,6 +176,21 @@ else
 	skip "no python3"
 fi
 
+# The safetensors library's own reader (the one safetensors.torch.load_file uses)
+if PYS=$(py_with safetensors.numpy); then
+	run "$PYS" -c '
+import sys, safetensors, safetensors.numpy
+t = safetensors.numpy.load_file(sys.argv[1])
+meta = safetensors.safe_open(sys.argv[1], "np").metadata()
+assert len(t) == 12 and all(v.dtype.str == "<f4" for v in t.values())
+assert t["mlp.1.weight"].shape == (8, 16) and t["final.weight"].shape == (1, 12)
+assert meta["ncf.layers"] == "16,16,8,4" and meta["format"] == "pt"' m.safetensors
+	ok "$status" "the safetensors library reads the file: 12 float32 tensors, PyTorch shapes, the metadata"
+	[ "$status" = 0 ] || sed 's/^/# /' "$err"
+else
+	skip "no Python imports safetensors (pip install safetensors numpy)"
+fi
+
 # ---------------------------------------------------------------------------
 # A converted NVIDIA checkpoint: tensors in the order safetensors' writer
 # puts them (by name), no metadata, so no ids.
