@@ -29,6 +29,16 @@ struct ncf_dist {
  * -1.  Returns 0.
  */
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv);
+/*
+ * With several ranks a watchdog thread watches every collective below:
+ * one blocked for NCF_DIST_TIMEOUT seconds (environment; default 300, 0:
+ * never) means a rank died, hung or lost its network: it says so, removes
+ * temporary files and ends this process with status 1, so that no job
+ * waits for ever.  A collective still blocked shortly after a signal is
+ * reported too (a launcher ending the job after another rank failed).
+ */
+/* Tell the watchdog about a signal: async-signal-safe, for the tool's handler. */
+void ncf_dist_note_signal(int sig);
 /* Finish (MPI_Finalize). */
 void ncf_dist_finish(struct ncf_dist *d);
 /* End the whole job with status code (MPI_Abort with several ranks). */
