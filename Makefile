@@ -198,6 +198,14 @@ check-asan: $(ASAN_BINS)
 check-gpu: all
 	$(TEST_ENV) prove --exec '' $(sort $(wildcard tests/gpu/*.t))
 
+# --- many machines (issue 14): hosts over TCP, Slurm ------------------------------------------
+## check-nodes: ncf-train across network-namespace hosts over TCP (root; fails where it cannot run)
+check-nodes: all
+	$(TEST_ENV) NCF_REQUIRE_NODES=1 prove -v --exec '' tests/cli/nodes.t
+
+.PHONY: check-nodes
+# --- end of many machines -----------------------------------------------------------------
+
 ## demo: install what is missing, build, run the whole pipeline on synthetic data
 demo: all
 	@sh scripts/demo.sh $(BUILD)/bin
