@@ -209,13 +209,28 @@ static int launcher_size(void)
 		if (v && atoi(v) >= 1)
 			return atoi(v);
 	}
+	/* srun (a job step, not the batch script): PMIx puts no size in the
+	 * environment, Slurm does. */
+	if (getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID")) {
+		const char *n = getenv("SLURM_STEP_NUM_TASKS");
+		if (!n)
+			n = getenv("SLURM_NTASKS");
+		return n && atoi(n) >= 1 ? atoi(n) : 1;
+	}
 	if (getenv("PMIX_RANK") || getenv("PMI_RANK"))
 		return 1;
-	const char *slurm = getenv("SLURM_NTASKS");
-	if (slurm && getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"))
-		return atoi(slurm) >= 1 ? atoi(slurm) : 1;
 	return 0;
 }
+
+#ifdef NCF_HAVE_MPI
+/* Started by srun with no PMI for the MPI library to talk to (srun
+ * --mpi=none, or MpiDefault=none in slurm.conf)? */
+static int srun_without_pmi(void)
+{
+	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("PMIX_RANK") &&
+	       !getenv("PMI_RANK") && !getenv("PMI_FD") && !getenv("OMPI_COMM_WORLD_SIZE");
+}
+#endif
 
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 {
@@ -225,8 +240,19 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 #ifdef NCF_HAVE_MPI
 	/* Without a launcher this is a job of one: skip MPI_Init, which would
 	 * start a singleton runtime (Open MPI forks an orted) for nothing. */
-	if (launcher_size() == 0)
+	int n = launcher_size();
+	if (n == 0)
 		return 0;
+	if (srun_without_pmi()) {
+		/* MPI_Init would fail (Open MPI: at length), or start n jobs of one */
+		if (n == 1)
+			return 0;
+		ncf_error("started by srun as one of %d tasks, but without PMIx: run srun "
+			  "--mpi=pmix (srun --mpi=list shows the plugins; MpiDefault=pmix in "
+			  "slurm.conf makes it the default)",
+			  n);
+		return -1;
+	}
 	int inited = 0;
 	MPI_Initialized(&inited);
 	if (!inited) {
@@ -266,7 +292,7 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 	int n = launcher_size();
 	if (n > 1) {
 		ncf_error("this build has no MPI support, but it was started as one of %d processes "
-			  "(mpirun?); rebuild with MPI (apt-get install libopenmpi-dev) or run one "
+			  "(mpirun, srun?); rebuild with MPI (apt-get install libopenmpi-dev) or run one "
 			  "process",
 			  n);
 		return -1;

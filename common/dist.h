@@ -24,9 +24,10 @@ struct ncf_dist {
 /*
  * Start: MPI_Init when built with MPI and started by a launcher (mpirun,
  * srun: seen in the environment); without one it is a job of one and MPI
- * is not initialised.  A build without MPI started by mpirun with several processes
- * (seen in the launcher's environment) is refused with a message: returns
- * -1.  Returns 0.
+ * is not initialised.  Rank, size and local rank (MPI_Comm_split_type
+ * SHARED) come from MPI under every launcher.  A build without MPI started
+ * as one of several processes, or srun of several tasks without PMIx
+ * (--mpi=none), is refused with a message: returns -1.  Returns 0.
  */
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv);
 /*
