@@ -203,7 +203,12 @@ check-gpu: all
 check-nodes: all
 	$(TEST_ENV) NCF_REQUIRE_NODES=1 prove -v --exec '' tests/cli/nodes.t
 
-.PHONY: check-nodes
+## check-slurm: srun and sbatch on a one-node Slurm cluster started here (root; installs slurm-wlm, munge)
+check-slurm: all
+	sh scripts/slurm-cluster.sh install
+	$(TEST_ENV) NCF_REQUIRE_SLURM=1 prove -v --exec '' tests/slurm/slurm.t
+
+.PHONY: check-nodes check-slurm
 # --- end of many machines -----------------------------------------------------------------
 
 ## demo: install what is missing, build, run the whole pipeline on synthetic data
