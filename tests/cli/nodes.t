@@ -44,6 +44,10 @@ ok $status "mpirun across hosts h0 and h1 (status $status)"
 like "$err" "rank 0 of 2, local rank 0 of 1 on h0" "rank 0 runs on h0, alone there"
 like "$err" "rank 1 of 2, local rank 0 of 1 on h1" "rank 1 runs on h1, alone there"
 ranks_same_params one8.ncfm.last two8.ncfm.last "2 ranks on 2 hosts over TCP"
+# Two ranks add the same two numbers whichever way the halves travel.
+mpirun --allow-run-as-root --oversubscribe -np 2 ncf-train -q data.ncfc -o shm8.ncfm $RANKS_SHORT
+cmp -s shm8.ncfm.last two8.ncfm.last
+ok $? "over TCP between hosts: the bytes of 2 ranks over shared memory on one host"
 # The gradients crossed the veth: 8 all-reduces of the whole parameter
 # vector (10172 rows of 16 + 32 floats, the MLP and head are small), of
 # which an all-reduce of 2 ranks moves at least half each way.

@@ -98,8 +98,8 @@ done
 sleep 1
 pid=""
 for p in $(pgrep -x ncf-train); do
-	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=1" &&
-		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$C/slurm.conf" && pid=$p
+	tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_PROCID=1" &&
+		tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_CONF=$C/slurm.conf" && pid=$p
 done
 k0=$(date +%s.%N)
 [ -n "$pid" ] && kill -KILL "$pid"
@@ -119,7 +119,7 @@ sh "$CLUSTER" down "$C"
 left=""
 for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
 for p in $(pgrep -x slurmstepd); do
-	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$C/slurm.conf" &&
+	tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_CONF=$C/slurm.conf" &&
 		left="$left $p"
 done
 [ -n "$ns" ] && ip netns list | grep -q "^$ns\b" && left="$left netns:$ns"
