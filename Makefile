@@ -208,7 +208,11 @@ check-slurm: all
 	sh scripts/slurm-cluster.sh install
 	$(TEST_ENV) NCF_REQUIRE_SLURM=1 prove -v --exec '' tests/slurm/slurm.t
 
-.PHONY: check-nodes check-slurm
+## bench-nodes: 2 ranks over TCP between network-namespace hosts against 2 over shared memory, alternately (root)
+bench-nodes: all
+	@sh scripts/bench-nodes.sh $(BUILD)/bin
+
+.PHONY: check-nodes check-slurm bench-nodes
 # --- end of many machines -----------------------------------------------------------------
 
 ## demo: install what is missing, build, run the whole pipeline on synthetic data

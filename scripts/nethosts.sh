@@ -139,9 +139,11 @@ shift
 exec "$ME" exec "$dir" "\${h#h}" sh -c "\$*"
 EOF
 	chmod +x "$dir/agent"
+	# --bind-to none: the hosts share this machine's cores, and each one's
+	# orted would bind its first rank to core 0
 	echo "--hostfile $dir/hosts --mca plm_rsh_agent $dir/agent --mca btl tcp,self" \
 		"--mca btl_tcp_if_include 10.213.$s.0/24 --mca oob_tcp_if_include 10.213.$s.0/24" \
-		>"$dir/mca"
+		"--bind-to none" >"$dir/mca"
 }
 
 cmd_exec() {
