@@ -37,8 +37,9 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 ncf-prep -q --synthetic ml-latest-small -o data.ncfc
 ncf-train -q data.ncfc -o one8.ncfm $RANKS_SHORT
 $MPIRUN -np 2 ncf-train -q data.ncfc -o mpi8.ncfm $RANKS_SHORT
-run slurm timeout 120 srun -n 2 ncf-train -v data.ncfc -o srun8.ncfm $RANKS_SHORT
-ok $status "srun -n 2 ncf-train (status $status)"
+# The commands of ncf-train(1) MANY PROCESSES, Slurm.
+run slurm timeout 120 srun --mpi=pmix -n 2 ncf-train -v data.ncfc -o srun8.ncfm $RANKS_SHORT
+ok $status "srun --mpi=pmix -n 2 ncf-train (status $status)"
 like "$err" "rank 0 of 2, local rank 0 of 2 on " "rank 0: rank, size and local rank as under mpirun"
 like "$err" "rank 1 of 2, local rank 1 of 2 on " "rank 1: rank, size and local rank as under mpirun"
 like "$err" "2 ranks, each taking 1/2 of every global batch" "one job of 2 ranks, not 2 jobs"
@@ -49,7 +50,7 @@ ok $? "srun -n 2 writes the bytes of mpirun -np 2"
 
 ncf-train -q data.ncfc -o one.ncfm $RANKS_LONG
 run slurm timeout 120 srun -n 2 ncf-train data.ncfc -o srun.ncfm $RANKS_LONG
-ok $status "srun -n 2 ncf-train, 2 epochs"
+ok $status "srun -n 2 ncf-train, 2 epochs (MpiDefault=pmix)"
 ranks_same_hr one.ncfm.last srun.ncfm.last data.ncfc "2 ranks under srun"
 
 # A batch job: train on 2 tasks, evaluate on 2 and, in the batch script
@@ -61,8 +62,8 @@ cat >job.sh <<EOF
 #SBATCH --output=job.out
 #SBATCH --time=10
 set -e
-srun ncf-train data.ncfc -o batch.ncfm $RANKS_LONG
-srun ncf-eval -m batch.ncfm data.ncfc >eval2.tsv
+srun --mpi=pmix ncf-train data.ncfc -o batch.ncfm $RANKS_LONG
+srun --mpi=pmix ncf-eval -m batch.ncfm data.ncfc >eval2.tsv
 ncf-eval -m batch.ncfm data.ncfc >eval1.tsv
 EOF
 run slurm timeout 180 sbatch --wait --chdir="$T" job.sh
