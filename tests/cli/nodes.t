@@ -74,8 +74,8 @@ cp data.ncfc net/h1/data.ncfc
 # Start a long job in the background, wait until both ranks train, then
 # do "$@" to rank 1 ($pid, in h1); sets $status, $err and $secs (from the
 # deed to the end of mpirun).  The time limit is 60 s: a hang ends with
-# timeout's 124.  The keepalive options let mpirun notice within seconds
-# that h1's orted is cut off (the default is 300 s).
+# timeout's 124.  The keepalive options let mpirun notice within about
+# 6 s that h1's orted is cut off (the default is 300 s + 9 * 20 s).
 LONG="-e 50 -b 1024 --factors 16 --layers 64,32,16 --threads 1"
 H1=$(sed -n '/-h1$/p' net/netns)
 break_job() {
@@ -83,7 +83,7 @@ break_job() {
 	shift
 	sh "$HOSTS" exec "$T/net" 0 timeout 60 mpirun --allow-run-as-root $MCA -np 2 \
 		--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 \
-		--mca oob_tcp_keepalive_probes 3 -x NCF_DIST_TIMEOUT \
+		--mca oob_tcp_keepalive_probes 4 -x NCF_DIST_TIMEOUT \
 		ncf-train -v net/local/data.ncfc -o dead.ncfm $LONG >/dev/null 2>"$err" &
 	job=$!
 	pid=""
@@ -132,9 +132,10 @@ like "$err" "rank 0 of 2: no answer from the other ranks for [0-9]+ s in MPI_All
 	"rank 0 says it got no answer"
 unlike "$err" "rank 1 of 2: no answer" "rank 1, stopped then ended, blames no one"
 # The network between the hosts down: nothing reaches anyone.  Rank 0's
-# watchdog ends rank 0, and with it the job; rank 1's ends rank 1, whose
-# message cannot reach mpirun any more.
-break_job net eval 'ip -n "$H1" link set eth0 down'
+# watchdog ends rank 0 after 3 s (before mpirun's keepalive gives up on
+# h1), and with it the job; rank 1's ends rank 1, whose message cannot
+# reach mpirun any more.
+NCF_DIST_TIMEOUT=3 break_job net eval 'ip -n "$H1" link set eth0 down'
 [ -n "$pid" ] && [ "$status" != 0 ] && [ "$status" != 124 ]
 ok $? "the network to h1 down: the job ends (status $status after $secs s)"
 like "$err" "rank 0 of 2: no answer from the other ranks for [0-9]+ s" "rank 0 says it got no answer"
