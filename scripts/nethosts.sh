@@ -136,7 +136,7 @@ cmd_up() {
 # plm_rsh_agent for the hosts of $dir: "agent HOST CMD..." runs CMD as HOST.
 h=\$1
 shift
-exec "$ME" exec "$dir" "\${h#h}" sh -c "\$*"
+exec sh "$ME" exec "$dir" "\${h#h}" sh -c "\$*"
 EOF
 	chmod +x "$dir/agent"
 	# --bind-to none: the hosts share this machine's cores, and each one's

@@ -1,9 +1,9 @@
 #!/bin/bash
 # nodes.t - ncf-train across hosts over TCP (issue 14): two test hosts made
-# of network namespaces joined by a veth pair (scripts/nethosts.sh), Open
-# MPI started across them with an orted inside each host's namespace
-# (plm_rsh_agent in place of ssh), TCP only, each host reading its own copy
-# of the cache from its own directory.  Two ranks must give the one-rank
+# of network namespaces joined by a veth pair, then three on a bridge
+# (scripts/nethosts.sh), Open MPI started across them with an orted inside
+# each host's namespace (plm_rsh_agent in place of ssh), TCP only, each
+# host reading its own copy of the cache from its own directory.  Two ranks must give the one-rank
 # parameters and HR@10 (tests/ranks.sh); a rank killed, a rank hung and a
 # network gone down must each end the job, non-zero, with ncf's message,
 # within a time limit.
@@ -141,4 +141,22 @@ ok $? "the network to h1 down: the job ends (status $status after $secs s)"
 like "$err" "rank 0 of 2: no answer from the other ranks for [0-9]+ s" "rank 0 says it got no answer"
 ! left_on_h1 10
 ok $? "rank 1 ends on h1 too"
+
+# More hosts: three on a bridge (a switch namespace), one rank each.
+sh "$HOSTS" down "$T/net"
+rm -rf net
+if ! why=$(sh "$HOSTS" up "$T/net" 3 2>&1); then
+	case $why in
+	*bridge*) skip "3 hosts: ${why#nethosts: }" ;;
+	*) bail "nethosts.sh up 3 failed: $why" ;;
+	esac
+	done_testing
+fi
+MCA=$(cat net/mca)
+for k in 0 1 2; do cp data.ncfc net/h$k/data.ncfc; done
+run sh "$HOSTS" exec "$T/net" 0 timeout 120 mpirun --allow-run-as-root $MCA -np 3 \
+	ncf-train -v net/local/data.ncfc -o three8.ncfm $RANKS_SHORT
+ok $status "mpirun across hosts h0, h1 and h2 (status $status)"
+like "$err" "rank 2 of 3, local rank 0 of 1 on h2" "rank 2 runs on h2"
+ranks_same_params one8.ncfm.last three8.ncfm.last "3 ranks on 3 hosts over TCP"
 done_testing
