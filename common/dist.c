@@ -140,11 +140,13 @@ static void watch_start(struct ncf_dist *d)
 {
 	watch.timeout = 300;
 	const char *t = getenv("NCF_DIST_TIMEOUT");
-	double v;
 	if (t && *t) {
-		if (ncf_parse_double(t, &v) == 0 && v >= 0)
+		char *end;
+		errno = 0;
+		double v = strtod(t, &end);
+		if (errno == 0 && *end == 0 && v >= 0 && v <= 1e9) /* rejects NaN too */
 			watch.timeout = v;
-		else
+		else if (d->rank == 0)
 			ncf_warn("NCF_DIST_TIMEOUT='%s' is not a number of seconds >= 0; using %g",
 				 t, watch.timeout);
 	}
