@@ -242,6 +242,23 @@ check-asan: $(ASAN_BINS)
 check-gpu: all
 	$(TEST_ENV) prove --exec '' $(sort $(wildcard tests/gpu/*.t))
 
+# --- many machines (issue 14): hosts over TCP, Slurm ------------------------------------------
+## check-nodes: ncf-train across network-namespace hosts over TCP (root; fails where it cannot run)
+check-nodes: all
+	$(TEST_ENV) NCF_REQUIRE_NODES=1 prove -v --exec '' tests/cli/nodes.t
+
+## check-slurm: srun and sbatch on a one-node Slurm cluster started here (root; installs slurm-wlm, munge)
+check-slurm: all
+	sh scripts/slurm-cluster.sh install
+	$(TEST_ENV) NCF_REQUIRE_SLURM=1 prove -v --exec '' tests/slurm/slurm.t
+
+## bench-nodes: 2 ranks over TCP between network-namespace hosts against 2 over shared memory, alternately (root)
+bench-nodes: all
+	@sh scripts/bench-nodes.sh $(BUILD)/bin
+
+.PHONY: check-nodes check-slurm bench-nodes
+# --- end of many machines -----------------------------------------------------------------
+
 ## demo: install what is missing, build, run the whole pipeline on synthetic data
 demo: all
 	@sh scripts/demo.sh $(BUILD)/bin
