@@ -25,6 +25,7 @@
 #include "io.h"
 #include "model.h"
 #include "ncf_hd.h"
+#include "samefile.h"
 
 #define SCORE_BATCH 65536 /* pairs scored per call in --score */
 
@@ -558,6 +559,7 @@ out:
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_guard_std_fds();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K) (-m MODEL | --random-model) "
 		       "[options] [FILE]";
@@ -653,6 +655,14 @@ int main(int argc, char **argv)
 	if ((model_path && !strcmp(model_path, "-") && (stdin_in || (exclude && !strcmp(exclude, "-")))) ||
 	    (exclude && !strcmp(exclude, "-") && stdin_in))
 		ncf_usage_error("only one of the model, --exclude-seen and the input can come from stdin");
+	struct ncf_named files[] = {
+		{.path = model_path, .what = "-m"},
+		{.path = exclude, .what = "--exclude-seen"},
+		{.path = mode == OPT_BENCH ? NULL : input ? input : "-", .what = "the input"},
+		{.path = "-", .output = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+		return NCF_EXIT_USAGE;
 
 	struct model m;
 	memset(&m, 0, sizeof m);

@@ -18,6 +18,7 @@
 #include "parse.h"
 #include "protocol.h"
 #include "rows.h"
+#include "samefile.h"
 #include "synth.h"
 
 static void usage(void)
@@ -59,6 +60,7 @@ static double mb(uint64_t bytes)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_guard_std_fds();
 	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
 		       "[--seed N] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
 	static const struct option opts[] = {
@@ -123,6 +125,10 @@ int main(int argc, char **argv)
 	if (info) {
 		if (optind < argc || output || synthetic)
 			ncf_usage_error("--info takes one cache and no other input or output");
+		struct ncf_named files[] = {{.path = info, .what = "--info"},
+					    {.path = "-", .output = 1}};
+		if (ncf_refuse_same_file(files, 2) != 0)
+			return NCF_EXIT_USAGE;
 		struct ncf_cache cache;
 		if (ncf_cache_read(info, &cache) != 0)
 			return NCF_EXIT_FAIL;
@@ -139,6 +145,11 @@ int main(int argc, char **argv)
 	if (synthetic && format != NCF_FORMAT_UNKNOWN)
 		ncf_usage_error("--format applies to input files, not --synthetic");
 	const char *input = optind < argc ? argv[optind] : NULL;
+	struct ncf_named files[] = {
+		{.path = synthetic ? NULL : input ? input : "-", .what = "the input"},
+		{.path = output ? output : "-", .what = "-o", .output = 1}};
+	if (ncf_refuse_same_file(files, 2) != 0)
+		return NCF_EXIT_USAGE;
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();

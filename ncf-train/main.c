@@ -27,6 +27,7 @@
 #include "evaluate.h"
 #include "io.h"
 #include "model.h"
+#include "samefile.h"
 
 static volatile sig_atomic_t got_signal;
 
@@ -192,6 +193,7 @@ static void fmt_rate(char *buf, size_t len, double x)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_guard_std_fds();
 	ncf_synopsis = "ncf-train [options] CACHE -o MODEL";
 	static const struct option opts[] = {
 		{"output", required_argument, 0, 'o'},
@@ -340,6 +342,15 @@ int main(int argc, char **argv)
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(r.output, "-") || !strcmp(r.checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
+	struct ncf_named files[] = {
+		{.path = cache_path, .what = "the cache"},
+		{.path = resume, .what = "--resume", .read_first = 1},
+		{.path = r.output, .what = "-o", .output = 1},
+		{.path = r.checkpoint, .what = "--checkpoint", .output = 1},
+		{.path = r.log_path, .what = "--log", .output = 1, .appends = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+		return NCF_EXIT_USAGE;
 
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
