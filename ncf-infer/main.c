@@ -23,6 +23,7 @@
 #include "err.h"
 #include "idindex.h"
 #include "io.h"
+#include "lines.h"
 #include "model.h"
 #include "ncf_hd.h"
 #include "samefile.h"
@@ -192,161 +193,10 @@ static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int w
 	return 0;
 }
 
-/* ------------------------------------------------------- line reading */
-
-struct lines {
-	int fd;
-	const char *display;
-	char *buf;
-	size_t cap, start, end;
-	uint64_t line;
-	int eof;
-};
-
-static void lines_init(struct lines *l, int fd, const char *display)
-{
-	memset(l, 0, sizeof *l);
-	l->fd = fd;
-	l->display = display;
-	l->cap = 1 << 20;
-	l->buf = ncf_xmalloc(l->cap + 1);
-}
-
-/*
- * Next complete line into *s (NUL-terminated, line end stripped), or 0 when
- * none is buffered: then *more says whether reading may bring more.
- * Returns 1 line, 0 none buffered, -1 error (reported).
- */
-static int lines_next(struct lines *l, char **s, int *more)
-{
-	char *nl = memchr(l->buf + l->start, '\n', l->end - l->start);
-	if (!nl) {
-		*more = !l->eof;
-		if (l->eof && l->end > l->start) { /* a last line without its end */
-			l->buf[l->end] = 0;
-			*s = l->buf + l->start;
-			l->start = l->end;
-			l->line++;
-			return 1;
-		}
-		return 0;
-	}
-	*nl = 0;
-	if (nl > l->buf + l->start && nl[-1] == '\r')
-		nl[-1] = 0;
-	*s = l->buf + l->start;
-	l->start = (size_t)(nl - l->buf) + 1;
-	l->line++;
-	return 1;
-}
-
-/* Read more input (blocking).  Returns 0, or -1 on a read error. */
-static int lines_fill(struct lines *l)
-{
-	if (l->start > 0) {
-		memmove(l->buf, l->buf + l->start, l->end - l->start);
-		l->end -= l->start;
-		l->start = 0;
-	}
-	if (l->end == l->cap) {
-		ncf_error("%s:%llu: line longer than %zu bytes", l->display,
-			  (unsigned long long)l->line + 1, l->cap);
-		return -1;
-	}
-	ssize_t got;
-	do
-		got = read(l->fd, l->buf + l->end, l->cap - l->end);
-	while (got < 0 && errno == EINTR);
-	if (got < 0) {
-		ncf_error("%s: read failed: %s", l->display, strerror(errno));
-		return -1;
-	}
-	if (got == 0)
-		l->eof = 1;
-	l->end += (size_t)got;
-	return 0;
-}
-
-/* Parse an unsigned 32-bit id at *p; advance.  0 ok, -1 none. */
-static int parse_id(const char **p, uint32_t *id)
-{
-	const char *s = *p;
-	uint64_t v = 0;
-	int d = 0;
-	while (*s >= '0' && *s <= '9') {
-		v = v * 10 + (uint64_t)(*s - '0');
-		if (v > UINT32_MAX)
-			return -1;
-		s++, d++;
-	}
-	if (!d)
-		return -1;
-	*id = (uint32_t)v;
-	*p = s;
-	return 0;
-}
-
-static const char *skip_sep(const char *s)
-{
-	while (*s == ' ' || *s == '\t' || *s == ',')
-		s++;
-	return s;
-}
-
-static int blank(const char *s)
-{
-	while (*s == ' ' || *s == '\t')
-		s++;
-	return *s == 0;
-}
-
-/*
- * The next non-blank input line into *s.  Before blocking on more input,
- * flush(arg) writes out what the lines so far produced, so that results
- * come as soon as their input does (a pipe, a terminal).  Returns 1 line,
- * 0 at the end of the input, -1 on an error (reported).
- */
-static int lines_read(struct lines *l, char **s, int (*flush)(void *), void *arg)
-{
-	for (;;) {
-		int more;
-		if (lines_next(l, s, &more)) {
-			if (blank(*s))
-				continue;
-			return 1;
-		}
-		if (flush(arg) != 0)
-			return -1;
-		if (!more)
-			return 0;
-		if (lines_fill(l) != 0)
-			return -1;
-	}
-}
-
 static int flush_stdout(void *unused)
 {
 	(void)unused;
 	return fflush(stdout) != 0 ? -1 : 0;
-}
-
-/* Parse "ID" or "ID SEP ID" (want ids); 0 ok, -1 malformed. */
-static int parse_ids(const char *s, int want, uint32_t *a, uint32_t *b)
-{
-	const char *p = s;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (parse_id(&p, a) != 0)
-		return -1;
-	if (want == 2) {
-		const char *q = skip_sep(p);
-		if (q == p || parse_id(&q, b) != 0)
-			return -1;
-		p = q;
-	}
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- score */
@@ -388,7 +238,7 @@ static int flush_pending(void *arg)
 	return flush_scores(f->be, f->pd);
 }
 
-static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l, int skip)
+static int score_stream(struct ncf_backend *be, struct model *m, struct ncf_lines *l, int skip)
 {
 	struct pending pd = {0};
 	pd.u = ncf_xmalloc(SCORE_BATCH * sizeof *pd.u);
@@ -400,13 +250,13 @@ static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l
 	struct flush_ctx fc = {be, &pd};
 	for (;;) {
 		char *s;
-		int got = lines_read(l, &s, flush_pending, &fc);
+		int got = ncf_lines_read(l, &s, flush_pending, &fc);
 		if (got < 0)
 			goto out;
 		if (got == 0)
 			break;
 		uint32_t a, b;
-		if (parse_ids(s, 2, &a, &b) != 0) {
+		if (ncf_parse_ids(s, 2, &a, &b) != 0) {
 			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
 				  "or a comma), found '%s'",
 				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
@@ -476,7 +326,7 @@ static int cmp_cand(const void *a, const void *b)
 	return cand_better(x, y) ? -1 : cand_better(y, x) ? 1 : 0;
 }
 
-static int recommend_stream(struct ncf_backend *be, struct model *m, struct lines *l,
+static int recommend_stream(struct ncf_backend *be, struct model *m, struct ncf_lines *l,
 			    uint32_t K, const struct ncf_cache *seen, int skip)
 {
 	uint32_t I = m->shape.items;
@@ -490,13 +340,13 @@ static int recommend_stream(struct ncf_backend *be, struct model *m, struct line
 	int rc = -1;
 	for (;;) {
 		char *s;
-		int got = lines_read(l, &s, flush_stdout, NULL);
+		int got = ncf_lines_read(l, &s, flush_stdout, NULL);
 		if (got < 0)
 			goto out;
 		if (got == 0)
 			break;
 		uint32_t a, dummy;
-		if (parse_ids(s, 1, &a, &dummy) != 0) {
+		if (ncf_parse_ids(s, 1, &a, &dummy) != 0) {
 			ncf_error("%s:%llu: expected a user id, found '%s'", l->display,
 				  (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
 			goto out;
@@ -708,8 +558,8 @@ int main(int argc, char **argv)
 		FILE *in = ncf_in_open(input, &display);
 		if (!in)
 			return NCF_EXIT_FAIL;
-		struct lines l;
-		lines_init(&l, fileno(in), display);
+		struct ncf_lines l;
+		ncf_lines_init(&l, fileno(in), display, 0);
 		m.users.n = 0;
 		ncf_idindex_init(&m.users, m.user_ids, m.shape.users);
 		ncf_idindex_init(&m.items, m.item_ids, m.shape.items);
@@ -717,7 +567,7 @@ int main(int argc, char **argv)
 			rc = score_stream(&be, &m, &l, skip);
 		else
 			rc = recommend_stream(&be, &m, &l, K, exclude ? &seen : NULL, skip);
-		free(l.buf);
+		ncf_lines_free(&l);
 		ncf_in_close(in);
 		ncf_idindex_free(&m.users);
 		ncf_idindex_free(&m.items);
