@@ -181,6 +181,17 @@ $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
 
+# --- hostile input (issue 9): the tools under ASan+UBSan+LSan, fuzzing, crafted files -----
+# check-asan runs the CLI tests a second time against these tools; every sanitizer report
+# goes to a file under build/asan/reports, and any such file fails the check (a test that
+# expects exit 1 cannot mistake a report for the refusal it wanted).
+ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
+ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t
+ASAN_REPORTS := $(BUILD)/asan/reports
+$(BUILD)/asan/bin/%: $(BUILD)/asan/obj/%/main.o $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
+
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
@@ -189,10 +200,17 @@ check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
-## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
-check-asan: $(ASAN_BINS)
+## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan
+check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(TESTTOOL_BINS)
 	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NCF_SANITIZER=1 \
 		prove --exec '' $(ASAN_BINS)
+	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	$(TEST_ENV) NCF_BIN=$(CURDIR)/$(BUILD)/asan/bin NCF_SANITIZER=1 \
+		ASAN_OPTIONS=detect_leaks=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/asan \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/ubsan \
+		prove --exec '' $(filter-out $(ASAN_SKIP_CLI),$(CLI_TESTS))
+	@if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then \
+		echo "sanitizer reports in $(ASAN_REPORTS):"; head -n 30 $(ASAN_REPORTS)/*; exit 1; fi
 
 ## check-gpu: the GPU tests (tests/gpu; each skips without a GPU)
 check-gpu: all

@@ -67,6 +67,8 @@ int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
 /* Read and validate a cache ("-": stdin).  Returns 0, or -1 after a
  * one-line report. */
 int ncf_cache_read(const char *path, struct ncf_cache *c);
+/* The same from an open stream (not closed), named display in messages. */
+int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c);
 /* Free the arrays of c (not c). */
 void ncf_cache_free(struct ncf_cache *c);
 /* Fill entry_user from offsets. */

@@ -11,6 +11,15 @@
 
 #define HDR 32
 
+/* The most bytes a zstd frame of c bytes can decode to: its blocks are at
+ * least 4 bytes (an RLE block) and make at most 128 KiB each. */
+#define NCF_ZSTD_MAX_EXPANSION(c) ((uint64_t)(c) / 4 * 131072 + 131072)
+/* The largest window a reader accepts: ncf's writers use 2^21 (level 3)
+ * and 2^19 (level 1); a forged frame may not make zstd allocate more. */
+#define NCF_ZSTD_WINDOWLOG_MAX 24
+/* A section's first output buffer; it doubles as data arrives. */
+#define NCF_CR_FIRST_ALLOC ((size_t)1 << 20)
+
 /* Report a zstd failure with zstd's own words. */
 #define NCF_ZSTD_CHECK(call, what)                                                    \
 	({                                                                            \
@@ -136,12 +145,14 @@ int ncf_cw_end(struct ncf_cw *w)
 
 static int read_exact(struct ncf_cr *r, void *buf, size_t n, const char *what)
 {
-	if (ncf_read_full(r->fp, buf, n) != 0) {
-		if (errno)
-			ncf_error("%s: read failed: %s", r->display, strerror(errno));
-		else
+	errno = 0;
+	size_t got = fread(buf, 1, n, r->fp);
+	if (got != n) {
+		if (ferror(r->fp))
+			ncf_error("%s: read failed: %s", r->display, strerror(errno ? errno : EIO));
+		else /* where the file ends, not where the chunk began */
 			ncf_error("%s: truncated: file ends in the %s at byte %llu%s", r->display,
-				  what, (unsigned long long)r->offset, r->hint);
+				  what, (unsigned long long)(r->offset + got), r->hint);
 		return -1;
 	}
 	r->offset += n;
@@ -165,7 +176,7 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 			ncf_error("%s: empty file, not an ncf %s file%s", display,
 				  !memcmp(magic, "NCFCACHE", 8) ? "cache" : "model", r->hint);
 		else if (got >= 8 && !memcmp(h, "NCF", 3))
-			ncf_error("%s: an ncf file of another kind (%.8s), not %.8s%s", display,
+			ncf_error("%s: an ncf file of another kind (%s), not %.8s%s", display,
 				  ncf_escape((const char *)h, 8, 8), magic, r->hint);
 		else
 			ncf_error("%s: not an ncf %s file (bad magic number)%s", display,
@@ -229,6 +240,14 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 	if (read_section_header(r, tag, &raw, &comp, &filters) != 0)
 		return -1;
 	size_t elem = (filters >> 8) & 0xFF;
+	if (raw > NCF_ZSTD_MAX_EXPANSION(comp)) {
+		/* zstd's densest block (RLE: 4 bytes for 128 KiB) cannot make
+		 * that much: refused before any allocation */
+		ncf_error("%s: section '%s' claims %llu bytes from %llu compressed bytes, more than "
+			  "zstd can expand them to%s",
+			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp, r->hint);
+		return -1;
+	}
 	if (raw > max_size || (exact && raw != max_size) ||
 	    comp > ZSTD_compressBound((size_t)raw) || comp == 0 ||
 	    (filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
@@ -239,16 +258,23 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 			  exact ? "" : "at most ", max_size, r->hint);
 		return -1;
 	}
-	unsigned char *out = ncf_xmalloc((size_t)raw);
+	/* The output grows as zstd actually produces it, up to raw: a frame
+	 * that claims more than it holds costs what it holds. */
+	size_t cap = raw < NCF_CR_FIRST_ALLOC ? (size_t)raw : NCF_CR_FIRST_ALLOC;
+	unsigned char *out = ncf_xmalloc(cap);
 	ZSTD_DCtx *dc = ZSTD_createDCtx();
 	if (!dc)
 		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
 	size_t chunk = ZSTD_DStreamInSize();
 	unsigned char *in = ncf_xmalloc(chunk);
-	ZSTD_outBuffer ob = {out, (size_t)raw, 0};
+	ZSTD_outBuffer ob = {out, cap, 0};
+	int rc = -1;
+	if (ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax,
+							       NCF_ZSTD_WINDOWLOG_MAX),
+					"set window limit")))
+		goto out;
 	uint64_t left = comp;
 	size_t zr = 1;
-	int rc = -1;
 	char what[64];
 	snprintf(what, sizeof what, "section '%s'", tag);
 	while (left > 0) {
@@ -258,6 +284,12 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 		left -= want;
 		ZSTD_inBuffer ib = {in, want, 0};
 		while (ib.pos < ib.size) {
+			if (ob.pos == ob.size && ob.size < raw) {
+				size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
+				out = ncf_xrealloc(out, grow);
+				ob.dst = out;
+				ob.size = grow;
+			}
 			size_t before_in = ib.pos, before_out = ob.pos;
 			zr = ZSTD_decompressStream(dc, &ob, &ib);
 			if (ZSTD_isError(zr)) {
@@ -275,6 +307,20 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 					  r->display, tag, r->hint);
 				goto out;
 			}
+		}
+	}
+	/* zstd may hold decoded bytes back until there is room for them */
+	while (zr != 0 && ob.pos == ob.size && ob.size < raw) {
+		size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
+		out = ncf_xrealloc(out, grow);
+		ob.dst = out;
+		ob.size = grow;
+		ZSTD_inBuffer ib = {in, 0, 0};
+		zr = ZSTD_decompressStream(dc, &ob, &ib);
+		if (ZSTD_isError(zr)) {
+			ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
+				  ZSTD_getErrorName(zr), r->hint);
+			goto out;
 		}
 	}
 	if (zr != 0 || ob.pos != raw) {

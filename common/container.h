@@ -28,9 +28,13 @@
  *
  *   end: a section header with tag "end", sizes 0, no payload.
  *
- * The reader checks every CRC and size, never allocates more than the
- * caller says a section may hold, and reports truncation, corruption and
- * unknown versions in one line that names the file and ends with a hint.
+ * The reader checks every CRC and size, and reports truncation,
+ * corruption and unknown versions in one line that names the file and
+ * ends with a hint.  Memory follows what a file holds, not what it
+ * claims: a section may hold at most what the caller allows and what its
+ * compressed bytes can decode to (zstd's densest block, RLE, turns 4
+ * bytes into 128 KiB), its buffer grows only as zstd produces data, and
+ * frames may not ask for a window over 16 MiB.
  */
 #ifndef NCF_CONTAINER_H
 #define NCF_CONTAINER_H

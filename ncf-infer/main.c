@@ -514,33 +514,38 @@ int main(int argc, char **argv)
 	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
 		return NCF_EXIT_USAGE;
 
+	/* every failure below goes to done, which frees what was made */
+	int status = NCF_EXIT_FAIL, be_open = 0;
+	struct ncf_backend be;
 	struct model m;
 	memset(&m, 0, sizeof m);
+	struct ncf_cache seen;
+	memset(&seen, 0, sizeof seen);
 	if (random)
 		random_model(&m, seed);
 	else if (load_model(&m, model_path) != 0)
-		return NCF_EXIT_FAIL;
-	struct ncf_cache seen;
-	memset(&seen, 0, sizeof seen);
+		goto done;
 	if (exclude) {
 		if (ncf_cache_read(exclude, &seen) != 0)
-			return NCF_EXIT_FAIL;
+			goto done;
 		if (ncf_cache_fingerprint(&seen) != m.fingerprint || seen.users != m.shape.users ||
 		    seen.items != m.shape.items) {
 			ncf_error("%s and %s do not belong together: the model was trained on another "
 				  "data set (%u users, %u items; the cache has %u, %u)",
 				  model_path, exclude, m.shape.users, m.shape.items, seen.users,
 				  seen.items);
-			return NCF_EXIT_FAIL;
+			goto done;
 		}
 	}
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
-	struct ncf_backend be;
 	int orc = ncf_backend_open(&be, bo.device, &m.shape, &m.hp, bo.precision, bo.threads, &dist);
-	if (orc != 0)
-		return orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+	if (orc != 0) {
+		status = orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+		goto done;
+	}
+	be_open = 1;
 	if (be.i->set_state(&be, m.params, NULL, NULL) != 0)
-		return NCF_EXIT_FAIL;
+		goto done;
 	int rc = 0;
 	if (mode == OPT_BENCH) {
 		int nth = 1;
@@ -557,7 +562,7 @@ int main(int argc, char **argv)
 		const char *display;
 		FILE *in = ncf_in_open(input, &display);
 		if (!in)
-			return NCF_EXIT_FAIL;
+			goto done;
 		struct ncf_lines l;
 		ncf_lines_init(&l, fileno(in), display, 0);
 		m.users.n = 0;
@@ -572,11 +577,13 @@ int main(int argc, char **argv)
 		ncf_idindex_free(&m.users);
 		ncf_idindex_free(&m.items);
 	}
-	ncf_backend_close(&be);
-	if (exclude)
-		ncf_cache_free(&seen);
+	status = rc == 0 ? 0 : NCF_EXIT_FAIL;
+done:
+	if (be_open)
+		ncf_backend_close(&be);
+	ncf_cache_free(&seen);
 	free(m.params), free(m.user_ids), free(m.item_ids);
 	if (ncf_close_stdout() != 0)
-		return NCF_EXIT_FAIL;
-	return rc == 0 ? 0 : NCF_EXIT_FAIL;
+		status = NCF_EXIT_FAIL;
+	return status;
 }
