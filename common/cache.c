@@ -218,8 +218,7 @@ static int corrupt(const char *display, const char *what)
 	return -1;
 }
 
-/* Are the n ids distinct?  A radix sort of a copy (two 16-bit passes). */
-static int ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup)
+int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup)
 {
 	if (n < 2)
 		return 1;
@@ -380,7 +379,7 @@ static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
 	if (ncf_cr_section(r, tag, 4 * n, 1, (void **)ids, &got) != 0)
 		return -1;
 	uint32_t dup;
-	if (!ids_distinct(*ids, n, &dup)) {
+	if (!ncf_ids_distinct(*ids, n, &dup)) {
 		char msg[128];
 		snprintf(msg, sizeof msg, "section '%s': id %u appears twice", tag, dup);
 		return corrupt(display, msg);

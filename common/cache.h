@@ -79,6 +79,9 @@ void ncf_cache_print_info(const struct ncf_cache *c, FILE *out);
  * it, so that tools can refuse a model and a cache that do not belong
  * together. */
 uint32_t ncf_cache_fingerprint(const struct ncf_cache *c);
+/* Are the n ids distinct?  When not, *dup gets one that repeats.  (An id
+ * map's, checked by every reader; a radix sort of a copy.) */
+int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup);
 /* Number of users with at least one training positive. */
 uint32_t ncf_cache_train_users(const struct ncf_cache *c);
 
