@@ -114,8 +114,67 @@ ifeq ($(BUILD_CUDA),1)
 GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 endif
 
+# --- hostile input (issue 9): the tools under ASan+UBSan+LSan, fuzzing, crafted files -----
+# check-asan runs the CLI tests a second time against these tools; every sanitizer report
+# goes to a file under build/asan/reports, and any such file fails the check (a test that
+# expects exit 1 cannot mistake a report for the refusal it wanted).
+ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
+ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t
+ASAN_REPORTS := $(BUILD)/asan/reports
+$(BUILD)/asan/bin/%: $(BUILD)/asan/obj/%/main.o $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
+
+# The fuzz harnesses (tests/fuzz/fuzz_*.c) linked with replay.c into plain programs: make
+# check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
+ASAN_REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/asan/tests/fuzz/replay_%)
+$(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
+		$(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $^ $(LIBS) -o $@
+$(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
+		$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $^ $(LIBS) -o $@
+
+# make fuzz: libFuzzer (clang) builds of the library and the harnesses, each target run for
+# FUZZ_SECONDS on seeds the tools make (tests/fuzz/run.sh); *_sa targets add the
+# structure-aware mutator.  A crash, leak or sanitizer report fails it, the reproducer left
+# in build/fuzz/artifacts/TARGET/.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wno-unused-parameter \
+	-Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
+FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -DNCF_HAVE_MPI -I$(CUDA_HOME)/include \
+	$(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
+FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_TARGETS := $(foreach n,$(FUZZ_NAMES),$(BUILD)/fuzz/fuzz_$(n)) \
+	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
+	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
+$(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/libncf.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -DNCF_FUZZ_STRUCTURE -fsanitize=fuzzer $< \
+		$(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libncf.a \
+		$(FUZZ_LIBS) -o $@
+
+## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
+fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
+
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS) \
+	$(REPLAY_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -181,17 +240,6 @@ $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
 
-# --- hostile input (issue 9): the tools under ASan+UBSan+LSan, fuzzing, crafted files -----
-# check-asan runs the CLI tests a second time against these tools; every sanitizer report
-# goes to a file under build/asan/reports, and any such file fails the check (a test that
-# expects exit 1 cannot mistake a report for the refusal it wanted).
-ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
-ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t
-ASAN_REPORTS := $(BUILD)/asan/reports
-$(BUILD)/asan/bin/%: $(BUILD)/asan/obj/%/main.o $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
-
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
@@ -201,7 +249,7 @@ check: all
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan
-check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(TESTTOOL_BINS)
+check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
 	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NCF_SANITIZER=1 \
 		prove --exec '' $(ASAN_BINS)
 	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
@@ -261,7 +309,7 @@ clean:
 help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
-.PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help
+.PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help fuzz
 .SECONDARY:
 .DELETE_ON_ERROR:
 

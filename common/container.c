@@ -192,6 +192,13 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 		ncf_error("%s: corrupt header (checksum mismatch)%s", display, r->hint);
 		return -1;
 	}
+	for (int k = 12; k < 28; k++)
+		if (h[k]) {
+			ncf_error("%s: corrupt header: byte %d is %u, not 0 (flags, created and reserved "
+				  "are 0)%s",
+				  display, k, h[k], r->hint);
+			return -1;
+		}
 	r->version = ncf_get_u32(h + 8);
 	if (r->version < min_version || r->version > max_version) {
 		ncf_error("%s: format version %u, this program reads version%s %u%s%s", display,
@@ -215,9 +222,10 @@ static int read_section_header(struct ncf_cr *r, const char *tag, uint64_t *raw,
 			  r->display, (unsigned long long)(r->offset - HDR), r->hint);
 		return -1;
 	}
-	char got[9] = {0};
+	char got[9] = {0}, want[8] = {0};
 	memcpy(got, h, 8);
-	if (strncmp(got, tag, 8) != 0) {
+	memcpy(want, tag, strnlen(tag, 8));
+	if (memcmp(h, want, 8) != 0) { /* the name and its NUL padding */
 		ncf_error("%s: expected section '%s' at byte %llu, found '%s'%s", r->display, tag,
 			  (unsigned long long)(r->offset - HDR), ncf_escape(got, strlen(got), 8),
 			  r->hint);

@@ -12,7 +12,7 @@ void ncf_lines_init(struct ncf_lines *l, int fd, const char *display, size_t cap
 	memset(l, 0, sizeof *l);
 	l->fd = fd;
 	l->display = display;
-	l->cap = cap ? cap : NCF_LINES_CAP;
+	l->cap = cap ? cap : NCF_LINES_CAP + 1; /* the line and its LF */
 	l->buf = ncf_xmalloc(l->cap + 1);
 }
 
@@ -65,7 +65,7 @@ static int lines_fill(struct ncf_lines *l)
 	}
 	if (l->end == l->cap) {
 		ncf_error("%s:%llu: line longer than %zu bytes", l->display,
-			  (unsigned long long)l->line + 1, l->cap);
+			  (unsigned long long)l->line + 1, l->cap - 1);
 		return -1;
 	}
 	ssize_t got;

@@ -25,7 +25,8 @@ struct ncf_lines {
 
 #define NCF_LINES_CAP (1u << 20) /* the longest line, in bytes */
 
-/* Read lines from fd with room for lines of cap bytes (0: NCF_LINES_CAP). */
+/* Read lines from fd with a buffer of cap bytes, which holds lines of cap
+ * - 1 bytes and their LF (0: lines of NCF_LINES_CAP bytes). */
 void ncf_lines_init(struct ncf_lines *l, int fd, const char *display, size_t cap);
 void ncf_lines_free(struct ncf_lines *l);
 
