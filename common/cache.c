@@ -286,8 +286,11 @@ static int check_meta(const struct ncf_cache *c, const unsigned char *m, const c
 	if (c->ratings_read < kept || c->ratings_read - kept < c->duplicates_dropped ||
 	    c->ratings_read - kept - c->duplicates_dropped != c->ratings_dropped)
 		return BAD("impossible counts in its meta section: ratings_read %llu is not "
-			   "train_positives + users + duplicates_dropped + ratings_dropped",
-			   (unsigned long long)c->ratings_read);
+			   "train_positives + users + duplicates_dropped + ratings_dropped (%llu + "
+			   "%llu + %llu + %llu)",
+			   (unsigned long long)c->ratings_read, (unsigned long long)P,
+			   (unsigned long long)U, (unsigned long long)c->duplicates_dropped,
+			   (unsigned long long)c->ratings_dropped);
 	if (c->users_dropped > c->ratings_dropped)
 		return BAD("impossible counts in its meta section: users_dropped %llu is more than "
 			   "ratings_dropped",
@@ -296,11 +299,14 @@ static int check_meta(const struct ncf_cache *c, const unsigned char *m, const c
 		return BAD("impossible counts in its meta section: items_dropped %llu is more than "
 			   "ratings_dropped",
 			   (unsigned long long)c->items_dropped);
-	if (c->test_only_users > U || c->test_ties > U - c->test_only_users)
-		return BAD("impossible counts in its meta section: %s %llu",
-			   c->test_only_users > U ? "test_only_users" : "test_ties",
-			   (unsigned long long)(c->test_only_users > U ? c->test_only_users
-								       : c->test_ties));
+	if (c->test_only_users > U)
+		return BAD("impossible counts in its meta section: test_only_users %llu is more than "
+			   "users",
+			   (unsigned long long)c->test_only_users);
+	if (c->test_ties > U - c->test_only_users)
+		return BAD("impossible counts in its meta section: test_ties %llu is more than the "
+			   "users with training positives",
+			   (unsigned long long)c->test_ties);
 	if (c->format < NCF_FORMAT_ML20M || c->format > NCF_FORMAT_SYNTHETIC)
 		return BAD("meta field source_format is %u (1 to 5)", c->format);
 	size_t name = strnlen((const char *)m + 112, 32);
