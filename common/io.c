@@ -114,8 +114,9 @@ char *ncf_out_final_name(const char *path)
 	return out;
 }
 
-void ncf_guard_std_fds(void)
+void ncf_init_std_streams(void)
 {
+	signal(SIGPIPE, SIG_DFL);
 	for (int fd = 0; fd <= 2; fd++)
 		if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
 			int n = open("/dev/null", O_RDONLY);
@@ -193,8 +194,12 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	mode_t mask = umask(0);
 	umask(mask);
 	mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~mask);
+	/* NCF_NO_TMPFILE (tests, file systems that misreport it): named
+	 * temporary files only */
 	char *dir = dir_of(o->path);
-	int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	const char *no = getenv("NCF_NO_TMPFILE");
+	int fd = no && *no && strcmp(no, "0") ? -1
+					     : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	free(dir);
 	if (fd >= 0) {
 		o->kind = NCF_OUT_UNNAMED;

@@ -65,13 +65,17 @@ void ncf_out_cleanup_all(void);
 char *ncf_out_final_name(const char *path);
 
 /*
- * Make sure file descriptors 0, 1 and 2 are open, so that a file a tool
- * opens never lands on one of them (with stdout closed, `ncf-eval --scores
- * F >&-` would otherwise print the metrics into F).  A closed one is
- * opened on /dev/null read-only: reading stdin gives an empty input,
- * writing stdout fails (EBADF) and is reported.  Call first in main.
+ * Standard streams as every tool wants them; call first in main.
+ *  - File descriptors 0, 1 and 2 are open, so that a file a tool opens
+ *    never lands on one of them (with stdout closed, `ncf-eval --scores F
+ *    >&-` would otherwise print the metrics into F).  A closed one is
+ *    opened on /dev/null read-only: reading stdin gives an empty input,
+ *    writing stdout fails (EBADF) and is reported, exit 1.
+ *  - SIGPIPE has its default action even when the parent ignored it, so
+ *    that a reader going away (`ncf-infer --score ... | head`) stops the
+ *    tool at its next write, quietly, as it stops cat.
  */
-void ncf_guard_std_fds(void);
+void ncf_init_std_streams(void);
 
 /* Open an input ("-" or NULL: stdin).  *display gets a name for messages.
  * Returns NULL after reporting. */

@@ -126,7 +126,7 @@ static void print_metrics(const struct ncf_cache *c, uint32_t topk, double hr, d
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
-	ncf_guard_std_fds();
+	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
 	static const struct option opts[] = {

@@ -409,7 +409,7 @@ out:
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
-	ncf_guard_std_fds();
+	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K) (-m MODEL | --random-model) "
 		       "[options] [FILE]";

@@ -61,7 +61,7 @@ static double mb(uint64_t bytes)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
-	ncf_guard_std_fds();
+	ncf_init_std_streams();
 	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
 		       "[--seed N] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
 	static const struct option opts[] = {

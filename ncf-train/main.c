@@ -217,7 +217,7 @@ static void fmt_rate(char *buf, size_t len, double x)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
-	ncf_guard_std_fds();
+	ncf_init_std_streams();
 	ncf_synopsis = "ncf-train [options] CACHE -o MODEL";
 	static const struct option opts[] = {
 		{"output", required_argument, 0, 'o'},
