@@ -3,7 +3,10 @@
 # when its reader goes away:
 #  - kill -9 at random moments during ncf-prep and ncf-train writes: the
 #    final names hold the old file or a complete new one, and no temporary
-#    file is left (outputs are unnamed O_TMPFILE files until complete);
+#    file is left (outputs are unnamed O_TMPFILE files until complete).
+#    The one instant that can leave a name is between linking a finished
+#    file under .NAME.XXXXXX and renaming it over the old one: such a file
+#    is complete, and the test says how often that happened;
 #  - SIGTERM at random moments where outputs have temporary names
 #    (NCF_NO_TMPFILE=1, as on file systems without O_TMPFILE): the same,
 #    the handlers remove them;
@@ -24,6 +27,28 @@ TR="--device cpu -e 3 -b 65536 -f 8 --layers 16,8"
 
 # temporaries DIR: the temporary files left in DIR
 temporaries() { find "$1" -name '.*.??????' | wc -l; }
+# leftovers DIR CHECK...: 0 when DIR holds no temporary file, 1 when each
+# one passes CHECK FILE (a complete file, linked in the instant before its
+# rename), 100 when one does not (a partial file: the failure)
+linked=0
+leftovers() {
+	local dir=$1 f r=0
+	shift
+	for f in $(find "$dir" -name '.*.??????'); do
+		if "$@" "$f" >/dev/null 2>&1; then
+			r=1
+			linked=$((linked + 1))
+		else
+			r=100
+			diag "left in $dir: $f, not a complete file"
+			break
+		fi
+	done
+	find "$dir" -name '.*' -delete
+	return $r
+}
+same_as_new() { cmp -s "$1" new.ncfc; }
+a_model() { ncf-eval -q --device cpu -m "$1" s.ncfc; }
 # sleep_ms N: sleep N milliseconds
 sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 
@@ -62,11 +87,11 @@ for i in 1 2 3 4 5 6 7 8; do
 	else
 		bad=$((bad + 1))
 	fi
-	[ "$(temporaries out)" = 0 ] || bad=$((bad + 100))
-	find out -name '.*' -delete
+	leftovers out same_as_new
+	[ $? -lt 100 ] || bad=$((bad + 100))
 done
 diag "ncf-prep killed 8 times, $during while writing: $olds left the old cache, $news the new one"
-is "$bad" 0 "kill -9 during ncf-prep: the old or the complete new cache, no temporary file"
+is "$bad" 0 "kill -9 during ncf-prep: the old or the complete new cache, no partial temporary file"
 
 # --- kill -9 during ncf-train ----------------------------------------------------------
 ncf-train -q $TR s.ncfc -o ref.ncfm -e 1 || bail "no reference model"
@@ -85,13 +110,14 @@ for i in 1 2 3 4 5 6; do
 	kill -9 $pid 2>/dev/null
 	wait $pid 2>/dev/null
 	for f in out/m.ncfm out/m.ncfm.last; do
-		ncf-eval -q --device cpu -m $f s.ncfc >/dev/null 2>&1 || bad=$((bad + 1))
+		a_model $f >/dev/null 2>&1 || bad=$((bad + 1))
 	done
-	[ "$(temporaries out)" = 0 ] || bad=$((bad + 100))
-	find out -name '.*' -delete
+	leftovers out a_model
+	[ $? -lt 100 ] || bad=$((bad + 100))
 done
 diag "ncf-train killed 6 times, $during while writing a checkpoint"
-is "$bad" 0 "kill -9 during ncf-train: both checkpoints complete, no temporary file"
+is "$bad" 0 "kill -9 during ncf-train: both checkpoints complete, no partial temporary file"
+diag "kill -9 left $linked complete file(s) under a temporary name (killed between link and rename)"
 
 # --- SIGTERM with named temporary files ------------------------------------------------
 bad=0
