@@ -256,14 +256,23 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp, r->hint);
 		return -1;
 	}
-	if (raw > max_size || (exact && raw != max_size) ||
-	    comp > ZSTD_compressBound((size_t)raw) || comp == 0 ||
-	    (filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
-	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
-	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem))) {
+	if (raw > max_size || (exact && raw != max_size)) {
 		ncf_error("%s: section '%s' has %llu bytes (%llu compressed), expected %s%zu%s",
 			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp,
 			  exact ? "" : "at most ", max_size, r->hint);
+		return -1;
+	}
+	if (comp > ZSTD_compressBound((size_t)raw) || comp == 0) {
+		ncf_error("%s: section '%s': %llu compressed bytes cannot hold %llu bytes%s",
+			  r->display, tag, (unsigned long long)comp, (unsigned long long)raw, r->hint);
+		return -1;
+	}
+	if ((filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
+	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
+	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem)) ||
+	    (!(filters & NCF_FILTER_SHUFFLE) && elem)) {
+		ncf_error("%s: section '%s': filters 0x%x cannot apply to %llu bytes%s", r->display,
+			  tag, filters, (unsigned long long)raw, r->hint);
 		return -1;
 	}
 	/* The output grows as zstd actually produces it, up to raw: a frame
