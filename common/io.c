@@ -208,8 +208,14 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 		o->tmp = temp_name(o->path);
 		fd = mkstemp(o->tmp);
 		if (fd < 0) {
-			ncf_error("%s: cannot create a file in its directory: %s", o->display,
-				  strerror(errno));
+			int e = errno;
+			struct stat ls;
+			if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+				ncf_error("%s: cannot create %s, where the link leads: %s", o->display,
+					  o->path, strerror(e));
+			else
+				ncf_error("%s: cannot create a file in its directory: %s", o->display,
+					  strerror(e));
 			free(o->tmp);
 			free(o->path);
 			o->tmp = o->path = NULL;
