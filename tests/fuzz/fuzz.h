@@ -20,7 +20,8 @@
 #include "err.h"
 
 /* Messages the library printed since fuzz_messages_reset(); their text
- * goes nowhere (a fuzzer prints millions). */
+ * goes nowhere (a fuzzer prints millions), or to stderr with
+ * NCF_FUZZ_VERBOSE set. */
 static int fuzz_message_count;
 static char fuzz_last_message[512];
 
@@ -28,12 +29,14 @@ static void fuzz_sink(const char *line)
 {
 	fuzz_message_count++;
 	snprintf(fuzz_last_message, sizeof fuzz_last_message, "%s", line);
+	if (getenv("NCF_FUZZ_VERBOSE")) /* replay_* with messages shown */
+		fprintf(stderr, "%s\n", line);
 }
 
 static inline void fuzz_messages_reset(void)
 {
 	ncf_set_progname("fuzz");
-	ncf_set_message_sink(getenv("NCF_FUZZ_VERBOSE") ? NULL : fuzz_sink);
+	ncf_set_message_sink(fuzz_sink);
 	fuzz_message_count = 0;
 	fuzz_last_message[0] = 0;
 }
