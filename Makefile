@@ -2,7 +2,8 @@
 #
 #   make            build the tools into build/bin (probes first, installs what is missing)
 #   make demo       the whole pipeline on synthetic data
-#   make check      tests (TAP, prove), then the unit tests under ASan+UBSan
+#   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan
+#   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 CUDA_HOME NVCC CUDA_ARCH
@@ -243,7 +244,7 @@ $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
-## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
+## check: run every test (unit, CLI, man page examples), then check-asan
 check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
