@@ -373,8 +373,10 @@ int main(int argc, char **argv)
 		{.path = r.checkpoint, .what = "--checkpoint", .output = 1},
 		{.path = r.log_path, .what = "--log", .output = 1, .appends = 1},
 	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0) {
+		free(default_ckpt);
 		return NCF_EXIT_USAGE;
+	}
 
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
