@@ -3,27 +3,28 @@
 # each libFuzzer target for FUZZ_SECONDS (default 60), one after the other.
 #
 # Per target: build/fuzz/corpus/TARGET (kept between runs, grown by
-# libFuzzer), build/fuzz/seeds/NAME (remade each run), the log in
+# libFuzzer), seeds remade each run (in a directory of this run's own, so
+# that two runs on different targets can go side by side), the log in
 # build/fuzz/logs/TARGET.log and a crash, leak or sanitizer report's
 # reproducer in build/fuzz/artifacts/TARGET/.  Prints a table of
 # executions, coverage (cov, ft) and findings; exits 1 when any target
-# found something.  FUZZ_ARGS adds libFuzzer options (e.g. -jobs=2).
+# found something.  FUZZ_ARGS adds libFuzzer options.
 set -u
 BUILD=$1
 shift
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 BIN=$BUILD/bin
 F=$BUILD/fuzz
-S=$F/seeds
-rm -rf "$S"
-mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines" "$F/logs"
+mkdir -p "$F/logs"
+S=$(mktemp -d "$F/seeds.XXXXXX") || exit 1
+mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 # --- seeds, from the tools ---------------------------------------------------------
 t=$(mktemp -d "${TMPDIR:-/tmp}/ncf-fuzz.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
+trap 'rm -rf "$t" "$S"' EXIT
 H='userId,movieId,rating,timestamp'
 printf '%s\n1,10,4.0,100\n1,11,4.0,200\n1,12,3.5,300\n2,10,3.0,50\n2,12,3.0,60\n3,11,5,70\n3,10,1,80\n' "$H" >"$t/r.csv"
 "$BIN/ncf-prep" -q --eval-negatives 2 -o "$S/cache/tiny.ncfc" "$t/r.csv" || exit 1
@@ -52,7 +53,8 @@ printf '\377%s' "$(printf '1 1\n1 2\n')" >"$S/lines/long-buffer"
 
 # --- the runs ------------------------------------------------------------------------
 status=0
-printf '%-16s %12s %8s %8s %8s  %s\n' target executions cov ft seconds result >"$F/summary.txt"
+summary=$S/summary
+printf '%-16s %12s %8s %8s %8s  %s\n' target executions cov ft seconds result >"$summary"
 for target in "$@"; do
 	case $target in
 	fuzz_cache*) seeds=$S/cache ;;
@@ -86,8 +88,8 @@ for target in "$@"; do
 		grep -E 'ERROR|invariant|SUMMARY|==[0-9]+==' "$log" | head -n 5
 	fi
 	printf '%-16s %12s %8s %8s %8s  %s\n' "$target" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$took" \
-		"$result" >>"$F/summary.txt"
+		"$result" >>"$summary"
 done
-cat "$F/summary.txt"
+cat "$summary"
 [ "$status" = 0 ] || echo "fuzz: reproducers are in $F/artifacts/; add each to tests/fuzz/regress/" >&2
 exit "$status"
