@@ -172,6 +172,10 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	o->display = path;
 	struct stat st;
 	int exists = stat(path, &st) == 0;
+	if (!exists && errno != ENOENT) { /* a loop of links, a file as a directory */
+		ncf_error("%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
 	if (exists && S_ISDIR(st.st_mode)) {
 		ncf_error("%s: is a directory", path);
 		return -1;
@@ -259,12 +263,22 @@ void ncf_out_abort(struct ncf_out *o)
  * temporary name and renaming it over, the only moment a SIGKILL could
  * leave a temporary file.  Returns 0 or an errno value.
  */
-static int link_unnamed(struct ncf_out *o, int fd)
+static int link_fd(int fd, const char *name)
 {
 	char proc[64];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	if (errno != ENOENT || access("/proc/self/fd", F_OK) == 0)
+		return -1;
+	/* no /proc: AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH */
+	return linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH);
+}
+
+static int link_unnamed(struct ncf_out *o, int fd)
+{
 	if (!o->replace) {
-		if (linkat(AT_FDCWD, proc, AT_FDCWD, o->path, AT_SYMLINK_FOLLOW) == 0)
+		if (link_fd(fd, o->path) == 0)
 			return 0;
 		if (errno != EEXIST)
 			return errno;
@@ -274,7 +288,7 @@ static int link_unnamed(struct ncf_out *o, int fd)
 		o->tmp = temp_name(o->path);
 		fill_random(o->tmp + strlen(o->tmp) - 6);
 		o->slot = registry_add(o->tmp);
-		if (linkat(AT_FDCWD, proc, AT_FDCWD, o->tmp, AT_SYMLINK_FOLLOW) == 0)
+		if (link_fd(fd, o->tmp) == 0)
 			break;
 		int e = errno;
 		registry_drop(o->slot);
