@@ -410,6 +410,18 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 		goto out;
 	size_t U = c->users, I = c->items, P = (size_t)c->train_positives;
 	size_t N = c->eval_negatives;
+	/* check_meta bounds these: no overflow */
+	uint64_t arrays = 4 * (uint64_t)U + 4 * (uint64_t)I + 8 * ((uint64_t)U + 1) + 4 * (uint64_t)P +
+			  4 * (uint64_t)U + 4 * (uint64_t)U * N;
+	if (!ncf_cr_can_hold(&r, arrays)) {
+		char msg[200];
+		snprintf(msg, sizeof msg,
+			 "its meta section implies %llu bytes of arrays, more than the rest of the "
+			 "file can hold",
+			 (unsigned long long)arrays);
+		corrupt(display, msg);
+		goto out;
+	}
 	if (read_ids(&r, "userids", U, &c->user_ids, display) ||
 	    read_ids(&r, "itemids", I, &c->item_ids, display) ||
 	    ncf_cr_section(&r, "offsets", 8 * (U + 1), 1, (void **)&c->offsets, &n) ||

@@ -332,6 +332,13 @@ int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int wit
 	if (ckpt_check_meta(ck, m, &L, display) != 0)
 		goto out;
 	size_t T = L.total * sizeof(float);
+	uint64_t arrays = 4 * (uint64_t)ck->shape.users + 4 * (uint64_t)ck->shape.items + 3 * (uint64_t)T;
+	if (!ncf_cr_can_hold(&r, arrays)) {
+		bad(display, "its meta section implies %llu bytes of arrays, more than the rest of the "
+			     "file can hold",
+		    (unsigned long long)arrays);
+		goto out;
+	}
 	if (read_ids(&r, "userids", ck->shape.users, &ck->user_ids, display) ||
 	    read_ids(&r, "itemids", ck->shape.items, &ck->item_ids, display) ||
 	    ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n) ||

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "container.h"
@@ -166,6 +167,11 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 	r->fp = fp;
 	r->display = display;
 	r->hint = hint ? hint : "";
+	struct stat st;
+	int fd = fileno(fp);
+	r->size = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftello(fp) == 0
+			  ? (int64_t)st.st_size
+			  : -1;
 	unsigned char h[HDR];
 	errno = 0;
 	size_t got = fread(h, 1, HDR, fp);
@@ -368,6 +374,14 @@ out:
 	free(in);
 	free(out);
 	return rc;
+}
+
+int ncf_cr_can_hold(const struct ncf_cr *r, uint64_t raw)
+{
+	if (r->size < 0)
+		return 1;
+	uint64_t left = (uint64_t)r->size > r->offset ? (uint64_t)r->size - r->offset : 0;
+	return raw <= NCF_ZSTD_MAX_EXPANSION(left);
 }
 
 int ncf_cr_end(struct ncf_cr *r)

@@ -34,7 +34,9 @@
  * claims: a section may hold at most what the caller allows and what its
  * compressed bytes can decode to (zstd's densest block, RLE, turns 4
  * bytes into 128 KiB), its buffer grows only as zstd produces data, and
- * frames may not ask for a window over 16 MiB.
+ * frames may not ask for a window over 16 MiB; a reader can also ask,
+ * before any section, whether the rest of a regular file can hold all
+ * that its meta section implies (ncf_cr_can_hold).
  */
 #ifndef NCF_CONTAINER_H
 #define NCF_CONTAINER_H
@@ -71,6 +73,7 @@ struct ncf_cr {
 	const char *hint;    /* appended to corruption messages */
 	uint32_t version;    /* the file's version */
 	uint64_t offset;     /* bytes consumed so far */
+	int64_t size;	     /* the file's size when it is a regular file, else -1 */
 };
 
 /*
@@ -87,6 +90,13 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
  */
 int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact,
 		   void **data, size_t *size);
+/*
+ * Can the rest of the file hold sections of raw bytes in all (what a
+ * meta section implies), at zstd's densest?  Known only for a regular
+ * file (a pipe: always yes, each section is still bounded as it comes).
+ * Returns 1 or 0.
+ */
+int ncf_cr_can_hold(const struct ncf_cr *r, uint64_t raw);
 /* Read the end section.  Returns 0 or -1. */
 int ncf_cr_end(struct ncf_cr *r);
 

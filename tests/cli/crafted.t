@@ -31,9 +31,10 @@ run ncf-train -q --device cpu good.ncfc --resume good.ncfm -o resumed.ncfm -e 2
 ok $status "the base model resumes on the base cache"
 
 # Memory: a reader's peak above what it takes to refuse a one-byte file
-# (the libraries it loads: cuBLAS alone is some 200 MB) is at most 64 MiB,
-# the zstd bombs included (c-userids-rle-16MiB really holds 16 MiB of ids,
-# read and checked with two copies: some 50 MiB).
+# (the libraries it loads: cuBLAS alone is some 200 MB) is at most 64 MiB.
+# A file's meta is weighed against its size first (what its bytes can
+# decode to); through a pipe, c-userids-rle-16MiB, which really holds 16
+# MiB of ids, is read and checked with two copies: some 50 MiB.
 printf 'x' >empty.ncfc
 printf 'x' >empty.ncfm
 rss() { cat "$T/rss"; }
@@ -84,6 +85,28 @@ if [ "$san" = 0 ]; then
 	in=pair.txt
 	check model eval ncf-eval --device cpu -m @F@ good.ncfc
 	check model train-resume ncf-train -q --device cpu good.ncfc --resume @F@ -o out.ncfm
+fi
+# Through a pipe the reader cannot weigh the whole file first: each
+# section is bounded as it comes, and a genuine bomb is read, then refused.
+: >got.pipe
+bad=0 worst=0
+for c in c-users-max c-userids-claim-1GiB c-evalneg-claim-2^60 c-userids-rle-16MiB; do
+	"$TOOLS/maxrss" "$T/rss" sh -c "cat $c.ncfc | ncf-prep --info -" >/dev/null 2>err.pipe
+	[ $? = 1 ] && [ "$(wc -l <err.pipe)" = 1 ] || bad=$((bad + 1))
+	printf '%s\t%s\n' "$c" "$(cat err.pipe)" >>got.pipe
+	[ "$(rss)" -gt "$worst" ] && worst=$(rss)
+done
+for c in m-params-claim; do
+	"$TOOLS/maxrss" "$T/rss" sh -c "cat $c.ncfm | ncf-infer --device cpu --score -m - pair.txt" \
+		>/dev/null 2>err.pipe
+	[ $? = 1 ] && [ "$(wc -l <err.pipe)" = 1 ] || bad=$((bad + 1))
+	printf '%s\t%s\n' "$c" "$(cat err.pipe)" >>got.pipe
+done
+is "$bad" 0 "through a pipe: the claims and the bomb refused with exit 1 and one line"
+expect crafted-pipe got.pipe "through a pipe: the messages"
+if [ "$san" = 0 ]; then
+	[ "$worst" -le $((64 * 1024 + $(base_rss ncf-prep --info empty.ncfc))) ]
+	ok $? "through a pipe: ncf-prep's peak at most 64 MiB over refusing an empty file ($worst KiB)"
 fi
 [ ! -e out.ncfm ] && [ ! -e out.ncfm.last ]
 ok $? "no refused file led to a written model"
