@@ -222,6 +222,11 @@ int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup)
 {
 	if (n < 2)
 		return 1;
+	for (size_t i = 1; i < n; i++) /* neighbours first: no copy for a run of one id */
+		if (ids[i] == ids[i - 1]) {
+			*dup = ids[i];
+			return 0;
+		}
 	uint32_t *a = ncf_xmalloc(n * sizeof *a), *b = ncf_xmalloc(n * sizeof *b);
 	size_t *count = ncf_xmalloc(65537 * sizeof *count);
 	memcpy(a, ids, n * sizeof *a);
@@ -396,7 +401,7 @@ static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
 int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 {
 	memset(c, 0, sizeof *c);
-	struct ncf_cr r;
+	struct ncf_cr r = {0};
 	void *meta = NULL;
 	size_t n;
 	int rc = -1;
@@ -440,6 +445,7 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 	rc = 0;
 out:
 	free(meta);
+	ncf_cr_close(&r);
 	if (rc != 0)
 		ncf_cache_free(c);
 	return rc;

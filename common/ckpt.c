@@ -320,7 +320,7 @@ static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
 int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int with_adam)
 {
 	memset(ck, 0, sizeof *ck);
-	struct ncf_cr r;
+	struct ncf_cr r = {0};
 	unsigned char *m = NULL;
 	void *mm = NULL, *vv = NULL;
 	size_t n;
@@ -359,6 +359,7 @@ out:
 	free(m);
 	free(mm);
 	free(vv);
+	ncf_cr_close(&r);
 	if (rc != 0)
 		ncf_ckpt_free(ck);
 	return rc;

@@ -144,10 +144,24 @@ int ncf_cw_end(struct ncf_cw *w)
 	return write_section_header(w, "end", 0, 0, 0);
 }
 
+/* fread through the read-ahead buffer. */
+static size_t cr_fread(struct ncf_cr *r, void *buf, size_t n)
+{
+	size_t got = 0;
+	if (r->ahead_pos < r->ahead_len) {
+		got = r->ahead_len - r->ahead_pos < n ? r->ahead_len - r->ahead_pos : n;
+		memcpy(buf, r->ahead + r->ahead_pos, got);
+		r->ahead_pos += got;
+	}
+	if (got < n)
+		got += fread((unsigned char *)buf + got, 1, n - got, r->fp);
+	return got;
+}
+
 static int read_exact(struct ncf_cr *r, void *buf, size_t n, const char *what)
 {
 	errno = 0;
-	size_t got = fread(buf, 1, n, r->fp);
+	size_t got = cr_fread(r, buf, n);
 	if (got != n) {
 		if (ferror(r->fp))
 			ncf_error("%s: read failed: %s", r->display, strerror(errno ? errno : EIO));
@@ -304,6 +318,22 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 		size_t want = left < chunk ? (size_t)left : chunk;
 		if (read_exact(r, in, want, what) != 0)
 			goto out;
+		if (left == comp) {
+			/* one zstd frame (magic 28 b5 2f fd, not a skippable one) whose
+			 * header (RFC 8878) sets the content checksum flag (bit 2 of
+			 * its descriptor) and gives the content size */
+			const char *why = want < 6 || memcmp(in, "\x28\xb5\x2f\xfd", 4)
+						  ? "not a zstd frame"
+					  : !(in[4] & 4) ? "a frame without its checksum"
+					  : ZSTD_getFrameContentSize(in, want) != raw
+						  ? "a frame of another size"
+						  : NULL;
+			if (why) {
+				ncf_error("%s: section '%s' is corrupt (%s)%s", r->display, tag, why,
+					  r->hint);
+				goto out;
+			}
+		}
 		left -= want;
 		ZSTD_inBuffer ib = {in, want, 0};
 		while (ib.pos < ib.size) {
@@ -376,12 +406,36 @@ out:
 	return rc;
 }
 
-int ncf_cr_can_hold(const struct ncf_cr *r, uint64_t raw)
+int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw)
 {
-	if (r->size < 0)
+	if (r->size >= 0) {
+		uint64_t left = (uint64_t)r->size > r->offset ? (uint64_t)r->size - r->offset : 0;
+		return raw <= NCF_ZSTD_MAX_EXPANSION(left);
+	}
+	/* the fewest bytes that can decode to raw: one RLE block per 128 KiB */
+	uint64_t need = raw <= 131072 ? 0 : (raw - 131072 + 131071) / 131072 * 4;
+	uint64_t have = r->ahead_len - r->ahead_pos;
+	if (have >= need)
 		return 1;
-	uint64_t left = (uint64_t)r->size > r->offset ? (uint64_t)r->size - r->offset : 0;
-	return raw <= NCF_ZSTD_MAX_EXPANSION(left);
+	/* keep what is still unread, read the rest of need after it */
+	size_t keep = (size_t)have, want = (size_t)(need - have);
+	unsigned char *b = ncf_xmalloc(keep + want);
+	memcpy(b, r->ahead + r->ahead_pos, keep);
+	size_t got = 0, n;
+	while (got < want && (n = fread(b + keep + got, 1, want - got, r->fp)) > 0)
+		got += n;
+	free(r->ahead);
+	r->ahead = b;
+	r->ahead_len = keep + got;
+	r->ahead_pos = 0;
+	return got == want;
+}
+
+void ncf_cr_close(struct ncf_cr *r)
+{
+	free(r->ahead);
+	r->ahead = NULL;
+	r->ahead_len = r->ahead_pos = 0;
 }
 
 int ncf_cr_end(struct ncf_cr *r)
@@ -394,7 +448,8 @@ int ncf_cr_end(struct ncf_cr *r)
 		ncf_error("%s: corrupt end section%s", r->display, r->hint);
 		return -1;
 	}
-	if (fgetc(r->fp) != EOF) {
+	unsigned char extra;
+	if (cr_fread(r, &extra, 1) == 1) {
 		ncf_error("%s: data after the end of the file at byte %llu (two files "
 			  "concatenated?)%s",
 			  r->display, (unsigned long long)r->offset, r->hint);

@@ -74,6 +74,8 @@ struct ncf_cr {
 	uint32_t version;    /* the file's version */
 	uint64_t offset;     /* bytes consumed so far */
 	int64_t size;	     /* the file's size when it is a regular file, else -1 */
+	unsigned char *ahead;/* bytes read ahead of the sections (ncf_cr_can_hold) */
+	size_t ahead_len, ahead_pos;
 };
 
 /*
@@ -92,12 +94,16 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 		   void **data, size_t *size);
 /*
  * Can the rest of the file hold sections of raw bytes in all (what a
- * meta section implies), at zstd's densest?  Known only for a regular
- * file (a pipe: always yes, each section is still bounded as it comes).
- * Returns 1 or 0.
+ * meta section implies), at zstd's densest?  For a regular file its size
+ * says; from a pipe the bytes that must at least follow (raw / 32768)
+ * are read ahead, so a short stream is refused before any section
+ * buffer is allocated (memory: what the stream really delivered).
+ * Returns 1 or 0 (then nothing is reported).
  */
-int ncf_cr_can_hold(const struct ncf_cr *r, uint64_t raw);
+int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw);
 /* Read the end section.  Returns 0 or -1. */
 int ncf_cr_end(struct ncf_cr *r);
+/* Free what the reader holds (not the stream).  Safe to call twice. */
+void ncf_cr_close(struct ncf_cr *r);
 
 #endif

@@ -45,6 +45,9 @@ struct cache_img {
 	int after_end;			     /* write a section after the end one */
 	uint64_t claim[8];		     /* forge: raw size to claim (0: honest) */
 	size_t rle_users;		     /* > 0: userids is that many zero ids, compressed */
+	size_t noise_items;		     /* > 0: itemids is that many random bytes */
+	int forge[8];			     /* 1: section k through forged_section */
+	int skippable;			     /* evalneg as a zstd skippable frame */
 };
 
 enum { S_META, S_UIDS, S_IIDS, S_OFF, S_TR, S_TE, S_NEG, S_COUNT };
@@ -84,19 +87,12 @@ static void cache_base(struct cache_img *c)
 
 /* A section whose header says raw bytes while its frame decodes frame_raw
  * bytes of data (a forged header, CRC valid). */
-static void forged_section(FILE *fp, const char *tag, uint64_t raw, const void *data,
-			   size_t frame_raw, uint32_t filters)
+static int frame_checksum = 1; /* forged_section: with zstd's content checksum */
+
+/* A section whose header is given: tag, raw, the payload bytes as they are. */
+static void raw_section(FILE *fp, const char *tag, uint64_t raw, const void *payload, size_t n,
+			uint32_t filters)
 {
-	size_t bound = ZSTD_compressBound(frame_raw);
-	unsigned char *z = ncf_xmalloc(bound);
-	ZSTD_CCtx *cc = ZSTD_createCCtx();
-	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 3);
-	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
-	ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
-	size_t n = ZSTD_compress2(cc, z, bound, data, frame_raw);
-	ZSTD_freeCCtx(cc);
-	if (ZSTD_isError(n))
-		ncf_die(1, "zstd: %s", ZSTD_getErrorName(n));
 	unsigned char h[32] = {0};
 	memcpy(h, tag, strlen(tag));
 	ncf_put_u64(h + 8, raw);
@@ -104,7 +100,23 @@ static void forged_section(FILE *fp, const char *tag, uint64_t raw, const void *
 	ncf_put_u32(h + 24, filters);
 	ncf_put_u32(h + 28, ncf_crc32c(0, h, 28));
 	fwrite(h, 1, 32, fp);
-	fwrite(z, 1, n, fp);
+	fwrite(payload, 1, n, fp);
+}
+
+static void forged_section(FILE *fp, const char *tag, uint64_t raw, const void *data,
+			   size_t frame_raw, uint32_t filters)
+{
+	size_t bound = ZSTD_compressBound(frame_raw);
+	unsigned char *z = ncf_xmalloc(bound);
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 3);
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, frame_checksum);
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
+	size_t n = ZSTD_compress2(cc, z, bound, data, frame_raw);
+	ZSTD_freeCCtx(cc);
+	if (ZSTD_isError(n))
+		ncf_die(1, "zstd: %s", ZSTD_getErrorName(n));
+	raw_section(fp, tag, raw, z, n, filters);
 	free(z);
 }
 
@@ -138,8 +150,22 @@ static void cache_write(const struct cache_img *c, const char *name)
 			void *zero = ncf_xcalloc(bytes, 1);
 			forged_section(fp, "userids", bytes, zero, bytes, s4);
 			free(zero);
-		} else if (c->claim[k]) {
-			forged_section(fp, cache_tags[k], c->claim[k], data[k], size[k], filt[k]);
+		} else if (k == S_IIDS && c->noise_items) {
+			unsigned char *noise = ncf_xmalloc(c->noise_items);
+			uint32_t x = 2463534242u;
+			for (size_t b = 0; b < c->noise_items; b++) {
+				x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+				noise[b] = (unsigned char)x;
+			}
+			ncf_cw_section(&w, "itemids", noise, c->noise_items, 0);
+			free(noise);
+		} else if (k == S_NEG && c->skippable) {
+			unsigned char sk[8 + 24] = {0x50, 0x2a, 0x4d, 0x18, 24, 0, 0, 0};
+			memcpy(sk + 8, c->neg, 24);
+			raw_section(fp, "evalneg", size[k], sk, sizeof sk, filt[k]);
+		} else if (c->claim[k] || c->forge[k]) {
+			forged_section(fp, cache_tags[k], c->claim[k] ? c->claim[k] : size[k], data[k],
+				       size[k], filt[k]);
 		} else {
 			ncf_cw_section(&w, cache_tags[k], data[k], size[k], filt[k]);
 		}
@@ -323,14 +349,19 @@ static void cache_cases(void)
 	cache_base(&c), c.order[1] = S_IIDS, c.order[2] = S_UIDS, cache_write(&c, "c-order");
 	cache_base(&c), c.order[6] = -1, cache_write(&c, "c-missing-evalneg");
 	cache_base(&c), c.after_end = 1, cache_write(&c, "c-after-end");
+	/* frames */
+	cache_base(&c), c.forge[S_UIDS] = 1, frame_checksum = 0,
+		cache_write(&c, "c-frame-without-checksum"), frame_checksum = 1;
+	cache_base(&c), c.skippable = 1, cache_write(&c, "c-frame-skippable");
 	/* sizes claimed beyond what the bytes hold */
 	cache_base(&c), U32(0, 1u << 28), U64(48, 4 + (1u << 28)), c.claim[S_UIDS] = 4u << 28,
 		cache_write(&c, "c-userids-claim-1GiB");
 	cache_base(&c), c.claim[S_NEG] = (uint64_t)1 << 60, cache_write(&c, "c-evalneg-claim-2^60");
-	/* a genuine zstd bomb: 2^22 zero user ids (16 MiB) from a few KB; read in
-	 * full (what the file holds), then refused */
+	/* a genuine zstd bomb: 2^22 zero user ids (16 MiB) from some 600 bytes,
+	 * in a file long enough (8 KB of noise after them) to hold what meta
+	 * implies: read in full (what the file holds), then refused */
 	cache_base(&c), U32(0, 1u << 22), U64(48, 4 + (1u << 22)), c.rle_users = 1u << 22,
-		cache_write(&c, "c-userids-rle-16MiB");
+		c.noise_items = 8192, cache_write(&c, "c-userids-rle-16MiB");
 }
 
 #undef U32
