@@ -67,7 +67,7 @@ static void check_accepted(const struct ncf_cache *c)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_messages_reset();
-	FILE *fp = fuzz_open(data, size);
+	FILE *fp = fuzz_open_either(data, size);
 	struct ncf_cache c;
 	if (ncf_cache_read_fp(fp, "<fuzz>", &c) == 0) {
 		check_accepted(&c);

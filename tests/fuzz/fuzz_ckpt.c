@@ -56,7 +56,7 @@ static void score_some(const struct ncf_ckpt *ck, const uint8_t *data, size_t si
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_messages_reset();
-	FILE *fp = fuzz_open(data, size);
+	FILE *fp = fuzz_open_either(data, size);
 	struct ncf_ckpt ck;
 	if (ncf_ckpt_read_fp(fp, "<fuzz>", &ck, 1) == 0) {
 		score_some(&ck, data, size);
