@@ -420,7 +420,8 @@ int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw)
 	/* keep what is still unread, read the rest of need after it */
 	size_t keep = (size_t)have, want = (size_t)(need - have);
 	unsigned char *b = ncf_xmalloc(keep + want);
-	memcpy(b, r->ahead + r->ahead_pos, keep);
+	if (keep)
+		memcpy(b, r->ahead + r->ahead_pos, keep);
 	size_t got = 0, n;
 	while (got < want && (n = fread(b + keep + got, 1, want - got, r->fp)) > 0)
 		got += n;
