@@ -2,7 +2,8 @@
 #
 #   make            build the tools into build/bin (probes first, installs what is missing)
 #   make demo       the whole pipeline on synthetic data
-#   make check      tests (TAP, prove), then the unit tests under ASan+UBSan
+#   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan
+#   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 CUDA_HOME NVCC CUDA_ARCH
@@ -118,8 +119,67 @@ GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 CU_TEST_OBJ := $(CU_TEST_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 endif
 
+# --- hostile input (issue 9): the tools under ASan+UBSan+LSan, fuzzing, crafted files -----
+# check-asan runs the CLI tests a second time against these tools; every sanitizer report
+# goes to a file under build/asan/reports, and any such file fails the check (a test that
+# expects exit 1 cannot mistake a report for the refusal it wanted).
+ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
+ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
+ASAN_REPORTS := $(BUILD)/asan/reports
+$(BUILD)/asan/bin/%: $(BUILD)/asan/obj/%/main.o $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
+
+# The fuzz harnesses (tests/fuzz/fuzz_*.c) linked with replay.c into plain programs: make
+# check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
+ASAN_REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/asan/tests/fuzz/replay_%)
+$(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
+		$(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $^ $(LIBS) -o $@
+$(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
+		$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $^ $(LIBS) -o $@
+
+# make fuzz: libFuzzer (clang) builds of the library and the harnesses, each target run for
+# FUZZ_SECONDS on seeds the tools make (tests/fuzz/run.sh); *_sa targets add the
+# structure-aware mutator.  A crash, leak or sanitizer report fails it, the reproducer left
+# in build/fuzz/artifacts/TARGET/.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wno-unused-parameter \
+	-Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
+FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -DNCF_HAVE_MPI -I$(CUDA_HOME)/include \
+	$(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
+FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_TARGETS := $(foreach n,$(FUZZ_NAMES),$(BUILD)/fuzz/fuzz_$(n)) \
+	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
+	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
+$(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/libncf.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -DNCF_FUZZ_STRUCTURE -fsanitize=fuzzer $< \
+		$(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libncf.a \
+		$(FUZZ_LIBS) -o $@
+
+## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
+fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
+
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS) \
+	$(REPLAY_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -159,13 +219,14 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.
 # libonnx-dev (scripts/configure.sh probes and installs it; nothing generated is kept in the
 # tree); without it (NO_ONNX=1, or not found) ncf-infer --export F.onnx exits 3.
 INFER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out ncf-infer/main.c,$(wildcard ncf-infer/*.c)))
+EXPORT_ONNX_OBJ := $(BUILD)/obj/ncf-infer/export_onnx.o $(BUILD)/asan/obj/ncf-infer/export_onnx.o
 ifeq ($(HAVE_ONNX),1)
 ONNX_OBJ := $(BUILD)/obj/gen/onnx.pb-c.o
 ONNX_LIBS := -lprotobuf-c
-$(BUILD)/obj/ncf-infer/export_onnx.o: CPPFLAGS_NCF += -DNCF_HAVE_ONNX -I$(BUILD)/gen
-$(BUILD)/obj/ncf-infer/export_onnx.o: $(BUILD)/gen/onnx.pb-c.h
+$(EXPORT_ONNX_OBJ): CPPFLAGS_NCF += -DNCF_HAVE_ONNX -I$(BUILD)/gen
+$(EXPORT_ONNX_OBJ): $(BUILD)/gen/onnx.pb-c.h
 else
-$(BUILD)/obj/ncf-infer/export_onnx.o: CPPFLAGS_NCF += -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
+$(EXPORT_ONNX_OBJ): CPPFLAGS_NCF += -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
 endif
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: $(dir $(ONNX_PROTO))%.proto $(CONFIG)
 	@mkdir -p $(dir $@)
@@ -176,6 +237,10 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
 $(BUILD)/bin/ncf-infer: $(BUILD)/obj/ncf-infer/main.o $(INFER_OBJ) $(ONNX_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(filter %.o,$^) $(BUILD)/libncf.a $(LIBS) $(ONNX_LIBS) -o $@
+$(BUILD)/asan/bin/ncf-infer: $(BUILD)/asan/obj/ncf-infer/main.o \
+		$(INFER_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(ONNX_OBJ) $(BUILD)/asan/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $(filter %.o,$^) $(BUILD)/asan/libncf.a $(LIBS) $(ONNX_LIBS) -o $@
 
 # The safetensors reader under libFuzzer (clang), seeded with files the tools write.
 FUZZ_CC ?= clang
@@ -228,15 +293,22 @@ $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
-## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
+## check: run every test (unit, CLI, man page examples), then check-asan
 check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
-## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
-check-asan: $(ASAN_BINS)
+## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan
+check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
 	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NCF_SANITIZER=1 \
 		prove --exec '' $(ASAN_BINS)
+	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	$(TEST_ENV) NCF_BIN=$(CURDIR)/$(BUILD)/asan/bin NCF_SANITIZER=1 \
+		ASAN_OPTIONS=detect_leaks=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/asan \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/ubsan \
+		prove --exec '' $(filter-out $(ASAN_SKIP_CLI),$(CLI_TESTS))
+	@if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then \
+		echo "sanitizer reports in $(ASAN_REPORTS):"; head -n 30 $(ASAN_REPORTS)/*; exit 1; fi
 
 ## check-gpu: the GPU tests (tests/gpu; each skips without a GPU)
 check-gpu: all
@@ -305,7 +377,7 @@ help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
 .PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help \
-	fuzz-safetensors
+	fuzz fuzz-safetensors
 .SECONDARY:
 .DELETE_ON_ERROR:
 

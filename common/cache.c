@@ -57,10 +57,19 @@
  * level 3); the layout does not.
  * tests/unit/test_cache.c checks this layout.
  *
- * A reader checks, beyond the container's checksums: the sizes in meta
- * against each section, offsets non-decreasing from 0 to P, every item
- * index below I; any failure is reported as a
- * corrupt cache with the hint to re-run ncf-prep.
+ * A reader checks, beyond the container's checksums, before it reads an
+ * array: the sizes in meta against each other (U, I >= 1; 1 <= N <=
+ * 100000; P <= U (I - 1), as no user's training items repeat or include
+ * its test item; I <= P + U, as every item is rated; U N <= 2^36), the
+ * counters (ratings_read = P + U + duplicates_dropped + ratings_dropped;
+ * users_dropped and items_dropped at most ratings_dropped; test_ties at
+ * most U), format 1..5 with a synthetic name exactly for format 5,
+ * oracle_hr NaN or in [0, 1], reserved bytes zero.  Then each section
+ * against the size meta gives it, and the arrays: ids distinct, offsets
+ * non-decreasing from 0 to P, test_only_users the number of empty rows,
+ * training items ascending below I, test items below I and not among
+ * the user's training items, negatives below I.  Any failure is reported
+ * as a corrupt cache naming the field, with the hint to re-run ncf-prep.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -71,6 +80,7 @@
 #include "crc32c.h"
 #include "err.h"
 #include "io.h"
+#include "ncf_hd.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ncf stores arrays in host order and needs a little-endian host"
@@ -208,6 +218,120 @@ static int corrupt(const char *display, const char *what)
 	return -1;
 }
 
+int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup)
+{
+	if (n < 2)
+		return 1;
+	for (size_t i = 1; i < n; i++) /* neighbours first: no copy for a run of one id */
+		if (ids[i] == ids[i - 1]) {
+			*dup = ids[i];
+			return 0;
+		}
+	uint32_t *a = ncf_xmalloc(n * sizeof *a), *b = ncf_xmalloc(n * sizeof *b);
+	size_t *count = ncf_xmalloc(65537 * sizeof *count);
+	memcpy(a, ids, n * sizeof *a);
+	for (int shift = 0; shift < 32; shift += 16) {
+		memset(count, 0, 65537 * sizeof *count);
+		for (size_t i = 0; i < n; i++)
+			count[((a[i] >> shift) & 0xFFFF) + 1]++;
+		for (size_t k = 0; k < 65536; k++)
+			count[k + 1] += count[k];
+		for (size_t i = 0; i < n; i++)
+			b[count[(a[i] >> shift) & 0xFFFF]++] = a[i];
+		uint32_t *t = a;
+		a = b;
+		b = t;
+	}
+	int ok = 1;
+	for (size_t i = 1; i < n && ok; i++)
+		if (a[i] == a[i - 1]) {
+			ok = 0;
+			*dup = a[i];
+		}
+	free(a);
+	free(b);
+	free(count);
+	return ok;
+}
+
+/*
+ * The meta section's fields, against each other (see the top of this
+ * file), before any array is read.  Returns 0, or -1 after a report that
+ * names the field.
+ */
+static int check_meta(const struct ncf_cache *c, const unsigned char *m, const char *display)
+{
+	char msg[256];
+	uint64_t U = c->users, I = c->items, N = c->eval_negatives;
+	uint64_t P = (uint64_t)c->train_positives;
+#define BAD(...) (snprintf(msg, sizeof msg, __VA_ARGS__), corrupt(display, msg))
+	if (U == 0)
+		return BAD("impossible sizes in its meta section: users is 0");
+	if (I == 0)
+		return BAD("impossible sizes in its meta section: items is 0");
+	if (N == 0 || N > 100000)
+		return BAD("impossible sizes in its meta section: eval_negatives is %llu (1 to "
+			   "100000)",
+			   (unsigned long long)N);
+	if (P > ((uint64_t)1 << 40) || P > U * (I - 1))
+		return BAD("impossible sizes in its meta section: train_positives is %llu, more than "
+			   "%s",
+			   (unsigned long long)P,
+			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+	if (I > P + U)
+		return BAD("impossible sizes in its meta section: items is %llu, more than "
+			   "train_positives + users (every item is rated)",
+			   (unsigned long long)I);
+	if (U * N > ((uint64_t)1 << 36))
+		return BAD("impossible sizes in its meta section: users x eval_negatives is %llu, "
+			   "more than 2^36",
+			   (unsigned long long)(U * N));
+	/* the counters: every row read was kept (P + U), a repeat or dropped */
+	uint64_t kept = P + U;
+	if (c->ratings_read < kept || c->ratings_read - kept < c->duplicates_dropped ||
+	    c->ratings_read - kept - c->duplicates_dropped != c->ratings_dropped)
+		return BAD("impossible counts in its meta section: ratings_read %llu is not "
+			   "train_positives + users + duplicates_dropped + ratings_dropped (%llu + "
+			   "%llu + %llu + %llu)",
+			   (unsigned long long)c->ratings_read, (unsigned long long)P,
+			   (unsigned long long)U, (unsigned long long)c->duplicates_dropped,
+			   (unsigned long long)c->ratings_dropped);
+	if (c->users_dropped > c->ratings_dropped)
+		return BAD("impossible counts in its meta section: users_dropped %llu is more than "
+			   "ratings_dropped",
+			   (unsigned long long)c->users_dropped);
+	if (c->items_dropped > c->ratings_dropped)
+		return BAD("impossible counts in its meta section: items_dropped %llu is more than "
+			   "ratings_dropped",
+			   (unsigned long long)c->items_dropped);
+	if (c->test_only_users > U)
+		return BAD("impossible counts in its meta section: test_only_users %llu is more than "
+			   "users",
+			   (unsigned long long)c->test_only_users);
+	if (c->test_ties > U - c->test_only_users)
+		return BAD("impossible counts in its meta section: test_ties %llu is more than the "
+			   "users with training positives",
+			   (unsigned long long)c->test_ties);
+	if (c->format < NCF_FORMAT_ML20M || c->format > NCF_FORMAT_SYNTHETIC)
+		return BAD("meta field source_format is %u (1 to 5)", c->format);
+	size_t name = strnlen((const char *)m + 112, 32);
+	int padded = name < 32;
+	for (size_t k = name; k < 32; k++)
+		padded &= m[112 + k] == 0;
+	if (!padded || (name > 0) != (c->format == NCF_FORMAT_SYNTHETIC))
+		return BAD("meta field synthetic is %s",
+			   !padded ? "not a NUL-padded name"
+			   : name	 ? "set for a cache of real data"
+				 : "empty for a synthetic cache");
+	if (!isnan(c->oracle_hr) && !(c->oracle_hr >= 0 && c->oracle_hr <= 1))
+		return BAD("meta field oracle_hr@10 is %g (NaN or 0 to 1)", c->oracle_hr);
+	for (int k = 144; k < META_SIZE; k++)
+		if (m[k])
+			return BAD("meta byte %d is %u, not 0 (reserved)", k, m[k]);
+#undef BAD
+	return 0;
+}
+
 /* The checks a reader makes beyond checksums (see the top of this file). */
 static int validate(const struct ncf_cache *c, const char *display)
 {
@@ -221,6 +345,16 @@ static int validate(const struct ncf_cache *c, const char *display)
 		}
 	if (c->offsets[c->users] != c->train_positives)
 		return corrupt(display, "row offsets do not end at the number of positives");
+	uint64_t empty = 0;
+	for (uint32_t u = 0; u < c->users; u++)
+		empty += c->offsets[u + 1] == c->offsets[u];
+	if (empty != c->test_only_users) {
+		snprintf(msg, sizeof msg,
+			 "meta field test_only_users is %llu, but %llu users have no training "
+			 "positives",
+			 (unsigned long long)c->test_only_users, (unsigned long long)empty);
+		return corrupt(display, msg);
+	}
 	int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
 	for (int64_t u = 0; u < (int64_t)c->users; u++) {
@@ -230,6 +364,9 @@ static int validate(const struct ncf_cache *c, const char *display)
 				bad |= 1;
 		if (c->test_items[u] >= c->items)
 			bad |= 2;
+		else if (ncf_row_has(c->train_items + c->offsets[u], c->offsets[u + 1] - c->offsets[u],
+				     c->test_items[u]))
+			bad |= 8;
 		for (size_t k = 0; k < c->eval_negatives; k++)
 			if (c->eval_neg[(size_t)u * c->eval_negatives + k] >= c->items)
 				bad |= 4;
@@ -238,19 +375,33 @@ static int validate(const struct ncf_cache *c, const char *display)
 		return corrupt(display, "training items out of range or out of order");
 	if (bad & 2)
 		return corrupt(display, "test item out of range");
+	if (bad & 8)
+		return corrupt(display, "a test item that is also a training positive of its user");
 	if (bad & 4)
 		return corrupt(display, "evaluation negative out of range");
 	return 0;
 }
 
-int ncf_cache_read(const char *path, struct ncf_cache *c)
+/* Read the id map of tag (n ids) and check that its ids are distinct. */
+static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
+		    const char *display)
+{
+	size_t got;
+	if (ncf_cr_section(r, tag, 4 * n, 1, (void **)ids, &got) != 0)
+		return -1;
+	uint32_t dup;
+	if (!ncf_ids_distinct(*ids, n, &dup)) {
+		char msg[128];
+		snprintf(msg, sizeof msg, "section '%s': id %u appears twice", tag, dup);
+		return corrupt(display, msg);
+	}
+	return 0;
+}
+
+int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 {
 	memset(c, 0, sizeof *c);
-	const char *display;
-	FILE *fp = ncf_in_open(path, &display);
-	if (!fp)
-		return -1;
-	struct ncf_cr r;
+	struct ncf_cr r = {0};
 	void *meta = NULL;
 	size_t n;
 	int rc = -1;
@@ -258,17 +409,26 @@ int ncf_cache_read(const char *path, struct ncf_cache *c)
 	    ncf_cr_section(&r, "meta", META_SIZE, 1, &meta, &n))
 		goto out;
 	meta_unpack(c, meta);
-	/* Sizes that a sane cache cannot have would make huge allocations: refuse. */
-	if (c->users == 0 || c->items == 0 || c->train_positives < 0 ||
-	    (uint64_t)c->train_positives > ((uint64_t)1 << 40) || c->eval_negatives > 100000 ||
-	    (uint64_t)c->users * c->eval_negatives > ((uint64_t)1 << 36)) {
-		corrupt(display, "impossible sizes in its meta section");
+	/* Sizes that do not agree would make huge allocations: refuse them
+	 * before reading any array. */
+	if (check_meta(c, meta, display) != 0)
 		goto out;
-	}
 	size_t U = c->users, I = c->items, P = (size_t)c->train_positives;
 	size_t N = c->eval_negatives;
-	if (ncf_cr_section(&r, "userids", 4 * U, 1, (void **)&c->user_ids, &n) ||
-	    ncf_cr_section(&r, "itemids", 4 * I, 1, (void **)&c->item_ids, &n) ||
+	/* check_meta bounds these: no overflow */
+	uint64_t arrays = 4 * (uint64_t)U + 4 * (uint64_t)I + 8 * ((uint64_t)U + 1) + 4 * (uint64_t)P +
+			  4 * (uint64_t)U + 4 * (uint64_t)U * N;
+	if (!ncf_cr_can_hold(&r, arrays)) {
+		char msg[200];
+		snprintf(msg, sizeof msg,
+			 "its meta section implies %llu bytes of arrays, more than the rest of the "
+			 "file can hold",
+			 (unsigned long long)arrays);
+		corrupt(display, msg);
+		goto out;
+	}
+	if (read_ids(&r, "userids", U, &c->user_ids, display) ||
+	    read_ids(&r, "itemids", I, &c->item_ids, display) ||
 	    ncf_cr_section(&r, "offsets", 8 * (U + 1), 1, (void **)&c->offsets, &n) ||
 	    ncf_cr_section(&r, "trainitm", 4 * P, 1, (void **)&c->train_items, &n) ||
 	    ncf_cr_section(&r, "testitm", 4 * U, 1, (void **)&c->test_items, &n) ||
@@ -285,9 +445,21 @@ int ncf_cache_read(const char *path, struct ncf_cache *c)
 	rc = 0;
 out:
 	free(meta);
-	ncf_in_close(fp);
+	ncf_cr_close(&r);
 	if (rc != 0)
 		ncf_cache_free(c);
+	return rc;
+}
+
+int ncf_cache_read(const char *path, struct ncf_cache *c)
+{
+	memset(c, 0, sizeof *c);
+	const char *display;
+	FILE *fp = ncf_in_open(path, &display);
+	if (!fp)
+		return -1;
+	int rc = ncf_cache_read_fp(fp, display, c);
+	ncf_in_close(fp);
 	return rc;
 }
 

@@ -67,6 +67,8 @@ int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
 /* Read and validate a cache ("-": stdin).  Returns 0, or -1 after a
  * one-line report. */
 int ncf_cache_read(const char *path, struct ncf_cache *c);
+/* The same from an open stream (not closed), named display in messages. */
+int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c);
 /* Free the arrays of c (not c). */
 void ncf_cache_free(struct ncf_cache *c);
 /* Fill entry_user from offsets. */
@@ -77,6 +79,9 @@ void ncf_cache_print_info(const struct ncf_cache *c, FILE *out);
  * it, so that tools can refuse a model and a cache that do not belong
  * together. */
 uint32_t ncf_cache_fingerprint(const struct ncf_cache *c);
+/* Are the n ids distinct?  When not, *dup gets one that repeats.  (An id
+ * map's, checked by every reader; a radix sort of a copy.) */
+int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup);
 /* Number of users with at least one training positive. */
 uint32_t ncf_cache_train_users(const struct ncf_cache *c);
 

@@ -27,12 +27,29 @@
  * 184..255 zero
  *
  * No time or host goes in: two runs with one seed write the same bytes.
- * A reader checks the shape (ncf_shape_check) and that T matches it, then
- * every section's exact size.
+ *
+ * A reader checks every field before it reads an array (ckpt_check_meta),
+ * and names the field it refuses: the shape (U, I 1..2^30, factors
+ * 1..65536, n_layers 2..8, layers 1..8192 with layers[0] even and the
+ * unused ones 0) and T against it; the hyperparameters in the ranges
+ * ncf-train's options accept (lr in (0, 1e30], betas and dropout in [0,
+ * 1), eps in (0, 1], negatives <= 1000, true_negatives 0 or 1, batch 1..
+ * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)); the
+ * run's place: epoch <= 1000000 and equal to epochs_done, position a
+ * multiple of batch below the epoch's S = P (1 + negatives) samples, step
+ * = epoch ceil(S / batch) + position / batch, epoch_loss finite, >= 0 and
+ * 0 at position 0; the metrics: best and last HR and NDCG -1 before the
+ * first epoch and in [0, 1] after it, best_epoch 0 or 1..epochs_done;
+ * reserved bytes 0.  Then every section's exact size, and the parameters
+ * and moments finite (second moments >= 0).
  */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "ckpt.h"
 #include "container.h"
 #include "err.h"
@@ -55,6 +72,170 @@ static void put_f32(unsigned char *p, float f)
 	uint32_t v;
 	memcpy(&v, &f, 4);
 	ncf_put_u32(p, v);
+}
+
+static int bad(const char *display, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(const char *display, const char *fmt, ...)
+{
+	char msg[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ncf_error("%s: corrupt model: %s%s", display, msg, HINT);
+	return -1;
+}
+
+/* A metric: -1 (none yet) when none, else in [0, 1]. */
+static int metric_ok(double x, int none)
+{
+	return none ? x == -1 : (x >= 0 && x <= 1);
+}
+
+/*
+ * Fill ck's scalar fields from meta m and check every one (the list at the
+ * top of this file); *L gets the layout.  Returns 0, or -1 after a report
+ * naming the field.
+ */
+static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct ncf_layout *L,
+			   const char *display)
+{
+	struct ncf_shape *sh = &ck->shape;
+	sh->users = ncf_get_u32(m + 0);
+	sh->items = ncf_get_u32(m + 4);
+	sh->factors = ncf_get_u32(m + 8);
+	sh->n_layers = ncf_get_u32(m + 12);
+	if (sh->users < 1 || sh->users > (1u << 30))
+		return bad(display, "meta field users is %u (1 to 2^30)", sh->users);
+	if (sh->items < 1 || sh->items > (1u << 30))
+		return bad(display, "meta field items is %u (1 to 2^30)", sh->items);
+	if (sh->factors < 1 || sh->factors > 65536)
+		return bad(display, "meta field factors is %u (1 to 65536)", sh->factors);
+	if (sh->n_layers < 2 || sh->n_layers > NCF_MAX_LAYERS)
+		return bad(display, "meta field n_layers is %u (2 to %d)", sh->n_layers,
+			   NCF_MAX_LAYERS);
+	for (int k = 0; k < NCF_MAX_LAYERS; k++) {
+		uint32_t v = ncf_get_u32(m + 16 + 4 * k);
+		sh->layers[k] = v;
+		if (k < (int)sh->n_layers && (v < 1 || v > 8192 || (k == 0 && v % 2)))
+			return bad(display, "meta field layers[%d] is %u (%s1 to 8192)", k, v,
+				   k == 0 ? "even, " : "");
+		if (k >= (int)sh->n_layers && v)
+			return bad(display, "meta field layers[%d] is %u past n_layers %u (must be 0)",
+				   k, v, sh->n_layers);
+	}
+	ncf_layout_make(sh, L);
+	if (ncf_get_u64(m + 48) != L->total)
+		return bad(display, "meta field parameters is %llu, the shape needs %zu",
+			   (unsigned long long)ncf_get_u64(m + 48), L->total);
+
+	struct ncf_hparams *h = &ck->hp;
+	h->lr = get_f32(m + 56);
+	h->beta1 = get_f32(m + 60);
+	h->beta2 = get_f32(m + 64);
+	h->eps = get_f32(m + 68);
+	h->dropout = get_f32(m + 72);
+	h->negatives = ncf_get_u32(m + 76);
+	h->true_neg = ncf_get_u32(m + 80);
+	ck->fingerprint = ncf_get_u32(m + 84);
+	h->batch = ncf_get_u64(m + 88);
+	h->seed = ncf_get_u64(m + 96);
+	ck->step = ncf_get_u64(m + 104);
+	ck->epoch = ncf_get_u32(m + 112);
+	ck->epochs_done = ncf_get_u32(m + 116);
+	ck->position = ncf_get_u64(m + 120);
+	ck->epoch_loss = ncf_get_f64(m + 128);
+	ck->best_hr = ncf_get_f64(m + 136);
+	ck->best_ndcg = ncf_get_f64(m + 144);
+	ck->best_epoch = ncf_get_u32(m + 152);
+	ck->topk = ncf_get_u32(m + 156);
+	ck->last_hr = ncf_get_f64(m + 160);
+	ck->last_ndcg = ncf_get_f64(m + 168);
+	ck->train_positives = ncf_get_u64(m + 176);
+	/* the ranges ncf-train accepts on its command line */
+	if (!(h->lr > 0 && h->lr <= 1e30f))
+		return bad(display, "meta field learning_rate is %g (0 < x <= 1e30)", h->lr);
+	if (!(h->beta1 >= 0 && h->beta1 < 1))
+		return bad(display, "meta field beta1 is %g (0 <= x < 1)", h->beta1);
+	if (!(h->beta2 >= 0 && h->beta2 < 1))
+		return bad(display, "meta field beta2 is %g (0 <= x < 1)", h->beta2);
+	if (!(h->eps > 0 && h->eps <= 1))
+		return bad(display, "meta field eps is %g (0 < x <= 1)", h->eps);
+	if (!(h->dropout >= 0 && h->dropout < 1))
+		return bad(display, "meta field dropout is %g (0 <= x < 1)", h->dropout);
+	if (h->negatives > 1000)
+		return bad(display, "meta field negatives is %u (0 to 1000)", h->negatives);
+	if (h->true_neg > 1)
+		return bad(display, "meta field true_negatives is %u (0 or 1)", h->true_neg);
+	if (h->batch < 1 || h->batch > ((uint64_t)1 << 40))
+		return bad(display, "meta field batch is %llu (1 to 2^40)",
+			   (unsigned long long)h->batch);
+	if (ck->topk < 1 || ck->topk > 100000)
+		return bad(display, "meta field topk is %u (1 to 100000)", ck->topk);
+	uint64_t P = ck->train_positives;
+	if (P < 1 || P > ((uint64_t)1 << 40) || P > (uint64_t)sh->users * (sh->items - 1))
+		return bad(display, "meta field train_positives is %llu (1 to %s)",
+			   (unsigned long long)P,
+			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+	/* where the run stands */
+	uint64_t S = P * (1 + (uint64_t)h->negatives);
+	uint64_t steps = S / h->batch + (S % h->batch != 0);
+	if (ck->epoch > 1000000)
+		return bad(display, "meta field epoch is %u (0 to 1000000)", ck->epoch);
+	if (ck->epochs_done != ck->epoch)
+		return bad(display, "meta field epochs_done is %u, epoch %u", ck->epochs_done,
+			   ck->epoch);
+	if (ck->position >= S || ck->position % h->batch)
+		return bad(display,
+			   "meta field position is %llu, %s (an epoch is %llu samples in batches of "
+			   "%llu)",
+			   (unsigned long long)ck->position,
+			   ck->position >= S ? "at or past the end of the epoch" : "not a batch boundary",
+			   (unsigned long long)S, (unsigned long long)h->batch);
+	unsigned __int128 want = (unsigned __int128)ck->epoch * steps + ck->position / h->batch;
+	if ((unsigned __int128)ck->step != want)
+		return bad(display, "meta field step is %llu, epoch %u and position %llu make %llu",
+			   (unsigned long long)ck->step, ck->epoch, (unsigned long long)ck->position,
+			   (unsigned long long)(want > UINT64_MAX ? UINT64_MAX : (uint64_t)want));
+	if (!(isfinite(ck->epoch_loss) && ck->epoch_loss >= 0) ||
+	    (ck->position == 0 && ck->epoch_loss != 0))
+		return bad(display, "meta field epoch_loss is %g (%s)", ck->epoch_loss,
+			   ck->position ? "finite, >= 0" : "0 at the start of an epoch");
+	int none = ck->epochs_done == 0;
+	if (!metric_ok(ck->best_hr, none))
+		return bad(display, "meta field best_hr is %g (%s)", ck->best_hr,
+			   none ? "-1 before the first epoch" : "0 to 1");
+	if (!metric_ok(ck->best_ndcg, none))
+		return bad(display, "meta field best_ndcg is %g (%s)", ck->best_ndcg,
+			   none ? "-1 before the first epoch" : "0 to 1");
+	if (none ? ck->best_epoch != 0 : (ck->best_epoch < 1 || ck->best_epoch > ck->epochs_done))
+		return bad(display, "meta field best_epoch is %u (%s%u)", ck->best_epoch,
+			   none ? "" : "1 to ", none ? 0 : ck->epochs_done);
+	if (!metric_ok(ck->last_hr, none) || (!none && ck->last_hr > ck->best_hr))
+		return bad(display, "meta field last_hr is %g (%s)", ck->last_hr,
+			   none ? "-1 before the first epoch" : "0 to best_hr");
+	if (!metric_ok(ck->last_ndcg, none))
+		return bad(display, "meta field last_ndcg is %g (%s)", ck->last_ndcg,
+			   none ? "-1 before the first epoch" : "0 to 1");
+	for (int k = 184; k < META_SIZE; k++)
+		if (m[k])
+			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
+	return 0;
+}
+
+/* Are the n floats of section tag finite (and >= 0 with nonneg)? */
+static int check_floats(const float *x, size_t n, int nonneg, const char *tag,
+			const char *display)
+{
+	size_t badk = n;
+#pragma omp parallel for schedule(static) reduction(min : badk)
+	for (size_t k = 0; k < n; k++)
+		if (!isfinite(x[k]) || (nonneg && x[k] < 0))
+			badk = k < badk ? k : badk;
+	if (badk == n)
+		return 0;
+	return bad(display, "section '%s': value %zu is %g (%s)", tag, badk, x[badk],
+		   nonneg ? "finite, >= 0" : "finite");
 }
 
 int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path)
@@ -123,6 +304,67 @@ void ncf_ckpt_free(struct ncf_ckpt *ck)
 	ck->params = ck->m = ck->v = NULL;
 }
 
+/* Read the id map of tag (n ids); its ids must be distinct. */
+static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
+		    const char *display)
+{
+	size_t got;
+	if (ncf_cr_section(r, tag, 4 * n, 1, (void **)ids, &got) != 0)
+		return -1;
+	uint32_t dup;
+	if (!ncf_ids_distinct(*ids, n, &dup))
+		return bad(display, "section '%s': id %u appears twice", tag, dup);
+	return 0;
+}
+
+int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int with_adam)
+{
+	memset(ck, 0, sizeof *ck);
+	struct ncf_cr r = {0};
+	unsigned char *m = NULL;
+	void *mm = NULL, *vv = NULL;
+	size_t n;
+	int rc = -1;
+	if (ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION, HINT) ||
+	    ncf_cr_section(&r, "meta", META_SIZE, 1, (void **)&m, &n))
+		goto out;
+	struct ncf_layout L;
+	if (ckpt_check_meta(ck, m, &L, display) != 0)
+		goto out;
+	size_t T = L.total * sizeof(float);
+	uint64_t arrays = 4 * (uint64_t)ck->shape.users + 4 * (uint64_t)ck->shape.items + 3 * (uint64_t)T;
+	if (!ncf_cr_can_hold(&r, arrays)) {
+		bad(display, "its meta section implies %llu bytes of arrays, more than the rest of the "
+			     "file can hold",
+		    (unsigned long long)arrays);
+		goto out;
+	}
+	if (read_ids(&r, "userids", ck->shape.users, &ck->user_ids, display) ||
+	    read_ids(&r, "itemids", ck->shape.items, &ck->item_ids, display) ||
+	    ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n) ||
+	    ncf_cr_section(&r, "adam_m", T, 1, &mm, &n) ||
+	    ncf_cr_section(&r, "adam_v", T, 1, &vv, &n) || ncf_cr_end(&r))
+		goto out;
+	if (check_floats(ck->params, L.total, 0, "params", display) ||
+	    check_floats(mm, L.total, 0, "adam_m", display) ||
+	    check_floats(vv, L.total, 1, "adam_v", display))
+		goto out;
+	if (with_adam) {
+		ck->m = mm;
+		ck->v = vv;
+		mm = vv = NULL;
+	}
+	rc = 0;
+out:
+	free(m);
+	free(mm);
+	free(vv);
+	ncf_cr_close(&r);
+	if (rc != 0)
+		ncf_ckpt_free(ck);
+	return rc;
+}
+
 int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam)
 {
 	memset(ck, 0, sizeof *ck);
@@ -130,90 +372,7 @@ int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam)
 	FILE *fp = ncf_in_open(path, &display);
 	if (!fp)
 		return -1;
-	struct ncf_cr r;
-	unsigned char *m = NULL;
-	size_t n;
-	int rc = -1;
-	if (ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION, HINT) ||
-	    ncf_cr_section(&r, "meta", META_SIZE, 1, (void **)&m, &n))
-		goto out;
-	ck->shape.users = ncf_get_u32(m + 0);
-	ck->shape.items = ncf_get_u32(m + 4);
-	ck->shape.factors = ncf_get_u32(m + 8);
-	ck->shape.n_layers = ncf_get_u32(m + 12);
-	for (int k = 0; k < NCF_MAX_LAYERS; k++)
-		ck->shape.layers[k] = ncf_get_u32(m + 16 + 4 * k);
-	const char *why = ncf_shape_check(&ck->shape);
-	if (!why && (ck->shape.users == 0 || ck->shape.items == 0 ||
-		     ck->shape.users > (1u << 30) || ck->shape.items > (1u << 30)))
-		why = "impossible table sizes";
-	if (why) {
-		ncf_error("%s: corrupt model: %s%s", display, why, HINT);
-		goto out;
-	}
-	struct ncf_layout L;
-	ncf_layout_make(&ck->shape, &L);
-	if (ncf_get_u64(m + 48) != L.total) {
-		ncf_error("%s: corrupt model: %llu parameters, the shape needs %zu%s", display,
-			  (unsigned long long)ncf_get_u64(m + 48), L.total, HINT);
-		goto out;
-	}
-	ck->hp.lr = get_f32(m + 56);
-	ck->hp.beta1 = get_f32(m + 60);
-	ck->hp.beta2 = get_f32(m + 64);
-	ck->hp.eps = get_f32(m + 68);
-	ck->hp.dropout = get_f32(m + 72);
-	ck->hp.negatives = ncf_get_u32(m + 76);
-	ck->hp.true_neg = ncf_get_u32(m + 80);
-	ck->fingerprint = ncf_get_u32(m + 84);
-	ck->hp.batch = ncf_get_u64(m + 88);
-	ck->hp.seed = ncf_get_u64(m + 96);
-	ck->step = ncf_get_u64(m + 104);
-	ck->epoch = ncf_get_u32(m + 112);
-	ck->epochs_done = ncf_get_u32(m + 116);
-	ck->position = ncf_get_u64(m + 120);
-	ck->epoch_loss = ncf_get_f64(m + 128);
-	ck->best_hr = ncf_get_f64(m + 136);
-	ck->best_ndcg = ncf_get_f64(m + 144);
-	ck->best_epoch = ncf_get_u32(m + 152);
-	ck->topk = ncf_get_u32(m + 156);
-	ck->last_hr = ncf_get_f64(m + 160);
-	ck->last_ndcg = ncf_get_f64(m + 168);
-	ck->train_positives = ncf_get_u64(m + 176);
-	/* the ranges ncf-train accepts on its command line */
-	const struct ncf_hparams *h = &ck->hp;
-	if (!(h->lr > 0 && h->lr <= 1e30f) || !(h->beta1 >= 0 && h->beta1 < 1) ||
-	    !(h->beta2 >= 0 && h->beta2 < 1) || !(h->eps > 0 && h->eps <= 1) ||
-	    !(h->dropout >= 0 && h->dropout < 1) || h->negatives > 1000 || h->batch < 1 ||
-	    h->batch > ((uint64_t)1 << 40) || ck->topk < 1 || ck->topk > 100000) {
-		ncf_error("%s: corrupt model: hyperparameters out of range%s", display, HINT);
-		goto out;
-	}
-	size_t T = L.total * sizeof(float);
-	void *mm = NULL, *vv = NULL;
-	if (ncf_cr_section(&r, "userids", 4 * (size_t)ck->shape.users, 1, (void **)&ck->user_ids,
-			   &n) ||
-	    ncf_cr_section(&r, "itemids", 4 * (size_t)ck->shape.items, 1, (void **)&ck->item_ids,
-			   &n) ||
-	    ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n) ||
-	    ncf_cr_section(&r, "adam_m", T, 1, &mm, &n) ||
-	    ncf_cr_section(&r, "adam_v", T, 1, &vv, &n) || ncf_cr_end(&r)) {
-		free(mm);
-		free(vv);
-		goto out;
-	}
-	if (with_adam) {
-		ck->m = mm;
-		ck->v = vv;
-	} else {
-		free(mm);
-		free(vv);
-	}
-	rc = 0;
-out:
-	free(m);
+	int rc = ncf_ckpt_read_fp(fp, display, ck, with_adam);
 	ncf_in_close(fp);
-	if (rc != 0)
-		ncf_ckpt_free(ck);
 	return rc;
 }

@@ -7,6 +7,7 @@
 #define NCF_CKPT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model.h"
 
@@ -37,6 +38,8 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path);
 /* Read and validate a checkpoint ("-": stdin); with_adam 0 skips keeping
  * the moments (they are still checked).  Returns 0 or -1 (reported). */
 int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam);
+/* The same from an open stream (not closed), named display in messages. */
+int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int with_adam);
 void ncf_ckpt_free(struct ncf_ckpt *ck);
 
 #endif

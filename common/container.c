@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "container.h"
@@ -10,6 +11,15 @@
 #include "io.h"
 
 #define HDR 32
+
+/* The most bytes a zstd frame of c bytes can decode to: its blocks are at
+ * least 4 bytes (an RLE block) and make at most 128 KiB each. */
+#define NCF_ZSTD_MAX_EXPANSION(c) ((uint64_t)(c) / 4 * 131072 + 131072)
+/* The largest window a reader accepts: ncf's writers use 2^21 (level 3)
+ * and 2^19 (level 1); a forged frame may not make zstd allocate more. */
+#define NCF_ZSTD_WINDOWLOG_MAX 24
+/* A section's first output buffer; it doubles as data arrives. */
+#define NCF_CR_FIRST_ALLOC ((size_t)1 << 20)
 
 /* Report a zstd failure with zstd's own words. */
 #define NCF_ZSTD_CHECK(call, what)                                                    \
@@ -134,14 +144,30 @@ int ncf_cw_end(struct ncf_cw *w)
 	return write_section_header(w, "end", 0, 0, 0);
 }
 
+/* fread through the read-ahead buffer. */
+static size_t cr_fread(struct ncf_cr *r, void *buf, size_t n)
+{
+	size_t got = 0;
+	if (r->ahead_pos < r->ahead_len) {
+		got = r->ahead_len - r->ahead_pos < n ? r->ahead_len - r->ahead_pos : n;
+		memcpy(buf, r->ahead + r->ahead_pos, got);
+		r->ahead_pos += got;
+	}
+	if (got < n)
+		got += fread((unsigned char *)buf + got, 1, n - got, r->fp);
+	return got;
+}
+
 static int read_exact(struct ncf_cr *r, void *buf, size_t n, const char *what)
 {
-	if (ncf_read_full(r->fp, buf, n) != 0) {
-		if (errno)
-			ncf_error("%s: read failed: %s", r->display, strerror(errno));
-		else
+	errno = 0;
+	size_t got = cr_fread(r, buf, n);
+	if (got != n) {
+		if (ferror(r->fp))
+			ncf_error("%s: read failed: %s", r->display, strerror(errno ? errno : EIO));
+		else /* where the file ends, not where the chunk began */
 			ncf_error("%s: truncated: file ends in the %s at byte %llu%s", r->display,
-				  what, (unsigned long long)r->offset, r->hint);
+				  what, (unsigned long long)(r->offset + got), r->hint);
 		return -1;
 	}
 	r->offset += n;
@@ -155,6 +181,11 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 	r->fp = fp;
 	r->display = display;
 	r->hint = hint ? hint : "";
+	struct stat st;
+	int fd = fileno(fp);
+	r->size = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftello(fp) == 0
+			  ? (int64_t)st.st_size
+			  : -1;
 	unsigned char h[HDR];
 	errno = 0;
 	size_t got = fread(h, 1, HDR, fp);
@@ -165,7 +196,7 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 			ncf_error("%s: empty file, not an ncf %s file%s", display,
 				  !memcmp(magic, "NCFCACHE", 8) ? "cache" : "model", r->hint);
 		else if (got >= 8 && !memcmp(h, "NCF", 3))
-			ncf_error("%s: an ncf file of another kind (%.8s), not %.8s%s", display,
+			ncf_error("%s: an ncf file of another kind (%s), not %.8s%s", display,
 				  ncf_escape((const char *)h, 8, 8), magic, r->hint);
 		else
 			ncf_error("%s: not an ncf %s file (bad magic number)%s", display,
@@ -181,6 +212,13 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
 		ncf_error("%s: corrupt header (checksum mismatch)%s", display, r->hint);
 		return -1;
 	}
+	for (int k = 12; k < 28; k++)
+		if (h[k]) {
+			ncf_error("%s: corrupt header: byte %d is %u, not 0 (flags, created and reserved "
+				  "are 0)%s",
+				  display, k, h[k], r->hint);
+			return -1;
+		}
 	r->version = ncf_get_u32(h + 8);
 	if (r->version < min_version || r->version > max_version) {
 		ncf_error("%s: format version %u, this program reads version%s %u%s%s", display,
@@ -204,9 +242,10 @@ static int read_section_header(struct ncf_cr *r, const char *tag, uint64_t *raw,
 			  r->display, (unsigned long long)(r->offset - HDR), r->hint);
 		return -1;
 	}
-	char got[9] = {0};
+	char got[9] = {0}, want[8] = {0};
 	memcpy(got, h, 8);
-	if (strncmp(got, tag, 8) != 0) {
+	memcpy(want, tag, strnlen(tag, 8));
+	if (memcmp(h, want, 8) != 0) { /* the name and its NUL padding */
 		ncf_error("%s: expected section '%s' at byte %llu, found '%s'%s", r->display, tag,
 			  (unsigned long long)(r->offset - HDR), ncf_escape(got, strlen(got), 8),
 			  r->hint);
@@ -229,35 +268,81 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 	if (read_section_header(r, tag, &raw, &comp, &filters) != 0)
 		return -1;
 	size_t elem = (filters >> 8) & 0xFF;
-	if (raw > max_size || (exact && raw != max_size) ||
-	    comp > ZSTD_compressBound((size_t)raw) || comp == 0 ||
-	    (filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
-	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
-	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem))) {
+	if (raw > NCF_ZSTD_MAX_EXPANSION(comp)) {
+		/* zstd's densest block (RLE: 4 bytes for 128 KiB) cannot make
+		 * that much: refused before any allocation */
+		ncf_error("%s: section '%s' claims %llu bytes from %llu compressed bytes, more than "
+			  "zstd can expand them to%s",
+			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp, r->hint);
+		return -1;
+	}
+	if (raw > max_size || (exact && raw != max_size)) {
 		ncf_error("%s: section '%s' has %llu bytes (%llu compressed), expected %s%zu%s",
 			  r->display, tag, (unsigned long long)raw, (unsigned long long)comp,
 			  exact ? "" : "at most ", max_size, r->hint);
 		return -1;
 	}
-	unsigned char *out = ncf_xmalloc((size_t)raw);
+	if (comp > ZSTD_compressBound((size_t)raw) || comp == 0) {
+		ncf_error("%s: section '%s': %llu compressed bytes cannot hold %llu bytes%s",
+			  r->display, tag, (unsigned long long)comp, (unsigned long long)raw, r->hint);
+		return -1;
+	}
+	if ((filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
+	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
+	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem)) ||
+	    (!(filters & NCF_FILTER_SHUFFLE) && elem)) {
+		ncf_error("%s: section '%s': filters 0x%x cannot apply to %llu bytes%s", r->display,
+			  tag, filters, (unsigned long long)raw, r->hint);
+		return -1;
+	}
+	/* The output grows as zstd actually produces it, up to raw: a frame
+	 * that claims more than it holds costs what it holds. */
+	size_t cap = raw < NCF_CR_FIRST_ALLOC ? (size_t)raw : NCF_CR_FIRST_ALLOC;
+	unsigned char *out = ncf_xmalloc(cap);
 	ZSTD_DCtx *dc = ZSTD_createDCtx();
 	if (!dc)
 		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
 	size_t chunk = ZSTD_DStreamInSize();
 	unsigned char *in = ncf_xmalloc(chunk);
-	ZSTD_outBuffer ob = {out, (size_t)raw, 0};
+	ZSTD_outBuffer ob = {out, cap, 0};
+	int rc = -1;
+	if (ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax,
+							       NCF_ZSTD_WINDOWLOG_MAX),
+					"set window limit")))
+		goto out;
 	uint64_t left = comp;
 	size_t zr = 1;
-	int rc = -1;
 	char what[64];
 	snprintf(what, sizeof what, "section '%s'", tag);
 	while (left > 0) {
 		size_t want = left < chunk ? (size_t)left : chunk;
 		if (read_exact(r, in, want, what) != 0)
 			goto out;
+		if (left == comp) {
+			/* one zstd frame (magic 28 b5 2f fd, not a skippable one) whose
+			 * header (RFC 8878) sets the content checksum flag (bit 2 of
+			 * its descriptor) and gives the content size */
+			const char *why = want < 6 || memcmp(in, "\x28\xb5\x2f\xfd", 4)
+						  ? "not a zstd frame"
+					  : !(in[4] & 4) ? "a frame without its checksum"
+					  : ZSTD_getFrameContentSize(in, want) != raw
+						  ? "a frame of another size"
+						  : NULL;
+			if (why) {
+				ncf_error("%s: section '%s' is corrupt (%s)%s", r->display, tag, why,
+					  r->hint);
+				goto out;
+			}
+		}
 		left -= want;
 		ZSTD_inBuffer ib = {in, want, 0};
 		while (ib.pos < ib.size) {
+			if (ob.pos == ob.size && ob.size < raw) {
+				size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
+				out = ncf_xrealloc(out, grow);
+				ob.dst = out;
+				ob.size = grow;
+			}
 			size_t before_in = ib.pos, before_out = ob.pos;
 			zr = ZSTD_decompressStream(dc, &ob, &ib);
 			if (ZSTD_isError(zr)) {
@@ -275,6 +360,20 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 					  r->display, tag, r->hint);
 				goto out;
 			}
+		}
+	}
+	/* zstd may hold decoded bytes back until there is room for them */
+	while (zr != 0 && ob.pos == ob.size && ob.size < raw) {
+		size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
+		out = ncf_xrealloc(out, grow);
+		ob.dst = out;
+		ob.size = grow;
+		ZSTD_inBuffer ib = {in, 0, 0};
+		zr = ZSTD_decompressStream(dc, &ob, &ib);
+		if (ZSTD_isError(zr)) {
+			ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
+				  ZSTD_getErrorName(zr), r->hint);
+			goto out;
 		}
 	}
 	if (zr != 0 || ob.pos != raw) {
@@ -307,6 +406,39 @@ out:
 	return rc;
 }
 
+int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw)
+{
+	if (r->size >= 0) {
+		uint64_t left = (uint64_t)r->size > r->offset ? (uint64_t)r->size - r->offset : 0;
+		return raw <= NCF_ZSTD_MAX_EXPANSION(left);
+	}
+	/* the fewest bytes that can decode to raw: one RLE block per 128 KiB */
+	uint64_t need = raw <= 131072 ? 0 : (raw - 131072 + 131071) / 131072 * 4;
+	uint64_t have = r->ahead_len - r->ahead_pos;
+	if (have >= need)
+		return 1;
+	/* keep what is still unread, read the rest of need after it */
+	size_t keep = (size_t)have, want = (size_t)(need - have);
+	unsigned char *b = ncf_xmalloc(keep + want);
+	if (keep)
+		memcpy(b, r->ahead + r->ahead_pos, keep);
+	size_t got = 0, n;
+	while (got < want && (n = fread(b + keep + got, 1, want - got, r->fp)) > 0)
+		got += n;
+	free(r->ahead);
+	r->ahead = b;
+	r->ahead_len = keep + got;
+	r->ahead_pos = 0;
+	return got == want;
+}
+
+void ncf_cr_close(struct ncf_cr *r)
+{
+	free(r->ahead);
+	r->ahead = NULL;
+	r->ahead_len = r->ahead_pos = 0;
+}
+
 int ncf_cr_end(struct ncf_cr *r)
 {
 	uint64_t raw, comp;
@@ -317,7 +449,8 @@ int ncf_cr_end(struct ncf_cr *r)
 		ncf_error("%s: corrupt end section%s", r->display, r->hint);
 		return -1;
 	}
-	if (fgetc(r->fp) != EOF) {
+	unsigned char extra;
+	if (cr_fread(r, &extra, 1) == 1) {
 		ncf_error("%s: data after the end of the file at byte %llu (two files "
 			  "concatenated?)%s",
 			  r->display, (unsigned long long)r->offset, r->hint);

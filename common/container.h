@@ -28,9 +28,15 @@
  *
  *   end: a section header with tag "end", sizes 0, no payload.
  *
- * The reader checks every CRC and size, never allocates more than the
- * caller says a section may hold, and reports truncation, corruption and
- * unknown versions in one line that names the file and ends with a hint.
+ * The reader checks every CRC and size, and reports truncation,
+ * corruption and unknown versions in one line that names the file and
+ * ends with a hint.  Memory follows what a file holds, not what it
+ * claims: a section may hold at most what the caller allows and what its
+ * compressed bytes can decode to (zstd's densest block, RLE, turns 4
+ * bytes into 128 KiB), its buffer grows only as zstd produces data, and
+ * frames may not ask for a window over 16 MiB; a reader can also ask,
+ * before any section, whether the rest of a regular file can hold all
+ * that its meta section implies (ncf_cr_can_hold).
  */
 #ifndef NCF_CONTAINER_H
 #define NCF_CONTAINER_H
@@ -67,6 +73,9 @@ struct ncf_cr {
 	const char *hint;    /* appended to corruption messages */
 	uint32_t version;    /* the file's version */
 	uint64_t offset;     /* bytes consumed so far */
+	int64_t size;	     /* the file's size when it is a regular file, else -1 */
+	unsigned char *ahead;/* bytes read ahead of the sections (ncf_cr_can_hold) */
+	size_t ahead_len, ahead_pos;
 };
 
 /*
@@ -83,7 +92,18 @@ int ncf_cr_open(struct ncf_cr *r, FILE *fp, const char *display, const char magi
  */
 int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact,
 		   void **data, size_t *size);
+/*
+ * Can the rest of the file hold sections of raw bytes in all (what a
+ * meta section implies), at zstd's densest?  For a regular file its size
+ * says; from a pipe the bytes that must at least follow (raw / 32768)
+ * are read ahead, so a short stream is refused before any section
+ * buffer is allocated (memory: what the stream really delivered).
+ * Returns 1 or 0 (then nothing is reported).
+ */
+int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw);
 /* Read the end section.  Returns 0 or -1. */
 int ncf_cr_end(struct ncf_cr *r);
+/* Free what the reader holds (not the stream).  Safe to call twice. */
+void ncf_cr_close(struct ncf_cr *r);
 
 #endif

@@ -19,6 +19,13 @@ const char *ncf_progname(void)
 	return progname;
 }
 
+static void (*message_sink)(const char *line);
+
+void ncf_set_message_sink(void (*sink)(const char *line))
+{
+	message_sink = sink;
+}
+
 static void vmsg(const char *fmt, va_list ap)
 {
 	/* One write per message so that lines from ranks do not interleave. */
@@ -28,6 +35,10 @@ static void vmsg(const char *fmt, va_list ap)
 		n = 0;
 	vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
 	size_t len = strlen(buf);
+	if (message_sink) {
+		message_sink(buf);
+		return;
+	}
 	if (len + 1 < sizeof buf) {
 		buf[len++] = '\n';
 		buf[len] = 0;

@@ -27,6 +27,11 @@ extern int ncf_verbosity;
 void ncf_set_progname(const char *name);
 const char *ncf_progname(void);
 
+/* Send every message (the whole "prog: text" line, without its newline)
+ * to sink instead of stderr; NULL restores stderr.  For fuzzers and tests
+ * that check that each refusal says something. */
+void ncf_set_message_sink(void (*sink)(const char *line));
+
 /* "prog: message\n" on stderr.  Always printed. */
 void ncf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Printed at level >= 1. */

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -51,6 +53,107 @@ void ncf_out_cleanup_on_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+static void registry_drop(int slot)
+{
+	if (slot >= 0)
+		tmp_registry[slot] = NULL;
+}
+
+/* The directory part of path, "." when it has none ("/" for "/x"). */
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return ncf_xstrdup(".");
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	char *d = ncf_xmalloc(n + 1);
+	memcpy(d, path, n);
+	d[n] = 0;
+	return d;
+}
+
+char *ncf_out_final_name(const char *path)
+{
+	char *cur = ncf_xstrdup(path);
+	for (int hops = 0; hops < 40; hops++) {
+		struct stat st;
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+			break;
+		char target[4096];
+		ssize_t n = readlink(cur, target, sizeof target - 1);
+		if (n <= 0)
+			break;
+		target[n] = 0;
+		char *next;
+		if (target[0] == '/') {
+			next = ncf_xstrdup(target);
+		} else {
+			char *d = dir_of(cur);
+			size_t len = strlen(d) + strlen(target) + 2;
+			next = ncf_xmalloc(len);
+			snprintf(next, len, "%s/%s", d, target);
+			free(d);
+		}
+		free(cur);
+		cur = next;
+	}
+	/* the directory made absolute, so that two spellings of one name
+	 * compare equal (ncf_refuse_same_file) */
+	char *d = dir_of(cur);
+	char *real = realpath(d, NULL);
+	free(d);
+	if (!real)
+		return cur;
+	const char *slash = strrchr(cur, '/');
+	const char *base = slash ? slash + 1 : cur;
+	size_t len = strlen(real) + strlen(base) + 2;
+	char *out = ncf_xmalloc(len);
+	snprintf(out, len, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+	free(real);
+	free(cur);
+	return out;
+}
+
+void ncf_init_std_streams(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+			int n = open("/dev/null", O_RDONLY);
+			if (n >= 0 && n != fd) {
+				dup2(n, fd);
+				close(n);
+			}
+		}
+}
+
+/* Replace the six bytes at x by random letters and digits. */
+static void fill_random(char *x)
+{
+	static const char set[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	unsigned char r[6];
+	if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t v = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+		for (int i = 0; i < 6; i++, v >>= 8)
+			r[i] = (unsigned char)v;
+	}
+	for (int i = 0; i < 6; i++)
+		x[i] = set[r[i] % (sizeof set - 1)];
+}
+
+/* A temporary name for final in its directory: DIR/.NAME.XXXXXX. */
+static char *temp_name(const char *final)
+{
+	const char *slash = strrchr(final, '/');
+	size_t dirlen = slash ? (size_t)(slash - final) + 1 : 0;
+	size_t n = strlen(final) + 16;
+	char *t = ncf_xmalloc(n);
+	snprintf(t, n, "%.*s.%s.XXXXXX", (int)dirlen, final, final + dirlen);
+	return t;
+}
+
 int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 {
 	memset(o, 0, sizeof *o);
@@ -62,11 +165,17 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 			return -1;
 		}
 		o->fp = stdout;
+		o->kind = NCF_OUT_STDOUT;
 		o->display = "<stdout>";
 		return 0;
 	}
+	o->display = path;
 	struct stat st;
 	int exists = stat(path, &st) == 0;
+	if (!exists && errno != ENOENT) { /* a loop of links, a file as a directory */
+		ncf_error("%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
 	if (exists && S_ISDIR(st.st_mode)) {
 		ncf_error("%s: is a directory", path);
 		return -1;
@@ -79,36 +188,49 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 			ncf_error("%s: cannot open: %s", path, strerror(errno));
 			return -1;
 		}
-		o->display = path;
+		o->kind = NCF_OUT_INPLACE;
 		return 0;
 	}
-	/* a symbolic link: write next to, and rename over, what it points to */
-	char *real = exists ? realpath(path, NULL) : NULL;
-	o->path = real ? real : ncf_xstrdup(path);
-	o->display = path;
-	path = o->path;
-	const char *slash = strrchr(path, '/');
-	size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-	size_t n = strlen(path) + 16;
-	o->tmp = ncf_xmalloc(n);
-	snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
-	int fd = mkstemp(o->tmp);
-	if (fd < 0) {
-		ncf_error("%s: cannot create a file in its directory: %s", o->display,
-			  strerror(errno));
-		free(o->tmp);
-		free(o->path);
-		o->tmp = o->path = NULL;
-		return -1;
-	}
-	/* mkstemp makes 0600: keep the mode of the file replaced, else give the
-	 * mode a plain creat() would */
+	/* a symbolic link, dangling or not: write what it points to */
+	o->path = ncf_out_final_name(path);
+	o->replace = exists;
+	/* keep the mode of the file replaced, else the mode creat() gives */
 	mode_t mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) != 0) {
+	mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~mask);
+	/* NCF_NO_TMPFILE (tests, file systems that misreport it): named
+	 * temporary files only */
+	char *dir = dir_of(o->path);
+	const char *no = getenv("NCF_NO_TMPFILE");
+	int fd = no && *no && strcmp(no, "0") ? -1
+					     : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	free(dir);
+	if (fd >= 0) {
+		o->kind = NCF_OUT_UNNAMED;
+	} else {
+		/* no O_TMPFILE here (or no such directory: mkstemp says which) */
+		o->tmp = temp_name(o->path);
+		fd = mkstemp(o->tmp);
+		if (fd < 0) {
+			int e = errno;
+			struct stat ls;
+			if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+				ncf_error("%s: cannot create %s, where the link leads: %s", o->display,
+					  o->path, strerror(e));
+			else
+				ncf_error("%s: cannot create a file in its directory: %s", o->display,
+					  strerror(e));
+			free(o->tmp);
+			free(o->path);
+			o->tmp = o->path = NULL;
+			return -1;
+		}
+		o->kind = NCF_OUT_TEMPNAME;
+		o->slot = registry_add(o->tmp);
+	}
+	if (fchmod(fd, mode) != 0) {
 		/* not fatal: the file still works */
 	}
-	o->slot = registry_add(o->tmp);
 	o->fp = fdopen(fd, "wb");
 	if (!o->fp) {
 		ncf_error("%s: %s", o->display, strerror(errno));
@@ -126,8 +248,7 @@ void ncf_out_abort(struct ncf_out *o)
 	o->fp = NULL;
 	if (o->tmp) {
 		unlink(o->tmp);
-		if (o->slot >= 0)
-			tmp_registry[o->slot] = NULL;
+		registry_drop(o->slot);
 		free(o->tmp);
 		o->tmp = NULL;
 	}
@@ -136,9 +257,61 @@ void ncf_out_abort(struct ncf_out *o)
 	o->slot = -1;
 }
 
+/*
+ * Give the unnamed file fd the name o->path.  A new name is linked at once
+ * (atomic, nothing to clean up); an existing one is replaced by linking a
+ * temporary name and renaming it over, the only moment a SIGKILL could
+ * leave a temporary file.  Returns 0 or an errno value.
+ */
+static int link_fd(int fd, const char *name)
+{
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	if (errno != ENOENT || access("/proc/self/fd", F_OK) == 0)
+		return -1;
+	/* no /proc: AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH */
+	return linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH);
+}
+
+static int link_unnamed(struct ncf_out *o, int fd)
+{
+	if (!o->replace) {
+		if (link_fd(fd, o->path) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return errno;
+		/* created meanwhile by someone else: replace it as below */
+	}
+	for (int tries = 0; tries < 100; tries++) {
+		o->tmp = temp_name(o->path);
+		fill_random(o->tmp + strlen(o->tmp) - 6);
+		o->slot = registry_add(o->tmp);
+		if (link_fd(fd, o->tmp) == 0)
+			break;
+		int e = errno;
+		registry_drop(o->slot);
+		o->slot = -1;
+		free(o->tmp);
+		o->tmp = NULL;
+		if (e != EEXIST)
+			return e;
+	}
+	if (!o->tmp)
+		return EEXIST;
+	if (rename(o->tmp, o->path) != 0)
+		return errno;
+	registry_drop(o->slot);
+	o->slot = -1;
+	free(o->tmp);
+	o->tmp = NULL;
+	return 0;
+}
+
 int ncf_out_commit(struct ncf_out *o)
 {
-	if (o->fp && o->fp != stdout && !o->tmp) { /* a device or FIFO, written in place */
+	if (o->kind == NCF_OUT_INPLACE) {
 		int bad = fflush(o->fp) != 0 || ferror(o->fp);
 		int err = errno;
 		if (fclose(o->fp) != 0 && !bad)
@@ -150,9 +323,9 @@ int ncf_out_commit(struct ncf_out *o)
 		}
 		return 0;
 	}
-	if (o->fp == stdout) {
+	if (o->kind == NCF_OUT_STDOUT) {
 		if (fflush(stdout) != 0 || ferror(stdout)) {
-			ncf_error("<stdout>: write failed: %s", strerror(errno));
+			ncf_error("<stdout>: write failed: %s", strerror(errno ? errno : EIO));
 			o->fp = NULL;
 			return -1;
 		}
@@ -160,22 +333,24 @@ int ncf_out_commit(struct ncf_out *o)
 		return 0;
 	}
 	int bad = 0;
+	errno = 0;
 	if (fflush(o->fp) != 0 || ferror(o->fp))
 		bad = errno ? errno : EIO;
 	if (!bad && fsync(fileno(o->fp)) != 0 && errno != EINVAL && errno != EROFS)
 		bad = errno;
+	if (!bad && o->kind == NCF_OUT_UNNAMED)
+		bad = link_unnamed(o, fileno(o->fp));
 	if (fclose(o->fp) != 0 && !bad)
 		bad = errno ? errno : EIO;
 	o->fp = NULL;
-	if (!bad && rename(o->tmp, o->path) != 0)
+	if (!bad && o->kind == NCF_OUT_TEMPNAME && rename(o->tmp, o->path) != 0)
 		bad = errno;
 	if (bad) {
 		ncf_error("%s: write failed: %s", o->display, strerror(bad));
 		ncf_out_abort(o);
 		return -1;
 	}
-	if (o->slot >= 0)
-		tmp_registry[o->slot] = NULL;
+	registry_drop(o->slot);
 	free(o->tmp);
 	free(o->path);
 	o->tmp = o->path = NULL;

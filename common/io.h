@@ -1,11 +1,18 @@
 /*
  * io.h - files in and out, the way every ncf tool handles them.
  *
- * Outputs are written under a temporary name in the destination's
- * directory and renamed on success (ncf_out_commit); a failure or a signal
- * removes the temporary file, so a final name never holds a partial file.
- * "-" or NULL is stdout, which a binary output refuses when it is a
- * terminal.  Inputs: "-" or NULL is stdin.
+ * Outputs are written as an unnamed file in the destination's directory
+ * (O_TMPFILE) and given their name only when complete (ncf_out_commit:
+ * linked in, or linked under a temporary name and renamed over the old
+ * file), so a killed writer leaves nothing behind.  Where the file system
+ * has no O_TMPFILE the file is written under a temporary name
+ * (DIR/.NAME.XXXXXX) and renamed on success; a failure or a catchable
+ * signal removes it, SIGKILL leaves it.  Either way a final name never
+ * holds a partial file.  A symbolic link is written through: its target
+ * is replaced, or created when the link dangles (as a shell redirection
+ * would).  A FIFO or a device is written in place.  "-" or NULL is
+ * stdout, which a binary output refuses when it is a terminal.  Inputs:
+ * "-" or NULL is stdin.
  */
 #ifndef NCF_IO_H
 #define NCF_IO_H
@@ -13,12 +20,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+enum ncf_out_kind {
+	NCF_OUT_STDOUT = 0, /* standard output */
+	NCF_OUT_INPLACE,    /* a FIFO or device, written as it is */
+	NCF_OUT_UNNAMED,    /* O_TMPFILE: named when committed */
+	NCF_OUT_TEMPNAME,   /* written under tmp, renamed when committed */
+};
+
 struct ncf_out {
 	FILE *fp;	     /* write here */
-	char *path;	     /* final name, NULL for stdout */
-	char *tmp;	     /* temporary name while open */
+	char *path;	     /* final name (a link's target), NULL for stdout */
+	char *tmp;	     /* temporary name while one exists */
 	const char *display; /* name for messages */
 	int slot;	     /* cleanup registry slot, -1 for none */
+	int kind;	     /* enum ncf_out_kind */
+	int replace;	     /* the final name exists (rename over it) */
 };
 
 /*
@@ -40,6 +56,26 @@ void ncf_out_abort(struct ncf_out *o);
 void ncf_out_cleanup_on_signals(void);
 /* Remove every registered temporary file (async-signal-safe). */
 void ncf_out_cleanup_all(void);
+
+/*
+ * The name an output to path will end up with: path itself, or the file a
+ * symbolic link (or a chain of them, dangling or not) leads to, with the
+ * directory made absolute where it exists.  Returns a malloc'd string.
+ */
+char *ncf_out_final_name(const char *path);
+
+/*
+ * Standard streams as every tool wants them; call first in main.
+ *  - File descriptors 0, 1 and 2 are open, so that a file a tool opens
+ *    never lands on one of them (with stdout closed, `ncf-eval --scores F
+ *    >&-` would otherwise print the metrics into F).  A closed one is
+ *    opened on /dev/null read-only: reading stdin gives an empty input,
+ *    writing stdout fails (EBADF) and is reported, exit 1.
+ *  - SIGPIPE has its default action even when the parent ignored it, so
+ *    that a reader going away (`ncf-infer --score ... | head`) stops the
+ *    tool at its next write, quietly, as it stops cat.
+ */
+void ncf_init_std_streams(void);
 
 /* Open an input ("-" or NULL: stdin).  *display gets a name for messages.
  * Returns NULL after reporting. */

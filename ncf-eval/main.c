@@ -18,6 +18,7 @@
 #include "io.h"
 #include "metrics.h"
 #include "model_file.h"
+#include "samefile.h"
 
 static void usage(void)
 {
@@ -128,6 +129,7 @@ static void print_metrics(const struct ncf_cache *c, uint32_t topk, double hr, d
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
 	static const struct option opts[] = {
@@ -188,6 +190,14 @@ int main(int argc, char **argv)
 	const char *cache_path = argv[optind];
 	if (model && !strcmp(model, "-") && !strcmp(cache_path, "-"))
 		ncf_usage_error("the model and the cache cannot both come from stdin");
+	struct ncf_named files[] = {
+		{.path = cache_path, .what = "the cache"},
+		{.path = model, .what = "-m"},
+		{.path = scores, .what = "--scores", .output = 1},
+		{.path = "-", .output = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+		return NCF_EXIT_USAGE;
 
 	ncf_out_cleanup_on_signals();
 	struct ncf_dist dist;

@@ -25,9 +25,11 @@
 #include "export.h"
 #include "idindex.h"
 #include "io.h"
+#include "lines.h"
 #include "model.h"
 #include "model_file.h"
 #include "ncf_hd.h"
+#include "samefile.h"
 
 #define SCORE_BATCH 65536 /* pairs scored per call in --score */
 
@@ -231,161 +233,10 @@ static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int w
 	return 0;
 }
 
-/* ------------------------------------------------------- line reading */
-
-struct lines {
-	int fd;
-	const char *display;
-	char *buf;
-	size_t cap, start, end;
-	uint64_t line;
-	int eof;
-};
-
-static void lines_init(struct lines *l, int fd, const char *display)
-{
-	memset(l, 0, sizeof *l);
-	l->fd = fd;
-	l->display = display;
-	l->cap = 1 << 20;
-	l->buf = ncf_xmalloc(l->cap + 1);
-}
-
-/*
- * Next complete line into *s (NUL-terminated, line end stripped), or 0 when
- * none is buffered: then *more says whether reading may bring more.
- * Returns 1 line, 0 none buffered, -1 error (reported).
- */
-static int lines_next(struct lines *l, char **s, int *more)
-{
-	char *nl = memchr(l->buf + l->start, '\n', l->end - l->start);
-	if (!nl) {
-		*more = !l->eof;
-		if (l->eof && l->end > l->start) { /* a last line without its end */
-			l->buf[l->end] = 0;
-			*s = l->buf + l->start;
-			l->start = l->end;
-			l->line++;
-			return 1;
-		}
-		return 0;
-	}
-	*nl = 0;
-	if (nl > l->buf + l->start && nl[-1] == '\r')
-		nl[-1] = 0;
-	*s = l->buf + l->start;
-	l->start = (size_t)(nl - l->buf) + 1;
-	l->line++;
-	return 1;
-}
-
-/* Read more input (blocking).  Returns 0, or -1 on a read error. */
-static int lines_fill(struct lines *l)
-{
-	if (l->start > 0) {
-		memmove(l->buf, l->buf + l->start, l->end - l->start);
-		l->end -= l->start;
-		l->start = 0;
-	}
-	if (l->end == l->cap) {
-		ncf_error("%s:%llu: line longer than %zu bytes", l->display,
-			  (unsigned long long)l->line + 1, l->cap);
-		return -1;
-	}
-	ssize_t got;
-	do
-		got = read(l->fd, l->buf + l->end, l->cap - l->end);
-	while (got < 0 && errno == EINTR);
-	if (got < 0) {
-		ncf_error("%s: read failed: %s", l->display, strerror(errno));
-		return -1;
-	}
-	if (got == 0)
-		l->eof = 1;
-	l->end += (size_t)got;
-	return 0;
-}
-
-/* Parse an unsigned 32-bit id at *p; advance.  0 ok, -1 none. */
-static int parse_id(const char **p, uint32_t *id)
-{
-	const char *s = *p;
-	uint64_t v = 0;
-	int d = 0;
-	while (*s >= '0' && *s <= '9') {
-		v = v * 10 + (uint64_t)(*s - '0');
-		if (v > UINT32_MAX)
-			return -1;
-		s++, d++;
-	}
-	if (!d)
-		return -1;
-	*id = (uint32_t)v;
-	*p = s;
-	return 0;
-}
-
-static const char *skip_sep(const char *s)
-{
-	while (*s == ' ' || *s == '\t' || *s == ',')
-		s++;
-	return s;
-}
-
-static int blank(const char *s)
-{
-	while (*s == ' ' || *s == '\t')
-		s++;
-	return *s == 0;
-}
-
-/*
- * The next non-blank input line into *s.  Before blocking on more input,
- * flush(arg) writes out what the lines so far produced, so that results
- * come as soon as their input does (a pipe, a terminal).  Returns 1 line,
- * 0 at the end of the input, -1 on an error (reported).
- */
-static int lines_read(struct lines *l, char **s, int (*flush)(void *), void *arg)
-{
-	for (;;) {
-		int more;
-		if (lines_next(l, s, &more)) {
-			if (blank(*s))
-				continue;
-			return 1;
-		}
-		if (flush(arg) != 0)
-			return -1;
-		if (!more)
-			return 0;
-		if (lines_fill(l) != 0)
-			return -1;
-	}
-}
-
 static int flush_stdout(void *unused)
 {
 	(void)unused;
 	return fflush(stdout) != 0 ? -1 : 0;
-}
-
-/* Parse "ID" or "ID SEP ID" (want ids); 0 ok, -1 malformed. */
-static int parse_ids(const char *s, int want, uint32_t *a, uint32_t *b)
-{
-	const char *p = s;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (parse_id(&p, a) != 0)
-		return -1;
-	if (want == 2) {
-		const char *q = skip_sep(p);
-		if (q == p || parse_id(&q, b) != 0)
-			return -1;
-		p = q;
-	}
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- score */
@@ -427,7 +278,7 @@ static int flush_pending(void *arg)
 	return flush_scores(f->be, f->pd);
 }
 
-static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l, int skip)
+static int score_stream(struct ncf_backend *be, struct model *m, struct ncf_lines *l, int skip)
 {
 	struct pending pd = {0};
 	pd.u = ncf_xmalloc(SCORE_BATCH * sizeof *pd.u);
@@ -439,13 +290,13 @@ static int score_stream(struct ncf_backend *be, struct model *m, struct lines *l
 	struct flush_ctx fc = {be, &pd};
 	for (;;) {
 		char *s;
-		int got = lines_read(l, &s, flush_pending, &fc);
+		int got = ncf_lines_read(l, &s, flush_pending, &fc);
 		if (got < 0)
 			goto out;
 		if (got == 0)
 			break;
 		uint32_t a, b;
-		if (parse_ids(s, 2, &a, &b) != 0) {
+		if (ncf_parse_ids(s, 2, &a, &b) != 0) {
 			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
 				  "or a comma), found '%s'",
 				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
@@ -515,7 +366,7 @@ static int cmp_cand(const void *a, const void *b)
 	return cand_better(x, y) ? -1 : cand_better(y, x) ? 1 : 0;
 }
 
-static int recommend_stream(struct ncf_backend *be, struct model *m, struct lines *l,
+static int recommend_stream(struct ncf_backend *be, struct model *m, struct ncf_lines *l,
 			    uint32_t K, const struct ncf_cache *seen, int skip)
 {
 	uint32_t I = m->shape.items;
@@ -529,13 +380,13 @@ static int recommend_stream(struct ncf_backend *be, struct model *m, struct line
 	int rc = -1;
 	for (;;) {
 		char *s;
-		int got = lines_read(l, &s, flush_stdout, NULL);
+		int got = ncf_lines_read(l, &s, flush_stdout, NULL);
 		if (got < 0)
 			goto out;
 		if (got == 0)
 			break;
 		uint32_t a, dummy;
-		if (parse_ids(s, 1, &a, &dummy) != 0) {
+		if (ncf_parse_ids(s, 1, &a, &dummy) != 0) {
 			ncf_error("%s:%llu: expected a user id, found '%s'", l->display,
 				  (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
 			goto out;
@@ -597,6 +448,7 @@ out:
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K) (-m MODEL | --random-model) "
 		       "[options] [FILE]";
@@ -718,20 +570,34 @@ int main(int argc, char **argv)
 	if (ids_path && !strcmp(ids_path, "-") &&
 	    (stdin_in || (model_path && !strcmp(model_path, "-")) || (exclude && !strcmp(exclude, "-"))))
 		ncf_usage_error("--ids - and another input cannot both come from stdin");
+	struct ncf_named files[] = {
+		{.path = model_path, .what = "-m"},
+		{.path = exclude, .what = "--exclude-seen"},
+		{.path = ids_path, .what = "--ids"},
+		{.path = mode == OPT_BENCH || mode == OPT_EXPORT ? NULL : input ? input : "-",
+		 .what = "the input"},
+		{.path = mode == OPT_EXPORT ? NULL : "-", .output = 1},
+		{.path = mode == OPT_EXPORT ? export_path : NULL, .what = "--export", .output = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+		return NCF_EXIT_USAGE;
 
+	/* every failure below goes to done, which frees what was made */
+	int status = NCF_EXIT_FAIL, be_open = 0;
+	struct ncf_backend be;
 	struct model m;
 	memset(&m, 0, sizeof m);
+	struct ncf_cache seen;
+	memset(&seen, 0, sizeof seen);
 	if (random)
 		random_model(&m, seed);
 	else if (load_model(&m, model_path) != 0)
-		return NCF_EXIT_FAIL;
+		goto done;
 	if (ids_path && ids_from_cache(&m, model_path, ids_path) != 0)
-		return NCF_EXIT_FAIL;
-	struct ncf_cache seen;
-	memset(&seen, 0, sizeof seen);
+		goto done;
 	if (exclude) {
 		if (ncf_cache_read(exclude, &seen) != 0)
-			return NCF_EXIT_FAIL;
+			goto done;
 		if (!m.user_ids && seen.users == m.shape.users && seen.items == m.shape.items) {
 			/* a model without ids: the rows are the cache's */
 			m.user_ids = ncf_xmalloc((size_t)seen.users * sizeof *m.user_ids);
@@ -746,7 +612,7 @@ int main(int argc, char **argv)
 				  "data set (%u users, %u items; the cache has %u, %u)",
 				  model_path, exclude, m.shape.users, m.shape.items, seen.users,
 				  seen.items);
-			return NCF_EXIT_FAIL;
+			goto done;
 		}
 	}
 	if (!m.user_ids && (mode == OPT_SCORE || mode == OPT_RECOMMEND ||
@@ -754,25 +620,25 @@ int main(int argc, char **argv)
 		ncf_error("%s has no original ids (a state_dict converted from NVIDIA's checkpoint?); "
 			  "give the cache it was trained on with --ids CACHE",
 			  model_path);
-		return NCF_EXIT_FAIL;
+		goto done;
 	}
 	if (mode == OPT_EXPORT) {
 		ncf_out_cleanup_on_signals();
 		struct ncf_model_file mf = {.shape = m.shape, .hp = m.hp, .user_ids = m.user_ids,
 					    .item_ids = m.item_ids, .params = m.params};
 		int erc = ncf_export(&mf, export_path, efmt);
-		free(m.params), free(m.user_ids), free(m.item_ids);
-		if (erc == -3)
-			return NCF_EXIT_UNAVAILABLE;
-		return erc != 0 || ncf_close_stdout() != 0 ? NCF_EXIT_FAIL : 0;
+		status = erc == -3 ? NCF_EXIT_UNAVAILABLE : erc != 0 ? NCF_EXIT_FAIL : 0;
+		goto done;
 	}
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
-	struct ncf_backend be;
 	int orc = ncf_backend_open(&be, bo.device, &m.shape, &m.hp, bo.precision, bo.threads, &dist);
-	if (orc != 0)
-		return orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+	if (orc != 0) {
+		status = orc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+		goto done;
+	}
+	be_open = 1;
 	if (ncf_backend_set_state(&be, m.params, NULL, NULL) != 0)
-		return NCF_EXIT_FAIL;
+		goto done;
 	int rc = 0;
 	if (mode == OPT_BENCH) {
 		int nth = 1;
@@ -789,9 +655,9 @@ int main(int argc, char **argv)
 		const char *display;
 		FILE *in = ncf_in_open(input, &display);
 		if (!in)
-			return NCF_EXIT_FAIL;
-		struct lines l;
-		lines_init(&l, fileno(in), display);
+			goto done;
+		struct ncf_lines l;
+		ncf_lines_init(&l, fileno(in), display, 0);
 		m.users.n = 0;
 		ncf_idindex_init(&m.users, m.user_ids, m.shape.users);
 		ncf_idindex_init(&m.items, m.item_ids, m.shape.items);
@@ -799,16 +665,18 @@ int main(int argc, char **argv)
 			rc = score_stream(&be, &m, &l, skip);
 		else
 			rc = recommend_stream(&be, &m, &l, K, exclude ? &seen : NULL, skip);
-		free(l.buf);
+		ncf_lines_free(&l);
 		ncf_in_close(in);
 		ncf_idindex_free(&m.users);
 		ncf_idindex_free(&m.items);
 	}
-	ncf_backend_close(&be);
-	if (exclude)
-		ncf_cache_free(&seen);
+	status = rc == 0 ? 0 : NCF_EXIT_FAIL;
+done:
+	if (be_open)
+		ncf_backend_close(&be);
+	ncf_cache_free(&seen);
 	free(m.params), free(m.user_ids), free(m.item_ids);
 	if (ncf_close_stdout() != 0)
-		return NCF_EXIT_FAIL;
-	return rc == 0 ? 0 : NCF_EXIT_FAIL;
+		status = NCF_EXIT_FAIL;
+	return status;
 }

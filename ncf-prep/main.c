@@ -5,6 +5,7 @@
  * index (rows.c), run the protocol (protocol.c) and write the cache
  * (common/cache.c).  See ncf-prep(1).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "parse.h"
 #include "protocol.h"
 #include "rows.h"
+#include "samefile.h"
 #include "synth.h"
 
 static void usage(void)
@@ -59,6 +61,7 @@ static double mb(uint64_t bytes)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_init_std_streams();
 	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
 		       "[--seed N] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
 	static const struct option opts[] = {
@@ -123,6 +126,10 @@ int main(int argc, char **argv)
 	if (info) {
 		if (optind < argc || output || synthetic)
 			ncf_usage_error("--info takes one cache and no other input or output");
+		struct ncf_named files[] = {{.path = info, .what = "--info"},
+					    {.path = "-", .output = 1}};
+		if (ncf_refuse_same_file(files, 2) != 0)
+			return NCF_EXIT_USAGE;
 		struct ncf_cache cache;
 		if (ncf_cache_read(info, &cache) != 0)
 			return NCF_EXIT_FAIL;
@@ -139,10 +146,16 @@ int main(int argc, char **argv)
 	if (synthetic && format != NCF_FORMAT_UNKNOWN)
 		ncf_usage_error("--format applies to input files, not --synthetic");
 	const char *input = optind < argc ? argv[optind] : NULL;
+	struct ncf_named files[] = {
+		{.path = synthetic ? NULL : input ? input : "-", .what = "the input"},
+		{.path = output ? output : "-", .what = "-o", .output = 1}};
+	if (ncf_refuse_same_file(files, 2) != 0)
+		return NCF_EXIT_USAGE;
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();
 	struct ncf_synth synth;
+	memset(&synth, 0, sizeof synth);
 	if (synthetic && ncf_synth_init(&synth, synthetic, po.seed) != 0)
 		ncf_usage_error("--synthetic: '%s' is not SHAPE[xSCALE] with SHAPE one of %s and "
 				"SCALE 1 to 1000",
@@ -152,12 +165,15 @@ int main(int argc, char **argv)
 		if (ncf_out_open(&o, output, 0) != 0)
 			return NCF_EXIT_FAIL;
 		if (ncf_synth_write_csv(&synth, o.fp) != 0) {
-			ncf_error("%s: write failed", o.display);
+			ncf_error("%s: write failed: %s", o.display, strerror(errno ? errno : EIO));
 			ncf_out_abort(&o);
+			ncf_synth_free(&synth);
 			return NCF_EXIT_FAIL;
 		}
-		if (ncf_out_commit(&o) != 0)
+		if (ncf_out_commit(&o) != 0) {
+			ncf_synth_free(&synth);
 			return NCF_EXIT_FAIL;
+		}
 		ncf_info("wrote synthetic %s ratings (%u users, %u items) to %s in %.2f s", synthetic,
 			 synth.users, synth.items, output ? output : "<stdout>", ncf_now() - t0);
 		ncf_synth_free(&synth);
@@ -167,6 +183,7 @@ int main(int argc, char **argv)
 	if ((!output || !strcmp(output, "-")) && isatty(STDOUT_FILENO)) {
 		ncf_error("refusing to write binary data to a terminal; use -o FILE or redirect "
 			  "stdout");
+		ncf_synth_free(&synth);
 		return NCF_EXIT_FAIL;
 	}
 
@@ -182,12 +199,12 @@ int main(int argc, char **argv)
 	} else {
 		FILE *in = ncf_in_open(input, &display);
 		if (!in)
-			return NCF_EXIT_FAIL;
+			goto fail;
 		struct ncf_parse_info pi;
 		int rc = ncf_parse(in, display, format, &rows, &pi, progress);
 		ncf_in_close(in);
 		if (rc != 0)
-			return NCF_EXIT_FAIL;
+			goto fail;
 		cache.format = pi.format;
 		cache.source_bytes = pi.bytes;
 		cache.source_crc = pi.crc;
@@ -197,7 +214,7 @@ int main(int argc, char **argv)
 	ncf_rows_index(&rows);
 	double t_index = ncf_now();
 	if (ncf_protocol_run(&rows, &po, &cache) != 0)
-		return NCF_EXIT_FAIL;
+		goto fail;
 	ncf_rows_free(&rows);
 	double t_proto = ncf_now();
 	if (synthetic) {
@@ -207,14 +224,14 @@ int main(int argc, char **argv)
 	double t_oracle = ncf_now();
 	struct ncf_out o;
 	if (ncf_out_open(&o, output, 1) != 0)
-		return NCF_EXIT_FAIL;
+		goto fail;
 	if (ncf_cache_write_fp(&cache, o.fp, o.display) != 0) {
 		ncf_out_abort(&o);
-		return NCF_EXIT_FAIL;
+		goto fail;
 	}
 	long out_bytes = o.fp != stdout ? ftell(o.fp) : -1;
 	if (ncf_out_commit(&o) != 0)
-		return NCF_EXIT_FAIL;
+		goto fail;
 	double t_write = ncf_now();
 	ncf_info("%s: %llu ratings, %u users, %u items -> %lld training positives, %u test "
 		 "positives, %u negatives each",
@@ -243,4 +260,9 @@ int main(int argc, char **argv)
 	ncf_debug("peak memory %.1f MB", mb(ncf_peak_rss()));
 	ncf_cache_free(&cache);
 	return 0;
+fail:
+	ncf_rows_free(&rows);
+	ncf_cache_free(&cache);
+	ncf_synth_free(&synth);
+	return NCF_EXIT_FAIL;
 }

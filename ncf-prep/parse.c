@@ -51,8 +51,11 @@ struct parser {
 	int err;		  /* an error was reported */
 	char msg[512];		  /* its text, reported after the row */
 	char deferred[512];	  /* a field error held while the row may be a header */
-	/* header parsing mode */
+	/* header parsing: 1 in the header row, 2 after it on the same line
+	 * (header_extra counts what libcsv found there), 0 in the data */
 	int in_header;
+	int header_fields;
+	int header_extra;
 	uint64_t rows_ended;	  /* rows completed, to catch a quote left open */
 };
 
@@ -241,10 +244,14 @@ static void end_row(struct parser *p)
 static void cb_field(void *s, size_t len, void *data)
 {
 	struct parser *p = data;
-	if (p->in_header) {
-		if (p->field < MAX_FIELDS)
-			p->header[p->field] = ncf_xstrdup(ncf_escape(s, len, 64));
-		p->field++;
+	if (p->in_header == 1) {
+		if (p->header_fields < MAX_FIELDS)
+			p->header[p->header_fields] = ncf_xstrdup(ncf_escape(s, len, 64));
+		p->header_fields++;
+		return;
+	}
+	if (p->in_header == 2) {
+		p->header_extra++;
 		return;
 	}
 	take_field(p, s, len);
@@ -254,8 +261,12 @@ static void cb_row(int c, void *data)
 {
 	(void)c;
 	struct parser *p = data;
-	if (p->in_header) {
-		p->in_header = 0;
+	if (p->in_header == 1) {
+		p->in_header = 2;
+		return;
+	}
+	if (p->in_header == 2) {
+		p->header_extra++;
 		return;
 	}
 	end_row(p);
@@ -345,15 +356,33 @@ static enum ncf_format detect(const char *s, size_t len)
 
 static int setup_header(struct parser *p, struct csv_parser *cp, const char *line, size_t len)
 {
-	p->in_header = 1;
-	p->field = 0;
-	if (csv_parse(cp, line, len, cb_field, cb_row, p) != len || p->in_header) {
-		/* A header line without its end is handled by the caller's
-		 * truncation check; here the line always ends with '\n'. */
-		ncf_error("%s:1: malformed header: %s", p->display, csv_strerror(csv_error(cp)));
+	/* libcsv ends a row at a bare CR: a header line holding one would
+	 * end early, and what follows it be taken as data */
+	size_t body = len && line[len - 1] == '\n' ? len - 1 : len;
+	if (body && line[body - 1] == '\r')
+		body--;
+	if (memchr(line, '\r', body)) {
+		ncf_error("%s:1: malformed header: a carriage return inside the line",
+			  p->display);
 		return -1;
 	}
-	int n = p->field;
+	p->in_header = 1;
+	p->header_fields = p->header_extra = 0;
+	size_t used = csv_parse(cp, line, len, cb_field, cb_row, p);
+	int state = p->in_header;
+	p->in_header = 0;
+	if (used != len || state == 1) {
+		/* A header line without its end is handled by the caller's
+		 * truncation check; here the line always ends with '\n'. */
+		ncf_error("%s:1: malformed header: %s", p->display,
+			  used != len ? csv_strerror(csv_error(cp)) : "a quote is left open");
+		return -1;
+	}
+	if (p->header_extra) {
+		ncf_error("%s:1: malformed header: more than one row on the line", p->display);
+		return -1;
+	}
+	int n = p->header_fields;
 	if (n > MAX_FIELDS) {
 		ncf_error("%s:1: header has %d columns, at most %d are supported", p->display, n,
 			  MAX_FIELDS);
@@ -568,6 +597,8 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 	info->lines = p.line;
 	rc = 0;
 out:
+	if (rc != 0)
+		ncf_rows_free(rows); /* the rows before the bad one */
 	ncf_progress_clear(&prog);
 	csv_free(&cp);
 	for (int i = 0; i < MAX_FIELDS; i++)

@@ -20,7 +20,8 @@ struct ncf_parse_info {
 /*
  * Read every rating of fp (named display in messages) into rows, as
  * original ids.  format NCF_FORMAT_UNKNOWN detects it from the first line.
- * Returns 0, or -1 after reporting "display:LINE: what is wrong".
+ * Returns 0, or -1 after reporting "display:LINE: what is wrong" (rows
+ * then freed).
  */
 int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_rows *rows,
 	      struct ncf_parse_info *info, int force_progress);

@@ -8,6 +8,7 @@
  * --keep-epochs also writes MODEL.epoch-NNN after every epoch.  Every one
  * is a complete, resumable checkpoint.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include "evaluate.h"
 #include "io.h"
 #include "model.h"
+#include "samefile.h"
 
 static volatile sig_atomic_t got_signal;
 
@@ -169,6 +171,29 @@ static int ranks_agree(struct run *r, uint64_t start_pos)
 	return ncf_dist_max_int(&r->dist, what != NULL) ? -1 : 0;
 }
 
+/* The end of every run that got as far as training: close the log, free
+ * what the run holds, leave MPI.  Returns status, or 1 when the log or
+ * stdout cannot be closed. */
+static int run_end(struct run *r, uint8_t *mask, char *default_ckpt, int status)
+{
+	if (r->log && r->log != stdout && fclose(r->log) != 0) {
+		ncf_error("%s: write failed: %s", r->log_path, strerror(errno ? errno : EIO));
+		status = NCF_EXIT_FAIL;
+	}
+	r->log = NULL;
+	ncf_backend_close(&r->be);
+	free(mask);
+	r->ck.user_ids = r->ck.item_ids = NULL; /* the cache's */
+	ncf_ckpt_free(&r->ck);
+	ncf_cache_free(&r->cache);
+	free(default_ckpt);
+	int rank0 = r->dist.rank == 0;
+	ncf_dist_finish(&r->dist);
+	if (rank0 && ncf_close_stdout() != 0 && !status)
+		status = NCF_EXIT_FAIL;
+	return status;
+}
+
 static char *suffixed(const char *path, const char *suffix)
 {
 	size_t n = strlen(path) + strlen(suffix) + 1;
@@ -190,6 +215,7 @@ static void fmt_rate(char *buf, size_t len, double x)
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
+	ncf_init_std_streams();
 	ncf_synopsis = "ncf-train [options] CACHE -o MODEL";
 	static const struct option opts[] = {
 		{"output", required_argument, 0, 'o'},
@@ -338,6 +364,17 @@ int main(int argc, char **argv)
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(r.output, "-") || !strcmp(r.checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
+	struct ncf_named files[] = {
+		{.path = cache_path, .what = "the cache"},
+		{.path = resume, .what = "--resume", .read_first = 1},
+		{.path = r.output, .what = "-o", .output = 1},
+		{.path = r.checkpoint, .what = "--checkpoint", .output = 1},
+		{.path = r.log_path, .what = "--log", .output = 1, .appends = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0) {
+		free(default_ckpt);
+		return NCF_EXIT_USAGE;
+	}
 
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
@@ -527,8 +564,8 @@ int main(int argc, char **argv)
 					 "--resume %s",
 					 e + 1, (unsigned long long)pos, (unsigned long long)S,
 					 r.checkpoint);
-				ncf_dist_finish(&r.dist);
-				return sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM;
+				return run_end(&r, mask, default_ckpt,
+					       sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM);
 			}
 		}
 		ncf_progress_clear(&prog);
@@ -569,19 +606,6 @@ int main(int argc, char **argv)
 			 "samples/s)  eval %.2f s (%s/s)%s",
 			 e + 1, r.epochs, gloss, r.topk, hr, r.topk, ndcg, train_time, rate,
 			 eval_time, erate, best ? "  best" : "");
-		if (r.log) {
-			fprintf(r.log,
-				"{\"epoch\": %u, \"train_loss\": %.6f, \"hr@%u\": %.6f, \"ndcg@%u\": "
-				"%.6f, \"train_time\": %.4f, \"eval_time\": %.4f, "
-				"\"train_throughput\": %.1f, \"eval_throughput\": %.1f, \"ranks\": %d, "
-				"\"rank_throughput\": %.1f, \"best\": %s}\n",
-				e + 1, gloss, r.topk, hr, r.topk, ndcg, train_time, eval_time, tput,
-				eval_tput, r.dist.size, tput / r.dist.size, best ? "true" : "false");
-			if (fflush(r.log) != 0 || ferror(r.log)) {
-				ncf_error("%s: write failed", r.log == stdout ? "<stdout>" : r.log_path);
-				FAIL(NCF_EXIT_FAIL);
-			}
-		}
 		if (best && save(&r, r.output, "the best model") != 0)
 			FAIL(NCF_EXIT_FAIL);
 		saved_best |= best;
@@ -596,6 +620,30 @@ int main(int argc, char **argv)
 			if (src != 0)
 				FAIL(NCF_EXIT_FAIL);
 		}
+		/* the log after the files: a log that cannot be written stops the
+		 * run (every rank), with the epoch's state saved */
+		int log_bad = 0;
+		if (r.log) {
+			fprintf(r.log,
+				"{\"epoch\": %u, \"train_loss\": %.6f, \"hr@%u\": %.6f, \"ndcg@%u\": "
+				"%.6f, \"train_time\": %.4f, \"eval_time\": %.4f, "
+				"\"train_throughput\": %.1f, \"eval_throughput\": %.1f, \"ranks\": %d, "
+				"\"rank_throughput\": %.1f, \"best\": %s}\n",
+				e + 1, gloss, r.topk, hr, r.topk, ndcg, train_time, eval_time, tput,
+				eval_tput, r.dist.size, tput / r.dist.size, best ? "true" : "false");
+			errno = 0;
+			if (fflush(r.log) != 0 || ferror(r.log)) {
+				ncf_error("%s: write failed: %s (the state after epoch %u is saved in %s)",
+					  r.log == stdout ? "<stdout>" : r.log_path,
+					  strerror(errno ? errno : EIO), e + 1, r.checkpoint);
+				if (r.log != stdout)
+					fclose(r.log);
+				r.log = NULL;
+				log_bad = 1;
+			}
+		}
+		if (ncf_dist_max_int(&r.dist, log_bad))
+			return run_end(&r, mask, default_ckpt, NCF_EXIT_FAIL);
 		if (r.threshold >= 0 && hr >= r.threshold) {
 			threshold_epoch = e + 1;
 			t_threshold = ncf_now() - run_start;
@@ -613,8 +661,8 @@ int main(int argc, char **argv)
 				ncf_info("interrupted during the last epoch's evaluation; the finished "
 					 "run is saved in %s",
 					 r.checkpoint);
-			ncf_dist_finish(&r.dist);
-			return sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM;
+			return run_end(&r, mask, default_ckpt,
+				       sig == SIGINT ? NCF_EXIT_SIGINT : NCF_EXIT_SIGTERM);
 		}
 	}
 	if (epochs_run) {
@@ -649,18 +697,5 @@ int main(int argc, char **argv)
 				 total_train > 0 ? 100.0 * r.dist.allreduce_seconds / total_train : 0.0);
 		}
 	}
-	if (r.log && r.log != stdout && fclose(r.log) != 0) {
-		ncf_error("%s: write failed", r.log_path);
-		status = NCF_EXIT_FAIL;
-	}
-	ncf_backend_close(&r.be);
-	free(mask);
-	r.ck.user_ids = r.ck.item_ids = NULL;
-	ncf_ckpt_free(&r.ck);
-	ncf_cache_free(&r.cache);
-	free(default_ckpt);
-	ncf_dist_finish(&r.dist);
-	if (rank0 && ncf_close_stdout() != 0)
-		status = NCF_EXIT_FAIL;
-	return status;
+	return run_end(&r, mask, default_ckpt, status);
 }

@@ -156,13 +156,15 @@ static void make_a(struct ncf_cache *c)
 	c->source_bytes = 123456789012ull;
 	c->source_crc = 0xdeadbeef;
 	snprintf(c->synthetic, sizeof c->synthetic, "ml-latest-smallx1000");
-	c->ratings_read = 11;
+	/* counters that add up as a reader checks: read = P + U + repeats +
+	 * dropped; dropped users and items at most dropped ratings */
+	c->ratings_read = 14;
 	c->duplicates_dropped = 1;
 	c->users_dropped = 2;
 	c->ratings_dropped = 3;
-	c->items_dropped = 4;
+	c->items_dropped = 3;
 	c->test_only_users = 1;
-	c->test_ties = 5;
+	c->test_ties = 2;
 	c->oracle_hr = 0.25;
 	c->user_ids = malloc(sizeof uids);
 	memcpy(c->user_ids, uids, sizeof uids);
@@ -243,7 +245,12 @@ static void make_c(struct ncf_cache *c)
 			if (mark[it])
 				c->train_items[o++] = it;
 		c->offsets[u + 1] = o;
-		c->test_items[u] = ncf_uniform_below(r.v[1], I);
+		c->test_only_users += o == c->offsets[u];
+		/* the test item is never one of the user's training items */
+		uint32_t t = ncf_uniform_below(r.v[1], I);
+		while (mark[t])
+			t = (t + 1) % I;
+		c->test_items[u] = t;
 		for (uint32_t k = 0; k < N; k++)
 			c->eval_neg[(size_t)u * N + k] =
 				ncf_uniform_below(ncf_rng(42, NCF_RNG_BENCH, 3, u, k).v[0], I);
@@ -251,6 +258,7 @@ static void make_c(struct ncf_cache *c)
 	for (uint32_t i = 0; i < I; i++)
 		c->item_ids[i] = 1 + i + 5 * (i / 8);
 	c->train_positives = c->offsets[U];
+	c->ratings_read = (uint64_t)c->train_positives + U;
 	free(mark);
 }
 
@@ -464,6 +472,8 @@ static void meta_of(unsigned char *m, uint32_t U, uint32_t I, uint64_t P, uint32
 	ncf_put_u32(m + 4, I);
 	ncf_put_u64(m + 8, P);
 	ncf_put_u32(m + 16, N);
+	ncf_put_u64(m + 48, P + U); /* ratings_read, as the counters require */
+	ncf_put_u32(m + 32, NCF_FORMAT_ML20M);
 	ncf_put_f64(m + 104, NAN);
 }
 
@@ -779,8 +789,8 @@ int main(void)
 		path_in(path, sizeof path, "forged.ncfc");
 		meta_of(meta, 0xFFFFFFFFu, 7, 0, 1);
 		forge(path, meta, &a);
-		tap_ok(refused(path, "section 'userids'", 0),
-		       "meta claims 2^32-1 users: refused at the first section, no huge allocation");
+		tap_ok(refused(path, "more than the rest of the file can hold", 0),
+		       "meta claims 2^32-1 users: refused before any section, no huge allocation");
 		meta_of(meta, 4, 7, (uint64_t)1 << 41, 3);
 		forge(path, meta, &a);
 		tap_ok(refused(path, "impossible sizes", 0), "meta claims 2^41 positives: refused");

@@ -1,0 +1,95 @@
+#!/bin/sh
+# run.sh BUILD TARGET... - make fuzz: seed corpora made by the tools, then
+# each libFuzzer target for FUZZ_SECONDS (default 60), one after the other.
+#
+# Per target: build/fuzz/corpus/TARGET (kept between runs, grown by
+# libFuzzer), seeds remade each run (in a directory of this run's own, so
+# that two runs on different targets can go side by side), the log in
+# build/fuzz/logs/TARGET.log and a crash, leak or sanitizer report's
+# reproducer in build/fuzz/artifacts/TARGET/.  Prints a table of
+# executions, coverage (cov, ft) and findings; exits 1 when any target
+# found something.  FUZZ_ARGS adds libFuzzer options.
+set -u
+BUILD=$1
+shift
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+BIN=$BUILD/bin
+F=$BUILD/fuzz
+mkdir -p "$F/logs"
+S=$(mktemp -d "$F/seeds.XXXXXX") || exit 1
+mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines"
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# --- seeds, from the tools ---------------------------------------------------------
+t=$(mktemp -d "${TMPDIR:-/tmp}/ncf-fuzz.XXXXXX") || exit 1
+trap 'rm -rf "$t" "$S"' EXIT
+H='userId,movieId,rating,timestamp'
+printf '%s\n1,10,4.0,100\n1,11,4.0,200\n1,12,3.5,300\n2,10,3.0,50\n2,12,3.0,60\n3,11,5,70\n3,10,1,80\n' "$H" >"$t/r.csv"
+"$BIN/ncf-prep" -q --eval-negatives 2 -o "$S/cache/tiny.ncfc" "$t/r.csv" || exit 1
+"$BIN/ncf-prep" -q --eval-negatives 3 --min-ratings 3 -o "$S/cache/min.ncfc" "$t/r.csv" || exit 1
+"$BIN/ncf-prep" -q --synthetic ml-latest-small --emit-csv | head -n 120 >"$t/s.csv"
+"$BIN/ncf-prep" -q --eval-negatives 4 -o "$S/cache/synth.ncfc" "$t/s.csv" || exit 1
+"$BIN/ncf-train" -q --device cpu "$S/cache/tiny.ncfc" -o "$t/m.ncfm" -e 1 -b 8 -f 2 \
+	--layers 4,2 || exit 1
+cp "$t/m.ncfm" "$S/ckpt/best.ncfm"
+cp "$t/m.ncfm.last" "$S/ckpt/last.ncfm"
+"$BIN/ncf-train" -q --device cpu "$S/cache/synth.ncfc" -o "$t/n.ncfm" -e 2 -b 64 -f 3 \
+	--layers 6,4,2 --dropout 0 -n 1 || exit 1
+cp "$t/n.ncfm.last" "$S/ckpt/two.ncfm"
+# ratings: byte 0 the format (0 detected .. 4 csv), byte 1 the protocol options
+for f in 0 1 4; do
+	{ printf "\\$(printf %03o $f)\\000"; cat "$t/r.csv"; } >"$S/prep/ml20m-$f"
+done
+{ printf '\002\004'; sed 1d "$t/r.csv" | tr ',' '\n' | paste -d: - - - - | sed 's/:/::/g'; } >"$S/prep/ml1m"
+{ printf '\003\005'; sed 1d "$t/r.csv" | tr ',' '\t'; } >"$S/prep/ml100k"
+{ printf '\004\001'; printf 'item,user,ts\r\n10,1,5\r\n11,1,6\r\n"12",2,7\r\n'; } >"$S/prep/csv"
+{ printf '\000\000'; head -n 40 "$t/s.csv"; } >"$S/prep/synth"
+# lines: byte 0 the buffer size and the id count
+printf '\001%s' "$(printf '1 10\n2\t11\n\n 3 , 12 \r\n4,10')" >"$S/lines/pairs"
+printf '\010%s' "$(printf '1\n2\n  \n3\r\n')" >"$S/lines/users"
+printf '\377%s' "$(printf '1 1\n1 2\n')" >"$S/lines/long-buffer"
+
+# --- the runs ------------------------------------------------------------------------
+status=0
+summary=$S/summary
+printf '%-16s %12s %8s %8s %8s  %s\n' target executions cov ft seconds result >"$summary"
+for target in "$@"; do
+	case $target in
+	fuzz_cache*) seeds=$S/cache ;;
+	fuzz_ckpt*) seeds=$S/ckpt ;;
+	fuzz_prep*) seeds=$S/prep ;;
+	fuzz_lines*) seeds=$S/lines ;;
+	*) echo "run.sh: no seeds for $target" >&2; exit 2 ;;
+	esac
+	corpus=$F/corpus/$target
+	art=$F/artifacts/$target
+	log=$F/logs/$target.log
+	mkdir -p "$corpus" "$art"
+	echo "fuzz: $target for $SECONDS_EACH s (log $log)"
+	start=$(date +%s)
+	# shellcheck disable=SC2086
+	"$F/$target" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=2560 \
+		-max_len=65536 -timeout=30 -artifact_prefix="$art/" ${FUZZ_ARGS:-} "$corpus" "$seeds" \
+		>"$log" 2>&1
+	rc=$?
+	took=$(($(date +%s) - start))
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+	last=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
+	cov=$(echo "$last" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
+	ft=$(echo "$last" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
+	found=$(ls "$art" | wc -l)
+	if [ "$rc" = 0 ] && [ "$found" = 0 ]; then
+		result=ok
+	else
+		result="FAILED (exit $rc; $(ls "$art" | tr '\n' ' '))"
+		status=1
+		grep -E 'ERROR|invariant|SUMMARY|==[0-9]+==' "$log" | head -n 5
+	fi
+	printf '%-16s %12s %8s %8s %8s  %s\n' "$target" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$took" \
+		"$result" >>"$summary"
+done
+cat "$summary"
+[ "$status" = 0 ] || echo "fuzz: reproducers are in $F/artifacts/; add each to tests/fuzz/regress/" >&2
+exit "$status"
