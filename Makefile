@@ -106,6 +106,7 @@ EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -W
 EMU_SRC := $(CU_SRC) $(CU_TEST_SRC) $(EMU_TEST_SRC)
 EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
 EMU_BINS := $(BUILD)/tests/test_cuda_emu
+EMU_LAZY_TEST := tests/unit/test_cuda_emu_lazy.t
 ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
 ASAN_BINS += $(BUILD)/asan/tests/test_cuda_emu
 endif
@@ -189,7 +190,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_LAZY_TEST) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
