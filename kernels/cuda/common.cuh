@@ -196,8 +196,11 @@ static inline void launch_done(const char *kernel, const char *file, int line, c
 	if (cudaPeekAtLastError() != cudaSuccess)
 		return;
 	cudaError_t e = cudaStreamSynchronize(s);
-	if (e != cudaSuccess)
-		report_fault(e, kernel, file, line);
+	if (e != cudaSuccess) {
+		char what[160];
+		snprintf(what, sizeof what, "kernel %s", kernel);
+		report_fault(e, what, file, line);
+	}
 }
 
 /* After a library call that succeeded: with NCF_CUDA_SYNC=1, wait for the
