@@ -70,7 +70,7 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -
 # --- sources -------------------------------------------------------------------------------
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c) \
-	   $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
+	   $(filter-out %/main.c,$(wildcard ncf-prep/*.c ncf-infer/*.c))
 TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
