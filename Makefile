@@ -106,7 +106,10 @@ EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -W
 EMU_SRC := $(CU_SRC) $(CU_TEST_SRC) $(EMU_TEST_SRC)
 EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
 EMU_BINS := $(BUILD)/tests/test_cuda_emu
-EMU_LAZY_TEST := tests/unit/test_cuda_emu_lazy.t
+# tests/gpu/gpu_parity.c built against the emulation too, run by a script.
+EMU_CU_OBJ := $(filter-out %/test_cuda_emu.cc.o,$(EMU_OBJ))
+EMU_TOOLS := $(BUILD)/tests/gpu_parity_emu
+EMU_SCRIPTS := tests/unit/test_cuda_emu_lazy.t tests/unit/gpu_parity_emu.t
 ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
 ASAN_BINS += $(BUILD)/asan/tests/test_cuda_emu
 endif
@@ -119,7 +122,8 @@ CU_TEST_OBJ := $(CU_TEST_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 endif
 
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
+	$(GPU_TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -162,6 +166,14 @@ $(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
 
+$(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
+
 $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) -c $< -o $@
@@ -190,7 +202,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_LAZY_TEST) $(CLI_TESTS) tests/gpu/nogpu.t
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
