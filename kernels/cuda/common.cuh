@@ -183,24 +183,26 @@ static inline int check_cuda(cudaError_t e, const char *call, const char *file, 
 	return -1;
 }
 
-/* After a launch (NCF_LAUNCH): with NCF_CUDA_SYNC=1, wait for it and name
- * the kernel if it failed (a launch that did not start is left to the
- * launcher's check, which reports it at its own line). */
-static inline void launch_done(const char *kernel, const char *file, int line, cudaStream_t s)
+/* After a launch (NCF_LAUNCH, or a library's launches on stream s): with
+ * NCF_CUDA_SYNC=1, wait for it and name the kernel if it failed (a launch
+ * that did not start is left to the launcher's check, which reports it at
+ * its own line).  Returns 0, or -1 after reporting. */
+static inline int launch_done(const char *kernel, const char *file, int line, cudaStream_t s)
 {
 	if (!g_sync || g_capture)
-		return;
+		return 0;
 	cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
 	if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
-		return;
+		return 0;
 	if (cudaPeekAtLastError() != cudaSuccess)
-		return;
+		return 0;
 	cudaError_t e = cudaStreamSynchronize(s);
-	if (e != cudaSuccess) {
-		char what[160];
-		snprintf(what, sizeof what, "kernel %s", kernel);
-		report_fault(e, what, file, line);
-	}
+	if (e == cudaSuccess)
+		return 0;
+	char what[160];
+	snprintf(what, sizeof what, "kernel %s", kernel);
+	report_fault(e, what, file, line);
+	return -1;
 }
 
 /* After a library call that succeeded: with NCF_CUDA_SYNC=1, wait for the

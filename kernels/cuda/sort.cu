@@ -71,8 +71,10 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 	if (CUDA_CHECK(cudaGetLastError()))
 		return -1;
 	size_t bytes = temp_bytes;
-	return CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
-							   idx_out, (int)n, 0, bits, stream));
+	if (CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
+							idx_out, (int)n, 0, bits, stream)))
+		return -1;
+	return launch_done("cub::DeviceRadixSort::SortPairs", __FILE__, __LINE__, stream);
 }
 
 #else /* NCF_CUDA_EMULATE: the CPU twin */

@@ -55,8 +55,34 @@
  *    sums in groups of 64 rows, segment sums by chunks of 32, against the
  *    reference's sample-by-sample sums): a few ulps of each sum's
  *    magnitudes, as for the cpu backend.
+ *  - the scoring path (score.cu): scores of 1, 1000 and 70000 pairs (four
+ *    chunks through both transfer slots) within the logits' tolerance of
+ *    the cpu backend's and bit for bit ncf_sigmoid of the emulated logits
+ *    (the sigmoid in the head kernel is the host's formula); the first bad
+ *    id among chunks named, once, and the next call right; pairs kept on
+ *    the device scoring as the host path, bit for bit;
+ *  - scoring graphs (graphs.cu, captured and replayed by the emulation):
+ *    one capture per chunk, replays right after set_state and a training
+ *    step, a new capture after the row buffers move; a capture that fails
+ *    (cuBLAS refusing it) says nothing at the normal level and one line at
+ *    -v, and plain launches score right;
+ *  - NCF_CUDA_SYNC=1: the same gradient, step and scores bit for bit, no
+ *    graphs; a kernel that faults (__trap) named with its file and line
+ *    with it, surfacing at the synchronisation with a hint without it, in
+ *    one line either way;
+ *  - fp16: a NaN made in the forward pass (inf - inf in the first layer)
+ *    reaches the logits through the ReLU and skips the step;
+ *  - more ranks on a node than devices refused at open (-3); several ranks'
+ *    communicator made at open (refused there in this build, without NCCL);
+ *  - a whole epoch's loss against the cpu backend's (relative 1e-5), and a
+ *    run stopped after three steps and resumed from its state equal to the
+ *    uninterrupted one bit for bit.
+ * tests/unit/test_cuda_emu_lazy.t runs all of it again with lazy streams
+ * (NCF_EMU_LAZY=1, emu.h), which fails any check whose work is not ordered
+ * by a synchronisation or an event: the transfer pipeline, every read of a
+ * result.
  * What it does not check: the CUB radix sort, real GPU rounding (expf,
- * tensor cores), streams and timing: tests/gpu does, on a GPU.
+ * tensor cores), real concurrency and timing: tests/gpu does, on a GPU.
  */
 #include <math.h>
 #include <stdint.h>
