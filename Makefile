@@ -5,7 +5,7 @@
 #   make check      tests (TAP, prove), then the unit tests under ASan+UBSan
 #   make help       every target
 #
-# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 CUDA_HOME NVCC CUDA_ARCH
+# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 CUDA_HOME NVCC CUDA_ARCH
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -15,6 +15,7 @@ CC := gcc
 endif
 NO_CUDA ?= 0
 NO_MPI ?= 0
+NO_ONNX ?= 0
 OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
@@ -23,12 +24,12 @@ BUILD ?= build
 # --- configuration (probes) ----------------------------------------------------------------
 CONFIG := $(BUILD)/config.mk
 # Reconfigure when the switches change.
-CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) CC=$(CC)
+CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) CC=$(CC)
 CONFIG_STAMP := $(BUILD)/config.want
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG_WANT)" ] || echo "$(CONFIG_WANT)" > $(CONFIG_STAMP))
 
 $(CONFIG): scripts/configure.sh $(CONFIG_STAMP)
-	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) sh scripts/configure.sh $@
+	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) sh scripts/configure.sh $@
 
 # Goals that need no probing.
 NOCONF_GOALS := clean help uninstall
@@ -70,7 +71,7 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -
 # --- sources -------------------------------------------------------------------------------
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c) \
-	   $(filter-out %/main.c,$(wildcard ncf-prep/*.c ncf-infer/*.c))
+	   $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
 TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -157,6 +158,46 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(CU_TEST_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
 
+# --- ncf-infer's other files and the ONNX export ------------------------------------------
+# ncf-infer links its main with every other file of ncf-infer/.  export_onnx.c serialises
+# with C that protoc-c generates into $(BUILD)/gen from the onnx.proto of Debian's
+# libonnx-dev (scripts/configure.sh probes and installs it; nothing generated is kept in the
+# tree); without it (NO_ONNX=1, or not found) ncf-infer --export F.onnx exits 3.
+INFER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out ncf-infer/main.c,$(wildcard ncf-infer/*.c)))
+ifeq ($(HAVE_ONNX),1)
+ONNX_OBJ := $(BUILD)/obj/gen/onnx.pb-c.o
+ONNX_LIBS := -lprotobuf-c
+$(BUILD)/obj/ncf-infer/export_onnx.o: CPPFLAGS_NCF += -DNCF_HAVE_ONNX -I$(BUILD)/gen
+$(BUILD)/obj/ncf-infer/export_onnx.o: $(BUILD)/gen/onnx.pb-c.h
+else
+$(BUILD)/obj/ncf-infer/export_onnx.o: CPPFLAGS_NCF += -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
+endif
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: $(dir $(ONNX_PROTO))%.proto $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(PROTOC_C) --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $<
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
+$(BUILD)/bin/ncf-infer: $(BUILD)/obj/ncf-infer/main.o $(INFER_OBJ) $(ONNX_OBJ) $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(filter %.o,$^) $(BUILD)/libncf.a $(LIBS) $(ONNX_LIBS) -o $@
+
+# The safetensors reader under libFuzzer (clang), seeded with files the tools write.
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 600
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c $(addprefix common/,safetensors.c model_file.c \
+	err.c io.c model.c cache.c ckpt.c container.c crc32c.c)
+$(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Icommon -Ikernels -D_GNU_SOURCE -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=undefined $(FUZZ_ST_SRC) -lzstd -lm -o $@
+
+## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
+fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
+	@sh tests/fuzz/seed_safetensors.sh $(BUILD)/bin $(BUILD)/fuzz/corpus-safetensors
+	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -close_fd_mask=2 \
+		-dict=tests/fuzz/safetensors.dict $(BUILD)/fuzz/corpus-safetensors
+
 # The emulation test: kernels/cuda/*.cu and the test as C++, against the C library.
 $(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -214,6 +255,23 @@ check-asan: $(ASAN_BINS)
 check-gpu: all
 	$(TEST_ENV) prove --exec '' $(sort $(wildcard tests/gpu/*.t))
 
+# --- many machines (issue 14): hosts over TCP, Slurm ------------------------------------------
+## check-nodes: ncf-train across network-namespace hosts over TCP (root; fails where it cannot run)
+check-nodes: all
+	$(TEST_ENV) NCF_REQUIRE_NODES=1 prove -v --exec '' tests/cli/nodes.t
+
+## check-slurm: srun and sbatch on a one-node Slurm cluster started here (root; installs slurm-wlm, munge)
+check-slurm: all
+	sh scripts/slurm-cluster.sh install
+	$(TEST_ENV) NCF_REQUIRE_SLURM=1 prove -v --exec '' tests/slurm/slurm.t
+
+## bench-nodes: 2 ranks over TCP between network-namespace hosts against 2 over shared memory, alternately (root)
+bench-nodes: all
+	@sh scripts/bench-nodes.sh $(BUILD)/bin
+
+.PHONY: check-nodes check-slurm bench-nodes
+# --- end of many machines -----------------------------------------------------------------
+
 ## demo: install what is missing, build, run the whole pipeline on synthetic data
 demo: all
 	@sh scripts/demo.sh $(BUILD)/bin
@@ -259,7 +317,8 @@ clean:
 help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
-.PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help
+.PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help \
+	fuzz-safetensors
 .SECONDARY:
 .DELETE_ON_ERROR:
 

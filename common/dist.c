@@ -3,7 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef NCF_HAVE_MPI
+#include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
 #endif
 
 #include "clock.h"
@@ -25,6 +34,173 @@
 	})
 #endif
 
+#ifdef NCF_HAVE_MPI
+/*
+ * The watchdog (jobs of several ranks only).  A rank that dies is noticed
+ * by its launcher, which ends the job; a rank that hangs, a node that
+ * stops or a network that goes down is not, and the other ranks would
+ * wait in their next collective for ever.  So every collective below is
+ * bracketed by watch_begin/watch_end, and a thread looks at it four times
+ * a second:
+ *   - blocked for NCF_DIST_TIMEOUT seconds (default 300, 0: never): say
+ *     which rank waited in which call, remove temporary files, _exit(1)
+ *     (the launcher then ends the others; under srun without
+ *     --kill-on-bad-exit each waiting rank does the same);
+ *   - still blocked 0.25 s after a signal (SIGTERM from a launcher ending
+ *     the job after another rank died, before its SIGKILL): say so, once.
+ * The thread never calls MPI (MPI_THREAD_FUNNELED); 300 s is well above
+ * the legitimate waits (a slow rank reading its cache, rank 0 finishing a
+ * checkpoint) and far below "for ever".  What happens outside these calls
+ * (NCCL's all-reduce on GPUs, MPI_Init, MPI_Finalize) is not watched.
+ */
+static struct {
+	int on;
+	pthread_t thread;
+	sem_t wake; /* posted by ncf_dist_note_signal and ncf_dist_finish */
+	atomic_int stop;
+	atomic_llong since_ns; /* start of the collective in progress, 0: none */
+	const char *_Atomic what;
+	double timeout;
+	int rank, size;
+} watch;
+static volatile sig_atomic_t watch_signal;
+
+static long long mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void watch_begin(const char *what)
+{
+	atomic_store(&watch.what, what);
+	atomic_store(&watch.since_ns, mono_ns());
+}
+
+static void watch_end(void)
+{
+	atomic_store(&watch.since_ns, 0);
+}
+
+static void *watch_main(void *arg)
+{
+	(void)arg;
+	long long sig_ns = 0;		  /* when the signal was first seen */
+	long long last = mono_ns(), resumed = 0; /* see below */
+	int told = 0;
+	while (!atomic_load(&watch.stop)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (sem_timedwait(&watch.wake, &ts) != 0 && errno == EINTR)
+			;
+		if (atomic_load(&watch.stop))
+			break;
+		long long now = mono_ns(), since = atomic_load(&watch.since_ns);
+		/* A wake-up seconds late means this process itself did not run
+		 * (SIGSTOP, a starved machine): its wait counts from now on, or a
+		 * rank stopped and continued would blame the others. */
+		if (now - last > 2000000000LL)
+			resumed = now;
+		last = now;
+		if (since && since < resumed)
+			since = resumed;
+		int sig = watch_signal;
+		if (sig && !sig_ns)
+			sig_ns = now;
+		if (!since)
+			continue;
+		const char *what = atomic_load(&watch.what);
+		double waited = (double)(now - since) * 1e-9;
+		if (sig && !told && now - (since > sig_ns ? since : sig_ns) >= 250000000LL) {
+			ncf_error("rank %d of %d: signal %d (%s) while waiting %.1f s for the other "
+				  "ranks in %s; if the launcher is ending the job, another rank has "
+				  "failed",
+				  watch.rank, watch.size, sig, strsignal(sig), waited, what);
+			told = 1;
+		}
+		if (watch.timeout > 0 && waited >= watch.timeout) {
+			ncf_error("rank %d of %d: no answer from the other ranks for %.0f s in %s: a "
+				  "rank has died or hung, or the network between them is down; "
+				  "stopping (NCF_DIST_TIMEOUT=%g)",
+				  watch.rank, watch.size, waited, what, watch.timeout);
+			ncf_out_cleanup_all();
+			_exit(NCF_EXIT_FAIL);
+		}
+	}
+	return NULL;
+}
+
+/* Start the watchdog; a failure to start it only warns. */
+static void watch_start(struct ncf_dist *d)
+{
+	watch.timeout = 300;
+	const char *t = getenv("NCF_DIST_TIMEOUT");
+	if (t && *t) {
+		char *end;
+		errno = 0;
+		double v = strtod(t, &end);
+		if (errno == 0 && *end == 0 && v >= 0 && v <= 1e9) /* rejects NaN too */
+			watch.timeout = v;
+		else if (d->rank == 0)
+			ncf_warn("NCF_DIST_TIMEOUT='%s' is not a number of seconds >= 0; using %g",
+				 t, watch.timeout);
+	}
+	watch.rank = d->rank;
+	watch.size = d->size;
+	if (sem_init(&watch.wake, 0, 0) != 0)
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to the other threads */
+	int rc = pthread_create(&watch.thread, NULL, watch_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		ncf_warn("cannot start the MPI watchdog thread: %s", strerror(rc));
+		sem_destroy(&watch.wake);
+		return;
+	}
+	watch.on = 1;
+}
+
+static void watch_stop(void)
+{
+	if (!watch.on)
+		return;
+	atomic_store(&watch.stop, 1);
+	sem_post(&watch.wake);
+	pthread_join(watch.thread, NULL);
+	sem_destroy(&watch.wake);
+	watch.on = 0;
+	atomic_store(&watch.stop, 0);
+}
+
+/* A collective call, watched: evaluates call once, reports its failure. */
+#define NCF_MPI_WATCHED(name, call)                   \
+	({                                            \
+		watch_begin(name);                    \
+		int w__ = NCF_MPI_CHECK(call);        \
+		watch_end();                          \
+		w__;                                  \
+	})
+#endif
+
+void ncf_dist_note_signal(int sig)
+{
+#ifdef NCF_HAVE_MPI
+	watch_signal = sig;
+	if (watch.on)
+		sem_post(&watch.wake); /* async-signal-safe */
+#else
+	(void)sig;
+#endif
+}
+
 /* Launchers announce the job in the environment: 0 when none did, else
  * the job size they give (1 for a launcher that gives no size). */
 static int launcher_size(void)
@@ -36,13 +212,28 @@ static int launcher_size(void)
 		if (v && atoi(v) >= 1)
 			return atoi(v);
 	}
+	/* srun (a job step, not the batch script): PMIx puts no size in the
+	 * environment, Slurm does. */
+	if (getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID")) {
+		const char *n = getenv("SLURM_STEP_NUM_TASKS");
+		if (!n)
+			n = getenv("SLURM_NTASKS");
+		return n && atoi(n) >= 1 ? atoi(n) : 1;
+	}
 	if (getenv("PMIX_RANK") || getenv("PMI_RANK"))
 		return 1;
-	const char *slurm = getenv("SLURM_NTASKS");
-	if (slurm && getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"))
-		return atoi(slurm) >= 1 ? atoi(slurm) : 1;
 	return 0;
 }
+
+#ifdef NCF_HAVE_MPI
+/* Started by srun with no PMI for the MPI library to talk to (srun
+ * --mpi=none, or MpiDefault=none in slurm.conf)? */
+static int srun_without_pmi(void)
+{
+	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("PMIX_RANK") &&
+	       !getenv("PMI_RANK") && !getenv("PMI_FD") && !getenv("OMPI_COMM_WORLD_SIZE");
+}
+#endif
 
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 {
@@ -52,8 +243,19 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 #ifdef NCF_HAVE_MPI
 	/* Without a launcher this is a job of one: skip MPI_Init, which would
 	 * start a singleton runtime (Open MPI forks an orted) for nothing. */
-	if (launcher_size() == 0)
+	int n = launcher_size();
+	if (n == 0)
 		return 0;
+	if (srun_without_pmi()) {
+		/* MPI_Init would fail (Open MPI: at length), or start n jobs of one */
+		if (n == 1)
+			return 0;
+		ncf_error("started by srun as one of %d tasks, but without PMIx: run srun "
+			  "--mpi=pmix (srun --mpi=list shows the plugins; MpiDefault=pmix in "
+			  "slurm.conf makes it the default)",
+			  n);
+		return -1;
+	}
 	int inited = 0;
 	MPI_Initialized(&inited);
 	if (!inited) {
@@ -76,6 +278,14 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 		MPI_Comm_size(local, &d->local_size);
 		MPI_Comm_free(&local);
 	}
+	/* Every rank says who it is at -v: the launcher's view, through MPI. */
+	char host[MPI_MAX_PROCESSOR_NAME] = "?";
+	int hlen = 0;
+	MPI_Get_processor_name(host, &hlen);
+	ncf_debug("rank %d of %d, local rank %d of %d on %s", d->rank, d->size, d->local_rank,
+		  d->local_size, host);
+	if (d->size > 1 && !watch.on)
+		watch_start(d);
 	if (d->rank != 0 && ncf_verbosity > 1)
 		ncf_verbosity = 1; /* only rank 0 prints; the others warn and fail */
 	return 0;
@@ -85,7 +295,7 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 	int n = launcher_size();
 	if (n > 1) {
 		ncf_error("this build has no MPI support, but it was started as one of %d processes "
-			  "(mpirun?); rebuild with MPI (apt-get install libopenmpi-dev) or run one "
+			  "(mpirun, srun?); rebuild with MPI (apt-get install libopenmpi-dev) or run one "
 			  "process",
 			  n);
 		return -1;
@@ -98,6 +308,9 @@ void ncf_dist_finish(struct ncf_dist *d)
 {
 #ifdef NCF_HAVE_MPI
 	if (d->mpi) {
+		/* Not watched: the ranks done wait there for rank 0 to write
+		 * the model, which may take long on a slow file system. */
+		watch_stop();
 		MPI_Finalize();
 		d->mpi = 0;
 	}
@@ -129,8 +342,9 @@ int ncf_dist_sum_f32(struct ncf_dist *d, float *x, size_t n)
 	/* MPI counts are int: go in pieces. */
 	for (size_t o = 0; o < n;) {
 		size_t c = n - o < (1u << 30) ? n - o : (1u << 30);
-		if (NCF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + o, (int)c, MPI_FLOAT, MPI_SUM,
-						MPI_COMM_WORLD)))
+		if (NCF_MPI_WATCHED("MPI_Allreduce (the gradient sum)",
+				    MPI_Allreduce(MPI_IN_PLACE, x + o, (int)c, MPI_FLOAT, MPI_SUM,
+						  MPI_COMM_WORLD)))
 			return -1;
 		o += c;
 	}
@@ -144,8 +358,9 @@ int ncf_dist_sum_f64(struct ncf_dist *d, double *x, size_t n)
 	if (d->size == 1)
 		return 0;
 #ifdef NCF_HAVE_MPI
-	if (NCF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM,
-					MPI_COMM_WORLD)))
+	if (NCF_MPI_WATCHED("MPI_Allreduce (a sum)", MPI_Allreduce(MPI_IN_PLACE, x, (int)n,
+								   MPI_DOUBLE, MPI_SUM,
+								   MPI_COMM_WORLD)))
 		return -1;
 #endif
 	return 0;
@@ -156,7 +371,8 @@ int ncf_dist_max_int(struct ncf_dist *d, int x)
 #ifdef NCF_HAVE_MPI
 	if (d->size > 1) {
 		int y = x;
-		if (NCF_MPI_CHECK(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD)))
+		if (NCF_MPI_WATCHED("MPI_Allreduce (an agreement)",
+				    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD)))
 			return x;
 		return y;
 	}
@@ -180,8 +396,9 @@ int ncf_dist_allgather_u32(struct ncf_dist *d, const uint32_t *x, const int *cou
 		displs[r] = o;
 		o += counts[r];
 	}
-	int rc = NCF_MPI_CHECK(MPI_Allgatherv(x, counts[d->rank], MPI_UINT32_T, out, counts,
-					      displs, MPI_UINT32_T, MPI_COMM_WORLD));
+	int rc = NCF_MPI_WATCHED("MPI_Allgatherv",
+				 MPI_Allgatherv(x, counts[d->rank], MPI_UINT32_T, out, counts,
+						displs, MPI_UINT32_T, MPI_COMM_WORLD));
 	free(displs);
 	return rc ? -1 : 0;
 #else
@@ -194,7 +411,9 @@ int ncf_dist_bcast(struct ncf_dist *d, void *x, size_t n)
 	if (d->size == 1)
 		return 0;
 #ifdef NCF_HAVE_MPI
-	return NCF_MPI_CHECK(MPI_Bcast(x, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD)) ? -1 : 0;
+	return NCF_MPI_WATCHED("MPI_Bcast", MPI_Bcast(x, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD))
+		       ? -1
+		       : 0;
 #else
 	return -1;
 #endif
@@ -204,7 +423,7 @@ void ncf_dist_barrier(struct ncf_dist *d)
 {
 #ifdef NCF_HAVE_MPI
 	if (d->size > 1)
-		MPI_Barrier(MPI_COMM_WORLD);
+		NCF_MPI_WATCHED("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD));
 #else
 	(void)d;
 #endif

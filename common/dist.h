@@ -24,11 +24,22 @@ struct ncf_dist {
 /*
  * Start: MPI_Init when built with MPI and started by a launcher (mpirun,
  * srun: seen in the environment); without one it is a job of one and MPI
- * is not initialised.  A build without MPI started by mpirun with several processes
- * (seen in the launcher's environment) is refused with a message: returns
- * -1.  Returns 0.
+ * is not initialised.  Rank, size and local rank (MPI_Comm_split_type
+ * SHARED) come from MPI under every launcher.  A build without MPI started
+ * as one of several processes, or srun of several tasks without PMIx
+ * (--mpi=none), is refused with a message: returns -1.  Returns 0.
  */
 int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv);
+/*
+ * With several ranks a watchdog thread watches every collective below:
+ * one blocked for NCF_DIST_TIMEOUT seconds (environment; default 300, 0:
+ * never) means a rank died, hung or lost its network: it says so, removes
+ * temporary files and ends this process with status 1, so that no job
+ * waits for ever.  A collective still blocked shortly after a signal is
+ * reported too (a launcher ending the job after another rank failed).
+ */
+/* Tell the watchdog about a signal: async-signal-safe, for the tool's handler. */
+void ncf_dist_note_signal(int sig);
 /* Finish (MPI_Finalize). */
 void ncf_dist_finish(struct ncf_dist *d);
 /* End the whole job with status code (MPI_Abort with several ranks). */

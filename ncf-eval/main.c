@@ -17,6 +17,7 @@
 #include "evaluate.h"
 #include "io.h"
 #include "metrics.h"
+#include "model_file.h"
 
 static void usage(void)
 {
@@ -26,7 +27,8 @@ static void usage(void)
 	       "Rank each user's test item among its evaluation negatives and print HR@K,\n"
 	       "NDCG@K and the number of users as key<TAB>value lines.\n"
 	       "\n"
-	       "  -m, --model MODEL        a checkpoint written by ncf-train\n"
+	       "  -m, --model MODEL        a checkpoint written by ncf-train, or safetensors\n"
+	       "                           with NVIDIA's state_dict names\n"
 	       "      --baseline popularity  rank items by their training count instead\n"
 	       "  -k, --topk K             K of HR@K and NDCG@K (default 10)\n"
 	       "      --json               print one JSON object instead\n"
@@ -205,17 +207,24 @@ int main(int argc, char **argv)
 		free(ranks);
 		free(mask);
 	} else {
-		struct ncf_ckpt ck;
-		if (ncf_ckpt_read(model, &ck, 0) != 0)
+		struct ncf_model_file ck;
+		struct ncf_model_want want = {cache.users, cache.items};
+		if (ncf_model_file_read(model, &want, &ck) != 0)
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
 		uint32_t fp = ncf_cache_fingerprint(&cache);
-		if (ck.fingerprint != fp || ck.shape.users != cache.users ||
+		/* a model without ids (NVIDIA's, converted): its rows are the cache's
+		 * indices, which follow NVIDIA's order */
+		uint32_t model_fp = ck.user_ids ? ncf_model_file_fingerprint(&ck) : fp;
+		if (!ck.user_ids)
+			ncf_debug("%s has no original ids; its rows are taken as %s's users and items",
+				  model, cache_path);
+		if (model_fp != fp || ck.shape.users != cache.users ||
 		    ck.shape.items != cache.items) {
 			ncf_error("%s and %s do not belong together: the model was trained on %u users "
 				  "and %u items (data fingerprint %08x), the cache has %u users and %u "
 				  "items (fingerprint %08x); evaluate with the cache the model was "
 				  "trained on",
-				  model, cache_path, ck.shape.users, ck.shape.items, ck.fingerprint,
+				  model, cache_path, ck.shape.users, ck.shape.items, model_fp,
 				  cache.users, cache.items, fp);
 			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
 		}
@@ -238,7 +247,7 @@ int main(int argc, char **argv)
 		}
 		ncf_backend_close(&be);
 		free(mask);
-		ncf_ckpt_free(&ck);
+		ncf_model_file_free(&ck);
 	}
 	double dt = ncf_now() - t0;
 	ncf_debug("evaluated %u users x %u candidates in %.3f s (%.0f candidates/s)", cache.users,

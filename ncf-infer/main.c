@@ -23,9 +23,11 @@
 #include "ckpt.h"
 #include "cli.h"
 #include "err.h"
+#include "export.h"
 #include "idindex.h"
 #include "io.h"
 #include "model.h"
+#include "model_file.h"
 #include "ncf_hd.h"
 
 #define SCORE_BATCH 65536 /* pairs scored per call in --score */
@@ -35,6 +37,7 @@ static void usage(void)
 	printf("usage: ncf-infer --bench (-m MODEL | --random-model) [options]\n"
 	       "       ncf-infer --score -m MODEL [options] [FILE]\n"
 	       "       ncf-infer --recommend K -m MODEL [--exclude-seen CACHE] [options] [FILE]\n"
+	       "       ncf-infer --export FILE (-m MODEL | --random-model) [options]\n"
 	       "\n"
 	       "  --bench                  NVIDIA's inference benchmark: throughput and latency\n"
 	       "                           per batch size, as a table on stdout\n"
@@ -42,8 +45,13 @@ static void usage(void)
 	       "                           spaces, tabs or a comma), write one probability each\n"
 	       "  --recommend K            read user ids, write each user's K best items as\n"
 	       "                           user<TAB>item<TAB>score lines, best first\n"
-	       "  -m, --model MODEL        a checkpoint written by ncf-train\n"
-	       "      --random-model       (--bench) NVIDIA's ml-20m sizes, random weights\n"
+	       "      --export FILE        write the model as ONNX (.onnx) or as safetensors\n"
+	       "                           with NVIDIA's PyTorch names (.safetensors)\n"
+	       "      --export-format F    onnx or safetensors, whatever FILE is called\n"
+	       "  -m, --model MODEL        a checkpoint written by ncf-train, or safetensors\n"
+	       "                           with NVIDIA's state_dict names\n"
+	       "      --ids CACHE          original ids from CACHE, for a model without them\n"
+	       "      --random-model       (--bench, --export) NVIDIA's ml-20m sizes, random weights\n"
 	       "      --exclude-seen CACHE (--recommend) leave out the user's training items\n"
 	       "      --skip-unknown       write nan for unknown ids instead of failing\n"
 	       "  -b, --batch-sizes LIST   (--bench) default 1024,4096,16384,65536,262144,1048576\n"
@@ -61,12 +69,12 @@ static void usage(void)
 	       "  -V, --version            show the version\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 failure (bad input line, unknown id, bad model), 2 usage,\n"
-	       "3 device unavailable.\n");
+	       "3 device or ONNX export unavailable.\n");
 }
 
 enum {
 	OPT_BENCH = 256, OPT_SCORE, OPT_RECOMMEND, OPT_RANDOM, OPT_EXCLUDE, OPT_SKIP, OPT_WARMUP,
-	OPT_ITER, OPT_JSON,
+	OPT_ITER, OPT_JSON, OPT_EXPORT, OPT_EXPORT_FORMAT, OPT_IDS,
 };
 
 struct model {
@@ -98,18 +106,48 @@ static void random_model(struct model *m, uint64_t seed)
 		m->item_ids[i] = i + 1;
 }
 
+/* A checkpoint or a safetensors file (model_file.h); the ids may be NULL. */
 static int load_model(struct model *m, const char *path)
 {
-	struct ncf_ckpt ck;
-	if (ncf_ckpt_read(path, &ck, 0) != 0)
+	struct ncf_model_file f;
+	if (ncf_model_file_read(path, NULL, &f) != 0)
 		return -1;
-	m->shape = ck.shape;
-	m->hp = ck.hp;
-	m->fingerprint = ck.fingerprint;
-	m->user_ids = ck.user_ids;
-	m->item_ids = ck.item_ids;
-	m->params = ck.params;
+	m->shape = f.shape;
+	m->hp = f.hp;
+	m->fingerprint = f.user_ids ? ncf_model_file_fingerprint(&f) : 0;
+	m->user_ids = f.user_ids;
+	m->item_ids = f.item_ids;
+	m->params = f.params;
 	return 0;
+}
+
+/* --ids CACHE: the cache's ids for a model without any; a model with ids
+ * must have the same.  Returns 0 or -1 (reported). */
+static int ids_from_cache(struct model *m, const char *model_path, const char *cache_path)
+{
+	struct ncf_cache c;
+	if (ncf_cache_read(cache_path, &c) != 0)
+		return -1;
+	uint32_t fp = ncf_cache_fingerprint(&c);
+	int rc = 0;
+	if (c.users != m->shape.users || c.items != m->shape.items) {
+		ncf_error("%s and %s do not belong together: the model has %u users and %u items, "
+			  "the cache %u and %u",
+			  model_path, cache_path, m->shape.users, m->shape.items, c.users, c.items);
+		rc = -1;
+	} else if (m->user_ids && fp != m->fingerprint) {
+		ncf_error("%s and %s do not belong together: they have other original ids "
+			  "(fingerprints %08x and %08x)",
+			  model_path, cache_path, m->fingerprint, fp);
+		rc = -1;
+	} else if (!m->user_ids) {
+		m->user_ids = c.user_ids;
+		m->item_ids = c.item_ids;
+		c.user_ids = c.item_ids = NULL;
+		m->fingerprint = fp;
+	}
+	ncf_cache_free(&c);
+	return rc;
 }
 
 /* ------------------------------------------------------- line reading */
@@ -493,6 +531,9 @@ int main(int argc, char **argv)
 		{"warmup", required_argument, 0, OPT_WARMUP},
 		{"iterations", required_argument, 0, OPT_ITER},
 		{"json", no_argument, 0, OPT_JSON},
+		{"export", required_argument, 0, OPT_EXPORT},
+		{"export-format", required_argument, 0, OPT_EXPORT_FORMAT},
+		{"ids", required_argument, 0, OPT_IDS},
 		{"seed", required_argument, 0, 's'},
 		NCF_BACKEND_LONGOPTS,
 		NCF_COMMON_LONGOPTS,
@@ -501,6 +542,7 @@ int main(int argc, char **argv)
 	int mode = 0, random = 0, skip = 0, json = 0, version = 0, c;
 	struct ncf_backend_opts bo = {0};
 	const char *model_path = NULL, *exclude = NULL;
+	const char *export_path = NULL, *export_format = NULL, *ids_path = NULL;
 	uint32_t K = 0;
 	int64_t sizes[64] = {1024, 4096, 16384, 65536, 262144, 1048576};
 	int nsizes = 6, warmup = 10, iterations = 190;
@@ -511,11 +553,20 @@ int main(int argc, char **argv)
 		case OPT_BENCH:
 		case OPT_SCORE:
 		case OPT_RECOMMEND:
+		case OPT_EXPORT:
 			if (mode && mode != c)
-				ncf_usage_error("choose one of --bench, --score, --recommend");
+				ncf_usage_error("choose one of --bench, --score, --recommend, --export");
 			mode = c;
 			if (c == OPT_RECOMMEND)
 				K = (uint32_t)ncf_opt_int("--recommend", optarg, 1, 1000000);
+			if (c == OPT_EXPORT)
+				export_path = optarg;
+			break;
+		case OPT_EXPORT_FORMAT:
+			export_format = optarg;
+			break;
+		case OPT_IDS:
+			ids_path = optarg;
 			break;
 		case 'm':
 			model_path = optarg;
@@ -550,14 +601,24 @@ int main(int argc, char **argv)
 		}
 	}
 	if (version) {
-		ncf_print_version(ncf_verbosity > 2, NULL);
+		ncf_print_version(ncf_verbosity > 2, ncf_export_describe);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
 	if (!mode)
-		ncf_usage_error("choose a mode: --bench, --score or --recommend K");
+		ncf_usage_error("choose a mode: --bench, --score, --recommend K or --export FILE");
 	ncf_backend_opts_finish(&bo);
-	if (random && mode != OPT_BENCH)
-		ncf_usage_error("--random-model is for --bench");
+	enum ncf_export_format efmt = NCF_EXPORT_SAFETENSORS;
+	const char *why;
+	if (export_format && mode != OPT_EXPORT)
+		ncf_usage_error("--export-format is for --export");
+	if (mode == OPT_EXPORT && ncf_export_format(export_path, export_format, &efmt, &why) != 0)
+		ncf_usage_error("%s", why);
+	if (mode == OPT_EXPORT && optind < argc)
+		ncf_usage_error("--export reads no input ('%s' is extra)", argv[optind]);
+	if (random && mode != OPT_BENCH && mode != OPT_EXPORT)
+		ncf_usage_error("--random-model is for --bench and --export");
+	if (random && ids_path)
+		ncf_usage_error("--ids is for a model file without ids, not --random-model");
 	if (random && model_path)
 		ncf_usage_error("-m and --random-model exclude each other");
 	if (!random && !model_path)
@@ -569,10 +630,13 @@ int main(int argc, char **argv)
 	if (argc - optind > 1)
 		ncf_usage_error("one input file at most ('%s' is extra)", argv[optind + 1]);
 	const char *input = optind < argc ? argv[optind] : NULL;
-	int stdin_in = mode != OPT_BENCH && (!input || !strcmp(input, "-"));
+	int stdin_in = mode != OPT_BENCH && mode != OPT_EXPORT && (!input || !strcmp(input, "-"));
 	if ((model_path && !strcmp(model_path, "-") && (stdin_in || (exclude && !strcmp(exclude, "-")))) ||
 	    (exclude && !strcmp(exclude, "-") && stdin_in))
 		ncf_usage_error("only one of the model, --exclude-seen and the input can come from stdin");
+	if (ids_path && !strcmp(ids_path, "-") &&
+	    (stdin_in || (model_path && !strcmp(model_path, "-")) || (exclude && !strcmp(exclude, "-"))))
+		ncf_usage_error("--ids - and another input cannot both come from stdin");
 
 	struct model m;
 	memset(&m, 0, sizeof m);
@@ -580,11 +644,21 @@ int main(int argc, char **argv)
 		random_model(&m, seed);
 	else if (load_model(&m, model_path) != 0)
 		return NCF_EXIT_FAIL;
+	if (ids_path && ids_from_cache(&m, model_path, ids_path) != 0)
+		return NCF_EXIT_FAIL;
 	struct ncf_cache seen;
 	memset(&seen, 0, sizeof seen);
 	if (exclude) {
 		if (ncf_cache_read(exclude, &seen) != 0)
 			return NCF_EXIT_FAIL;
+		if (!m.user_ids && seen.users == m.shape.users && seen.items == m.shape.items) {
+			/* a model without ids: the rows are the cache's */
+			m.user_ids = ncf_xmalloc((size_t)seen.users * sizeof *m.user_ids);
+			m.item_ids = ncf_xmalloc((size_t)seen.items * sizeof *m.item_ids);
+			memcpy(m.user_ids, seen.user_ids, (size_t)seen.users * sizeof *m.user_ids);
+			memcpy(m.item_ids, seen.item_ids, (size_t)seen.items * sizeof *m.item_ids);
+			m.fingerprint = ncf_cache_fingerprint(&seen);
+		}
 		if (ncf_cache_fingerprint(&seen) != m.fingerprint || seen.users != m.shape.users ||
 		    seen.items != m.shape.items) {
 			ncf_error("%s and %s do not belong together: the model was trained on another "
@@ -593,6 +667,23 @@ int main(int argc, char **argv)
 				  seen.items);
 			return NCF_EXIT_FAIL;
 		}
+	}
+	if (!m.user_ids && (mode == OPT_SCORE || mode == OPT_RECOMMEND ||
+			    (mode == OPT_EXPORT && efmt == NCF_EXPORT_ONNX))) {
+		ncf_error("%s has no original ids (a state_dict converted from NVIDIA's checkpoint?); "
+			  "give the cache it was trained on with --ids CACHE",
+			  model_path);
+		return NCF_EXIT_FAIL;
+	}
+	if (mode == OPT_EXPORT) {
+		ncf_out_cleanup_on_signals();
+		struct ncf_model_file mf = {.shape = m.shape, .hp = m.hp, .user_ids = m.user_ids,
+					    .item_ids = m.item_ids, .params = m.params};
+		int erc = ncf_export(&mf, export_path, efmt);
+		free(m.params), free(m.user_ids), free(m.item_ids);
+		if (erc == -3)
+			return NCF_EXIT_UNAVAILABLE;
+		return erc != 0 || ncf_close_stdout() != 0 ? NCF_EXIT_FAIL : 0;
 	}
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend be;

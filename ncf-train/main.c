@@ -34,6 +34,7 @@ static volatile sig_atomic_t got_signal;
 static void on_signal(int sig)
 {
 	got_signal = sig;
+	ncf_dist_note_signal(sig); /* a rank blocked by a failed one says so */
 }
 
 static void usage(void)

@@ -6,18 +6,24 @@
 # looking for files), and reported on one line.  Required: a C compiler with
 # OpenMP, zstd, libcsv, OpenBLAS.  Wanted: MPI (installed like the required
 # ones unless NO_MPI=1).  Optional: CUDA with cuBLAS/cuBLASLt, NCCL (probed,
-# never installed; NO_CUDA=1 turns them off).
+# never installed; NO_CUDA=1 turns them off).  Wanted but optional: ONNX
+# export (protobuf-c, protoc-c and the onnx.proto of libonnx-dev, with
+# python3-onnx for its test), installed unless NO_ONNX=1; when they cannot
+# be had the build goes on and ncf-infer --export F.onnx exits 3.
 #
 # Missing Debian packages are installed with apt-get when we are root or
 # have password-less sudo; otherwise the script stops with the exact
 # apt-get line to run.  Environment: CC, NVCC, CUDA_HOME, NO_CUDA, NO_MPI,
-# NO_INSTALL (1: never install, only report).
+# NO_ONNX, ONNX_PROTO (default /usr/include/onnx/onnx.proto), NO_INSTALL (1:
+# never install, only report).
 set -u
 out=${1:-build/config.mk}
 CC=${CC:-cc}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NO_CUDA=${NO_CUDA:-0}
 NO_MPI=${NO_MPI:-0}
+NO_ONNX=${NO_ONNX:-0}
+ONNX_PROTO=${ONNX_PROTO:-/usr/include/onnx/onnx.proto}
 NO_INSTALL=${NO_INSTALL:-0}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ncf-probe.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
@@ -146,6 +152,76 @@ EOF
 	fi
 fi
 
+# ONNX export: protoc-c turns the onnx.proto of libonnx-dev into C that
+# links with libprotobuf-c; the probe generates it and packs a ModelProto.
+probe_onnx() {
+	onnx_missing=""
+	onnx_test_missing=""
+	[ -f "$ONNX_PROTO" ] || onnx_missing="$onnx_missing libonnx-dev"
+	PROTOC_C=$(command -v protoc-c 2>/dev/null || true)
+	[ -n "$PROTOC_C" ] || onnx_missing="$onnx_missing protobuf-c-compiler"
+	probe protobuf_c "" "-lprotobuf-c" <<'EOF' || onnx_missing="$onnx_missing libprotobuf-c-dev"
+#include <protobuf-c/protobuf-c.h>
+int main(void) { return protobuf_c_version_number() < 1000000; }
+EOF
+	if [ -z "$onnx_missing" ]; then
+		mkdir -p "$dir/onnx"
+		if ! "$PROTOC_C" --c_out="$dir/onnx" -I"$(dirname "$ONNX_PROTO")" "$ONNX_PROTO" \
+			>"$dir/onnx.log" 2>&1; then
+			onnx_bad=" a usable $ONNX_PROTO (protoc-c fails on it)"
+		elif ! probe onnx_pack "-I$dir/onnx" "$dir/onnx/onnx.pb-c.c -lprotobuf-c" <<'EOF'
+#include "onnx.pb-c.h"
+int main(void) { Onnx__ModelProto m; onnx__model_proto__init(&m); m.has_ir_version = 1;
+  m.ir_version = 7; return protobuf_c_message_get_packed_size(&m.base) != 2; }
+EOF
+		then
+			onnx_bad=" a protobuf-c that builds $ONNX_PROTO"
+		fi
+	fi
+	py_onnx=0
+	for py in python3 /usr/bin/python3; do
+		"$py" -c 'import onnx' >/dev/null 2>&1 && py_onnx=1 && break
+	done
+	[ $py_onnx = 1 ] || onnx_test_missing=" python3-onnx"
+}
+
+HAVE_ONNX=0; PROTOC_C=""; ONNX_MISSING=""; onnx_bad=""
+if [ "$NO_ONNX" = 1 ]; then
+	say "onnx export" "off (NO_ONNX=1)"
+	ONNX_MISSING="the build was made with NO_ONNX=1"
+else
+	probe_onnx
+	want="$onnx_missing$onnx_test_missing"
+	if [ -n "$want" ] && [ "$NO_INSTALL" != 1 ]; then
+		if [ "$(id -u)" = 0 ]; then
+			sudo=""
+		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+			sudo="sudo -n"
+		else
+			sudo=none
+		fi
+		if [ "$sudo" != none ]; then
+			echo "configure: installing$want (ONNX export)"
+			{ $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $want >"$dir/apt-onnx.log" 2>&1 ||
+			  { $sudo apt-get update -q >>"$dir/apt-onnx.log" 2>&1 &&
+			    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $want >>"$dir/apt-onnx.log" 2>&1; }; } ||
+				echo "configure: installing$want failed; going on without it" >&2
+			probe_onnx
+		fi
+	fi
+	if [ -z "$onnx_missing$onnx_bad" ]; then
+		HAVE_ONNX=1
+		say "onnx export" "found (protobuf-c $(pkg-config --modversion libprotobuf-c 2>/dev/null || echo '?'), $ONNX_PROTO)"
+	elif [ -n "$onnx_missing" ]; then
+		ONNX_MISSING="the build found no$onnx_missing: apt-get install -y libonnx-dev protobuf-c-compiler libprotobuf-c-dev, then make"
+		say "onnx export" "not found (no$onnx_missing): --export F.onnx exits 3"
+	else
+		ONNX_MISSING="the build found no$onnx_bad"
+		say "onnx export" "not found (no$onnx_bad): --export F.onnx exits 3"
+	fi
+	[ -z "$onnx_test_missing" ] || say "python3 onnx" "not found (the ONNX checker test skips)"
+fi
+
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp"
 {
@@ -159,4 +235,8 @@ tmp="$out.tmp"
 	echo "CUDA_HOME := $CUDA_HOME"
 	echo "CONFIG_NO_CUDA := $NO_CUDA"
 	echo "CONFIG_NO_MPI := $NO_MPI"
+	echo "HAVE_ONNX := $HAVE_ONNX"
+	echo "PROTOC_C := $PROTOC_C"
+	echo "ONNX_PROTO := $ONNX_PROTO"
+	echo "ONNX_MISSING := $ONNX_MISSING"
 } >"$tmp" && mv "$tmp" "$out"

@@ -10,7 +10,7 @@
 
 int main(void)
 {
-	tap_plan(6);
+	tap_plan(9);
 	unsetenv("OMPI_COMM_WORLD_SIZE");
 	unsetenv("PMI_SIZE");
 	unsetenv("PMIX_SIZE");
@@ -18,6 +18,9 @@ int main(void)
 	unsetenv("PMIX_RANK");
 	unsetenv("PMI_RANK");
 	unsetenv("SLURM_STEP_ID");
+	unsetenv("SLURM_STEP_NUM_TASKS");
+	unsetenv("SLURM_NTASKS");
+	unsetenv("SLURM_PROCID");
 	struct ncf_dist d;
 	int argc = 1;
 	char *args[] = {"test", NULL}, **argv = args;
@@ -38,5 +41,22 @@ int main(void)
 	unsetenv("OMPI_COMM_WORLD_SIZE");
 	setenv("PMI_SIZE", "4", 1);
 	tap_ok(ncf_dist_init(&d, &argc, &argv) == -1, "an MPICH/Hydra launcher of 4: refused");
+	unsetenv("PMI_SIZE");
+	/* srun --mpi=pmix -n 2: PMIx gives a rank but no size; Slurm the size */
+	setenv("PMIX_RANK", "1", 1);
+	setenv("SLURM_STEP_ID", "0", 1);
+	setenv("SLURM_PROCID", "1", 1);
+	setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+	tap_ok(ncf_dist_init(&d, &argc, &argv) == -1, "srun -n 2 (PMIx): refused");
+	setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+	tap_ok(ncf_dist_init(&d, &argc, &argv) == 0 && d.size == 1, "srun -n 1: runs as one rank");
+	/* the batch script of sbatch -n 2 is no job step: one process */
+	unsetenv("PMIX_RANK");
+	unsetenv("SLURM_STEP_ID");
+	unsetenv("SLURM_STEP_NUM_TASKS");
+	setenv("SLURM_NTASKS", "2", 1);
+	setenv("SLURM_PROCID", "0", 1);
+	tap_ok(ncf_dist_init(&d, &argc, &argv) == 0 && d.size == 1,
+	       "the batch script of sbatch -n 2: one process");
 	return tap_done();
 }

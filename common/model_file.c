@@ -1,0 +1,110 @@
+/* model_file.c - see model_file.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cache.h"
+#include "ckpt.h"
+#include "err.h"
+#include "io.h"
+#include "model_file.h"
+#include "safetensors.h"
+
+void ncf_hparams_nvidia(struct ncf_hparams *hp)
+{
+	memset(hp, 0, sizeof *hp);
+	hp->lr = 0.0045f;
+	hp->beta1 = 0.25f;
+	hp->beta2 = 0.5f;
+	hp->eps = 1e-8f;
+	hp->dropout = 0.5f;
+	hp->negatives = 4;
+	hp->batch = (uint64_t)1 << 20;
+	hp->seed = 1;
+}
+
+void ncf_model_file_free(struct ncf_model_file *m)
+{
+	free(m->user_ids);
+	free(m->item_ids);
+	free(m->params);
+	m->user_ids = m->item_ids = NULL;
+	m->params = NULL;
+}
+
+uint32_t ncf_model_file_fingerprint(const struct ncf_model_file *m)
+{
+	/* the cache's function on a cache holding only the sizes and ids */
+	struct ncf_cache c;
+	memset(&c, 0, sizeof c);
+	c.users = m->shape.users;
+	c.items = m->shape.items;
+	c.user_ids = m->user_ids;
+	c.item_ids = m->item_ids;
+	return ncf_cache_fingerprint(&c);
+}
+
+static int from_ckpt(const char *path, struct ncf_model_file *m)
+{
+	struct ncf_ckpt ck;
+	if (ncf_ckpt_read(path, &ck, 0) != 0)
+		return -1;
+	m->format = NCF_MODEL_NCFM;
+	m->shape = ck.shape;
+	m->hp = ck.hp;
+	m->user_ids = ck.user_ids;
+	m->item_ids = ck.item_ids;
+	m->params = ck.params;
+	return 0;
+}
+
+/* Does the file look like safetensors: no "NCF" magic, and either the
+ * name says so or byte 8 opens the JSON header? */
+static int looks_safetensors(const char *path, const unsigned char *head, size_t n)
+{
+	if (n >= 3 && !memcmp(head, "NCF", 3))
+		return 0;
+	size_t len = strlen(path);
+	if (len >= 12 && !strcmp(path + len - 12, ".safetensors"))
+		return 1;
+	return n >= 9 && head[8] == '{';
+}
+
+int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
+			struct ncf_model_file *m)
+{
+	memset(m, 0, sizeof *m);
+	if (!path || !strcmp(path, "-")) {
+		/* a pipe: one byte can be put back */
+		int c = getc(stdin);
+		if (c == EOF && ferror(stdin)) {
+			ncf_error("<stdin>: read failed: %s", strerror(errno));
+			return -1;
+		}
+		if (c != EOF)
+			ungetc(c, stdin);
+		if (c == 'N' || c == EOF)
+			return from_ckpt("-", m);
+		return ncf_safetensors_read(stdin, "<stdin>", want, m);
+	}
+	const char *display;
+	FILE *fp = ncf_in_open(path, &display);
+	if (!fp)
+		return -1;
+	struct stat st;
+	int regular = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
+	unsigned char head[9];
+	/* a FIFO or device cannot be looked into and read again: its name decides */
+	size_t n = regular ? fread(head, 1, sizeof head, fp) : 0;
+	if (looks_safetensors(path, head, n) && (!regular || fseek(fp, 0, SEEK_SET) == 0)) {
+		int rc = ncf_safetensors_read(fp, display, want, m);
+		ncf_in_close(fp);
+		return rc;
+	}
+	ncf_in_close(fp);
+	/* a checkpoint, or a file that is neither: the checkpoint reader says
+	 * what it is */
+	return from_ckpt(path, m);
+}

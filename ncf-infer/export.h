@@ -1,0 +1,38 @@
+/*
+ * export.h - ncf-infer --export: a model out of ncf, as ONNX for serving
+ * (Triton, ONNX Runtime) or as safetensors with the names of NVIDIA's
+ * PyTorch NeuMF state_dict.  See ncf-infer(1), EXPORT.
+ */
+#ifndef NCF_INFER_EXPORT_H
+#define NCF_INFER_EXPORT_H
+
+#include <stdio.h>
+
+#include "model_file.h"
+
+enum ncf_export_format {
+	NCF_EXPORT_ONNX = 1,
+	NCF_EXPORT_SAFETENSORS = 2,
+};
+
+/*
+ * The format of an export to path: fmt (--export-format, may be NULL)
+ * when given, else the extension (.onnx, .safetensors).  Returns 0, or -1
+ * with *why set to a message for a usage error.
+ */
+int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format *out,
+		      const char **why);
+
+/*
+ * Write m to path (temporary name, then renamed; "-" is stdout, never a
+ * terminal).  ONNX needs m's original ids.  Returns 0, -1 (reported) or -3
+ * when the format is not built in (reported; exit 3).
+ */
+int ncf_export(const struct ncf_model_file *m, const char *path, enum ncf_export_format f);
+
+/* The ONNX writer (export_onnx.c); the same contract. */
+int ncf_export_onnx(const struct ncf_model_file *m, const char *path);
+/* The -vV line: protobuf-c's version, or what the build lacked. */
+void ncf_export_describe(FILE *out);
+
+#endif

@@ -1,0 +1,19 @@
+#!/bin/sh
+# seed_safetensors.sh BIN DIR - seed files for the safetensors fuzzer in DIR:
+# small models exported by ncf-infer (with ids; several shapes), cut short.
+set -eu
+bin=$1
+dir=$2
+mkdir -p "$dir"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ncf-seed.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$bin/ncf-prep" -q --synthetic tiny -o "$tmp/t.ncfc"
+n=0
+for shape in "--factors 1 --layers 2,1" "--factors 2 --layers 4,2,2" "--factors 1 --layers 2,1,1,1,1"; do
+	n=$((n + 1))
+	# shellcheck disable=SC2086
+	"$bin/ncf-train" -q "$tmp/t.ncfc" -o "$tmp/m$n.ncfm" --device cpu $shape -e 1 -b 4096
+	"$bin/ncf-infer" -m "$tmp/m$n.ncfm" --export "$dir/seed$n.safetensors"
+	head -c 300 "$dir/seed$n.safetensors" >"$dir/seed$n-cut.safetensors"
+done
+printf '\002\000\000\000\000\000\000\000{}' >"$dir/empty.safetensors"

@@ -1,0 +1,397 @@
+/*
+ * test_safetensors.c - the safetensors reader and writer (common/safetensors.c)
+ * and the model loader in front of them (common/model_file.c).
+ *
+ * Round trips: a small random model with ids and unusual hyperparameters,
+ * written and read back field by field and bit by bit; the same without
+ * ids; a hand-written header with the tensors in reverse order, escaped
+ * names, white space and fields the reader does not know.  Then a table of
+ * bad files made by editing the written header (and the length before it)
+ * as text: each must be refused with -1 and a message that names the
+ * tensor or the field.  The CLI tests (tests/cli/export.t) compare the
+ * main messages with expected files; this file covers the corners of the
+ * JSON and of the metadata.  It also checks that a build without ONNX
+ * says so and returns -3 (ncf-infer exits 3).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "io.h"
+#include "model_file.h"
+#include "safetensors.h"
+#include "tap.h"
+
+/* The ONNX writer as built without protobuf-c (the unit tests never define
+ * NCF_HAVE_ONNX): it must refuse with -3. */
+#undef NCF_HAVE_ONNX
+#include "../../ncf-infer/export_onnx.c"
+
+static char dir[256];
+
+/* ---- a small model -------------------------------------------------- */
+
+static const uint32_t USER_IDS[5] = {10, 11, 12, 20, 7};
+static const uint32_t ITEM_IDS[4] = {3, 1, 2, 4000000000u};
+
+static void make_model(struct ncf_model_file *m)
+{
+	memset(m, 0, sizeof *m);
+	struct ncf_shape s = {.users = 5, .items = 4, .factors = 3, .n_layers = 3,
+			      .layers = {4, 6, 2}};
+	m->shape = s;
+	ncf_hparams_nvidia(&m->hp);
+	m->hp.lr = 0.25f;
+	m->hp.beta1 = 0.1f;
+	m->hp.dropout = 0.0f;
+	m->hp.batch = 12345;
+	m->hp.seed = 18446744073709551615ull;
+	m->hp.true_neg = 1;
+	m->hp.negatives = 7;
+	struct ncf_layout L;
+	ncf_layout_make(&s, &L);
+	m->params = ncf_xmalloc(L.total * sizeof(float));
+	for (size_t k = 0; k < L.total; k++)
+		m->params[k] = (float)((int)(k * 2654435761u % 2001) - 1000) / 997.0f;
+	m->user_ids = ncf_xmalloc(sizeof USER_IDS);
+	m->item_ids = ncf_xmalloc(sizeof ITEM_IDS);
+	memcpy(m->user_ids, USER_IDS, sizeof USER_IDS);
+	memcpy(m->item_ids, ITEM_IDS, sizeof ITEM_IDS);
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	long sz = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	unsigned char *b = ncf_xmalloc((size_t)sz + 1);
+	*n = fread(b, 1, (size_t)sz, fp);
+	fclose(fp);
+	return b;
+}
+
+static int same_model(const struct ncf_model_file *a, const struct ncf_model_file *b, int ids)
+{
+	struct ncf_layout L;
+	ncf_layout_make(&a->shape, &L);
+	int ok = !memcmp(&a->shape, &b->shape, sizeof a->shape) &&
+		 !memcmp(a->params, b->params, L.total * sizeof(float));
+	if (ids)
+		ok = ok && b->user_ids && b->item_ids &&
+		     !memcmp(a->user_ids, b->user_ids, a->shape.users * sizeof(uint32_t)) &&
+		     !memcmp(a->item_ids, b->item_ids, a->shape.items * sizeof(uint32_t));
+	else
+		ok = ok && !b->user_ids && !b->item_ids;
+	return ok;
+}
+
+/* ---- stderr into a buffer ------------------------------------------- */
+
+static char msg[4096];
+static int saved_fd = -1;
+static FILE *cap;
+
+static void capture_begin(void)
+{
+	fflush(stderr);
+	cap = tmpfile();
+	saved_fd = dup(2);
+	dup2(fileno(cap), 2);
+}
+
+static void capture_end(void)
+{
+	fflush(stderr);
+	dup2(saved_fd, 2);
+	close(saved_fd);
+	rewind(cap);
+	size_t n = fread(msg, 1, sizeof msg - 1, cap);
+	msg[n] = 0;
+	fclose(cap);
+}
+
+/* ---- file images edited as text ------------------------------------- */
+
+static unsigned char *good;	/* the written file */
+static size_t good_n, good_hlen;
+
+/* A new image: good's header with the first `from` replaced by `to`
+ * (from NULL: unchanged), then extra bytes appended to the data (or
+ * cut bytes taken off it). */
+static unsigned char *edit(const char *from, const char *to, size_t cut, size_t *n)
+{
+	const char *h = (const char *)good + 8;
+	size_t hl = good_hlen;
+	char *nh = ncf_xmalloc(hl + (to ? strlen(to) : 0) + 1);
+	size_t o = 0;
+	const char *at = from ? memmem(h, hl, from, strlen(from)) : NULL;
+	if (from && !at) {
+		tap_diag("edit: '%s' is not in the header", from);
+		at = NULL;
+	}
+	if (at) {
+		memcpy(nh, h, (size_t)(at - h));
+		o = (size_t)(at - h);
+		memcpy(nh + o, to, strlen(to));
+		o += strlen(to);
+		size_t rest = hl - (size_t)(at - h) - strlen(from);
+		memcpy(nh + o, at + strlen(from), rest);
+		o += rest;
+	} else {
+		memcpy(nh, h, hl);
+		o = hl;
+	}
+	size_t data = good_n - 8 - hl - cut;
+	unsigned char *img = ncf_xmalloc(8 + o + data + 1);
+	ncf_put_u64(img, o);
+	memcpy(img + 8, nh, o);
+	memcpy(img + 8 + o, good + 8 + hl, data);
+	free(nh);
+	*n = 8 + o + data;
+	return img;
+}
+
+/* Read an image; 1 when it was refused with a message holding want. */
+static int refused(const unsigned char *img, size_t n, const struct ncf_model_want *w,
+		   const char *want)
+{
+	struct ncf_model_file m;
+	capture_begin();
+	int rc = ncf_safetensors_read_mem(img, n, "t.safetensors", w, &m);
+	capture_end();
+	if (rc == 0)
+		ncf_model_file_free(&m);
+	int ok = rc == -1 && strstr(msg, want) && strstr(msg, "t.safetensors: ") &&
+		 strchr(msg, '\n') == msg + strlen(msg) - 1;
+	if (!ok)
+		tap_diag("rc %d, message: %s(want '%s')", rc, msg, want);
+	return ok;
+}
+
+static int edit_refused(const char *from, const char *to, size_t cut, const char *want)
+{
+	size_t n;
+	unsigned char *img = edit(from, to, cut, &n);
+	int ok = refused(img, n, NULL, want);
+	free(img);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	ncf_set_progname(argv[0]);
+	snprintf(dir, sizeof dir, "%s/ncf-st.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir))
+		return 1;
+	char path[512], path2[512];
+	snprintf(path, sizeof path, "%s/m.safetensors", dir);
+	snprintf(path2, sizeof path2, "%s/noids.safetensors", dir);
+
+	/* ---- round trips ---- */
+	struct ncf_model_file m, r;
+	make_model(&m);
+	tap_ok(ncf_safetensors_write(&m, path) == 0, "write a 5-user, 4-item model with ids");
+	good = slurp(path, &good_n);
+	good_hlen = good ? ncf_get_u64(good) : 0;
+	tap_ok(good && (8 + good_hlen) % 8 == 0 && good[8] == '{',
+	       "the header starts with '{' and the data at a multiple of 8 (%zu)", 8 + good_hlen);
+	struct ncf_layout L;
+	ncf_layout_make(&m.shape, &L);
+	tap_ok(good && good_n == 8 + good_hlen + 4 * L.total &&
+		       !memcmp(good + 8 + good_hlen, m.params, 4 * L.total),
+	       "the data is the parameter vector as is (%zu floats)", L.total);
+	tap_ok(good && memmem(good, good_n, "\"ncf.user_ids\":\"10-12,20,7\"", 27) &&
+		       memmem(good, good_n, "\"ncf.item_ids\":\"3,1-2,4000000000\"", 33),
+	       "ids as runs of consecutive ids");
+	int rc = ncf_model_file_read(path, NULL, &r);
+	tap_ok(rc == 0 && r.format == NCF_MODEL_SAFETENSORS && same_model(&m, &r, 1),
+	       "read back: the same shape, parameters and ids");
+	tap_ok(rc == 0 && !memcmp(&m.hp, &r.hp, sizeof m.hp), "and the same hyperparameters");
+	if (rc == 0)
+		ncf_model_file_free(&r);
+	struct ncf_model_want w = {5, 4};
+	rc = ncf_model_file_read(path, &w, &r);
+	tap_ok(rc == 0, "read against a cache of 5 users and 4 items");
+	if (rc == 0)
+		ncf_model_file_free(&r);
+
+	struct ncf_model_file noids = m;
+	noids.user_ids = noids.item_ids = NULL;
+	rc = ncf_safetensors_write(&noids, path2) == 0 ? ncf_model_file_read(path2, NULL, &r) : -1;
+	tap_ok(rc == 0 && same_model(&m, &r, 0), "a model without ids: read back without ids");
+	if (rc == 0)
+		ncf_model_file_free(&r);
+
+	/* reverse order, escapes, white space, unknown fields; no metadata */
+	{
+		char hdr[4096];
+		size_t o = 0;
+		static const char *const names[10] = {
+			"final.bias", "final.weight", "mlp.1.bias", "mlp.1.weight", "mlp.0.bias",
+			"mlp.0.weight", "mlp_item_embed.weight", "mlp_user_embed.weight",
+			"mf_item_embed.weight", "\\u006df_user_embed.weight"};
+		/* layout slots of those, and their shapes */
+		size_t off[10] = {L.head_b, L.head_w, L.b[2], L.w[2], L.b[1], L.w[1], L.qm, L.pm, L.q, L.p};
+		static const char *const shapes[10] = {"[1]", "[1, 5]", "[2]", "[2,6]", "[6]",
+						       "[ 6 , 4 ]", "[4,2]", "[5,2]", "[4,3]", "[5,3]"};
+		size_t len[10] = {1, 5, 2, 12, 6, 24, 8, 10, 12, 15};
+		unsigned char *data = ncf_xmalloc(4 * L.total);
+		size_t at = 0;
+		o += (size_t)snprintf(hdr + o, sizeof hdr - o, "\n{ ");
+		for (int k = 0; k < 10; k++) {
+			memcpy(data + at, m.params + off[k], 4 * len[k]);
+			o += (size_t)snprintf(hdr + o, sizeof hdr - o,
+					      "%s\"%s\" : {\"extra\": {\"a\": [1, -2.5e3, true, null, "
+					      "\"x\\\"\"], \"b\": {}}, \"data_offsets\":[%zu,%zu],\n"
+					      "\t\"shape\": %s, \"dtype\": \"F32\"}",
+					      k ? ", " : "", names[k], at, at + 4 * len[k], shapes[k]);
+			at += 4 * len[k];
+		}
+		o += (size_t)snprintf(hdr + o, sizeof hdr - o, "}  \r\n");
+		unsigned char *img = ncf_xmalloc(8 + o + at);
+		ncf_put_u64(img, o);
+		memcpy(img + 8, hdr, o);
+		memcpy(img + 8 + o, data, at);
+		rc = ncf_safetensors_read_mem(img, 8 + o + at, "hand.safetensors", NULL, &r);
+		tap_ok(rc == 0 && same_model(&m, &r, 0),
+		       "tensors in reverse order, escaped names, unknown fields: the same model");
+		struct ncf_hparams nv;
+		ncf_hparams_nvidia(&nv);
+		tap_ok(rc == 0 && !memcmp(&nv, &r.hp, sizeof nv),
+		       "no metadata: NVIDIA's hyperparameters");
+		if (rc == 0)
+			ncf_model_file_free(&r);
+		free(img);
+		free(data);
+	}
+
+	/* ---- refused ---- */
+	static char deep[256]; /* an unknown field 70 arrays deep, then the dtype */
+	size_t o = (size_t)snprintf(deep, sizeof deep, "\"x\":");
+	for (int d = 0; d < 70; d++)
+		deep[o++] = '[';
+	deep[o++] = '1';
+	for (int d = 0; d < 70; d++)
+		deep[o++] = ']';
+	snprintf(deep + o, sizeof deep - o, ",\"dtype\":\"F32\"");
+	struct {
+		const char *from, *to;
+		size_t cut;
+		const char *want;
+	} bad[] = {
+		{"\"dtype\":\"F32\"", "\"dtype\":\"BF16\"", 0, "tensor 'mf_user_embed.weight': dtype BF16, but ncf reads F32 only"},
+		{"\"shape\":[5,3]", "\"shape\":[5,3,1]", 0, "tensor 'mf_user_embed.weight': shape [5, 3, 1] but the model needs [U, F]"},
+		{"\"shape\":[4,3]", "\"shape\":[3,4]", 0, "tensor 'mf_item_embed.weight': shape [3, 4] but the model needs [I, 3]"},
+		{"\"shape\":[6,4]", "\"shape\":[3,8]", 0, "tensor 'mlp.0.weight': shape [3, 8] but the model needs [out, 4]"},
+		{"\"shape\":[1,5]", "\"shape\":[5,1]", 0, "tensor 'final.weight': shape [5, 1] but the model needs [1, 5]"},
+		{"\"shape\":[5,3]", "\"shape\":[4294967296,4294967296,4294967296]", 0, "shape [4294967296, 4294967296, 4294967296] is more than 2^64 bytes"},
+		{"\"shape\":[5,3]", "\"shape\":[5,4]", 0, "tensor 'mf_user_embed.weight': shape [5, 4] is 80 bytes of F32 but data_offsets [0, 60] hold 60"},
+		{"\"shape\":[5,3]", "\"shape\":[5,-3]", 0, "tensor 'mf_user_embed.weight': 'shape' must be up to 8 non-negative integers"},
+		{"\"shape\":[5,3]", "\"shape\":[1,1,1,1,1,1,1,1,15]", 0, "more than 8 dimensions"},
+		{"\"data_offsets\":[0,60]", "\"data_offsets\":[0,60,64]", 0, "'data_offsets' must be two"},
+		{"\"data_offsets\":[0,60]", "\"data_offsets\":[0,6e1]", 0, "'data_offsets' must be two non-negative integers"},
+		{"\"data_offsets\":[0,60]", "\"data_offsets\":[60,0]", 0, "data_offsets [60, 0] end before they begin"},
+		{"\"data_offsets\":[60,108]", "\"data_offsets\":[56,104]", 0, "tensors 'mf_user_embed.weight' and 'mf_item_embed.weight' overlap (data_offsets [0, 60] and [56, 104])"},
+		{"\"data_offsets\":[0,60]", "\"data_offsets\":[4,64]", 0, "bytes 0 to 4 of the data belong to no tensor (before tensor 'mf_user_embed.weight')"},
+		{"\"data_offsets\":[0,60]", "\"data_offsets\":[0,60],\"dtype\":\"F32\"", 0, "tensor 'mf_user_embed.weight': a field appears twice"},
+		{",\"data_offsets\":[0,60]", "", 0, "tensor 'mf_user_embed.weight': no 'data_offsets'"},
+		{"\"mf_user_embed.weight\"", "\"mf_user_embed.weight\\u0000\"", 0, "unexpected tensor 'mf_user_embed.weight\\x00' (not in NVIDIA's NeuMF state_dict)"},
+		{"\"mlp.1.weight\"", "\"mlp.01.weight\"", 0, "unexpected tensor 'mlp.01.weight'"},
+		{"\"mlp.1.weight\"", "\"module.mlp.1.weight\"", 0, "strip the 'module.' that DistributedDataParallel adds"},
+		{"\"mlp.1.bias\"", "\"mlp.0.bias\"", 0, "tensor 'mlp.0.bias' appears twice in the header"},
+		{"\"format\":\"pt\"", "\"format\":7", 0, "__metadata__: the value of 'format' is not a string"},
+		{"\"format\":\"pt\"", "\"format\":\"pt\",\"format\":\"pt\"", 0, "__metadata__: key 'format' appears twice"},
+		{"{\"__metadata__\"", "{\"__metadata__\":{},\"__metadata__\"", 0, "'__metadata__' appears twice"},
+		{"\"format\":\"pt\"", "\"format\":\"\\ud800\"", 0, "a high surrogate without its low half"},
+		{"\"format\":\"pt\"", "\"format\":\"\\udc00\"", 0, "a lone low surrogate"},
+		{"\"format\":\"pt\"", "\"format\":\"p\tt\"", 0, "a control character in a string"},
+		{"\"format\":\"pt\"", "\"format\":\"p\\qt\"", 0, "a bad escape in a string"},
+		{"\"format\":\"pt\"", "\"format\":\"p\xfft\"", 0, "header: not UTF-8 at byte"},
+		{"\"format\":\"pt\"", "\"format\":\"p\xc0\xaft\"", 0, "header: not UTF-8 at byte"},
+		{"\"format\":\"pt\"", "\"format\" \"pt\"", 0, "expected ':' after a key"},
+		{"\"format\":\"pt\",", "\"format\":\"pt\",}", 0, "expected a string"},
+		{"\"dtype\":\"F32\"", deep, 0, "nested more than 64 deep"},
+		{"\"dtype\":\"F32\"", "\"x\":01,\"dtype\":\"F32\"", 0, "expected a value"},
+		{"\"dtype\":\"F32\"", "\"x\":1 2,\"dtype\":\"F32\"", 0, "bad JSON at byte 412 in tensor 'mf_user_embed.weight': expected ',' or '}'"},
+		{"\"dtype\":\"F32\"", "\"x\":1.,\"dtype\":\"F32\"", 0, "a number without digits after '.'"},
+		{"\"dtype\":\"F32\"", "\"x\":tru,\"dtype\":\"F32\"", 0, "expected a value"},
+		{"\"ncf.users\":\"5\"", "\"ncf.users\":\"6\"", 0, "metadata 'ncf.users': '6' disagrees with the tensors (5)"},
+		{"\"ncf.factors\":\"3\"", "\"ncf.factors\":\"3x\"", 0, "metadata 'ncf.factors': '3x' is not a number"},
+		{"\"ncf.layers\":\"4,6,2\"", "\"ncf.layers\":\"4,6,3\"", 0, "metadata 'ncf.layers': '4,6,3' disagrees with the tensors (4,6,2)"},
+		{"\"ncf.lr\":\"0.25\"", "\"ncf.lr\":\"-1\"", 0, "metadata 'ncf.lr': '-1' is not a number in ncf-train's range"},
+		{"\"ncf.beta1\":\"0.1\"", "\"ncf.beta1\":\"1\"", 0, "metadata 'ncf.beta1': '1' is not a number"},
+		{"\"ncf.batch\":\"12345\"", "\"ncf.batch\":\"0\"", 0, "metadata 'ncf.batch': '0' is not a number"},
+		{"\"10-12,20,7\"", "\"10-12,20,20\"", 0, "metadata 'ncf.user_ids': id 20 appears twice"},
+		{"\"10-12,20,7\"", "\"10-12,20\"", 0, "metadata 'ncf.user_ids' lists 4 ids but the model has 5 rows"},
+		{"\"10-12,20,7\"", "\"10-12,20,7,8\"", 0, "metadata 'ncf.user_ids' lists more ids than the model's 5 rows"},
+		{"\"10-12,20,7\"", "\"10-12,20,7,\"", 0, "metadata 'ncf.user_ids': '7,' at byte 9 is not an id"},
+		{"\"10-12,20,7\"", "\"12-10,20,7\"", 0, "metadata 'ncf.user_ids': '12-10,20,7' at byte 0 is not an id or a run first-last"},
+		{"\"10-12,20,7\"", "\"10-12,20,4294967296\"", 0, "is not an id or a run"},
+		{",\"ncf.item_ids\":\"3,1-2,4000000000\"", "", 0, "metadata has 'ncf.user_ids' but not 'ncf.item_ids'"},
+		{",\"final.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[376,380]}", "", 0, "no tensor 'final.bias' (NVIDIA's NeuMF state_dict has it)"},
+		{NULL, NULL, 4, "tensor 'final.bias': data_offsets [376, 380] run past the end of the file (376 bytes of data)"},
+		{"}}", "}}x", 0, "more after the header's object"},
+	};
+	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+		tap_ok(edit_refused(bad[k].from, bad[k].to, bad[k].cut, bad[k].want), "refused: %s",
+		       bad[k].want);
+
+	/* whole-file cases */
+	size_t n;
+	unsigned char *img = edit(NULL, NULL, 0, &n);
+	tap_ok(refused(img, 5, NULL, "5 bytes, too short for a safetensors file"), "5 bytes: too short");
+	ncf_put_u64(img, 1);
+	tap_ok(refused(img, n, NULL, "header length 1 is too small"), "header length 1: too small");
+	ncf_put_u64(img, 100000001);
+	tap_ok(refused(img, n, NULL, "over the format's limit of 100000000"), "header length over the limit");
+	ncf_put_u64(img, n);
+	tap_ok(refused(img, n, NULL, "runs past the end of the file"), "header length past the end");
+	free(img);
+	img = ncf_xmalloc(good_n + 4);
+	memcpy(img, good, good_n);
+	memset(img + good_n, 0, 4);
+	tap_ok(refused(img, good_n + 4, NULL, "4 bytes after the last tensor"), "data after the last tensor");
+	float nan = NAN;
+	memcpy(img + 8 + good_hlen + 4 * (L.w[1] + 3), &nan, 4);
+	tap_ok(refused(img, good_n, NULL, "tensor 'mlp.0.weight': element 3 is nan"), "a NaN weight");
+	free(img);
+	unsigned char empty[10] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+	tap_ok(refused(empty, 10, NULL, "no tensor 'mf_user_embed.weight'"), "{}: no tensors");
+	struct ncf_model_want w6 = {6, 0}, wi = {5, 3};
+	tap_ok(refused(good, good_n, &w6, "tensor 'mf_user_embed.weight': shape [5, 3] but the cache has 6 users"),
+	       "5 users against a cache of 6");
+	tap_ok(refused(good, good_n, &wi, "tensor 'mf_item_embed.weight': shape [4, 3] but the cache has 3 items"),
+	       "4 items against a cache of 3");
+
+	/* the loader: a checkpoint's magic goes to the checkpoint reader */
+	snprintf(path2, sizeof path2, "%s/x.ncfm", dir);
+	FILE *fp = fopen(path2, "wb");
+	fputs("NCFCACHE garbage", fp);
+	fclose(fp);
+	capture_begin();
+	rc = ncf_model_file_read(path2, NULL, &r);
+	capture_end();
+	tap_ok(rc == -1 && strstr(msg, "not a usable ncf-train checkpoint"),
+	       "a file starting NCF is read as a checkpoint (%s)", rc ? "refused" : "accepted");
+
+	/* without ONNX: -3 and what is missing */
+	capture_begin();
+	rc = ncf_export_onnx(&m, path2);
+	capture_end();
+	if (!tap_ok(rc == -3 && strstr(msg, "ONNX export is not built in ("),
+		    "a build without ONNX: -3 and the reason"))
+		tap_diag("rc %d, message: %s", rc, msg);
+
+	ncf_model_file_free(&m);
+	free(good);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/noids.safetensors", dir);
+	unlink(path);
+	rmdir(dir);
+	return tap_done();
+}
