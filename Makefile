@@ -108,6 +108,10 @@ EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -W
 EMU_SRC := $(CU_SRC) $(CU_TEST_SRC) $(EMU_TEST_SRC)
 EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
 EMU_BINS := $(BUILD)/tests/test_cuda_emu
+# tests/gpu/gpu_parity.c built against the emulation too, run by a script.
+EMU_CU_OBJ := $(filter-out %/test_cuda_emu.cc.o,$(EMU_OBJ))
+EMU_TOOLS := $(BUILD)/tests/gpu_parity_emu
+EMU_SCRIPTS := tests/unit/test_cuda_emu_lazy.t tests/unit/gpu_parity_emu.t
 ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
 ASAN_BINS += $(BUILD)/asan/tests/test_cuda_emu
 endif
@@ -178,8 +182,8 @@ fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
 
 ## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(GPU_TEST_BINS) \
-	$(REPLAY_BINS)
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
+	$(GPU_TEST_BINS) $(REPLAY_BINS)
 
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -267,6 +271,14 @@ $(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
 
+$(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) $(BUILD)/libncf.a
+	@mkdir -p $(dir $@)
+	$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
+
 $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) -c $< -o $@
@@ -295,7 +307,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then check-asan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan

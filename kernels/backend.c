@@ -5,6 +5,7 @@
  * no exit: the tools do that (common/backend_opts.c).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_impl.h"
@@ -122,10 +123,29 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 	return ncf_backend_open_impl(be, impl, s, hp, precision, threads, dist);
 }
 
+/* Pairs kept for ncf_backend_score_resident by implementations without
+ * resident_set: host copies, and room for their scores. */
+struct ncf_resident {
+	uint32_t *users, *items;
+	float *out;
+	size_t n;
+};
+
+static void resident_free(struct ncf_backend *be)
+{
+	struct ncf_resident *r = be->resident;
+	if (!r)
+		return;
+	free(r->users), free(r->items), free(r->out);
+	free(r);
+	be->resident = NULL;
+}
+
 void ncf_backend_close(struct ncf_backend *be)
 {
 	if (be->i && be->i->free)
 		be->i->free(be);
+	resident_free(be);
 	be->i = NULL;
 }
 
@@ -195,6 +215,52 @@ int ncf_backend_logits(struct ncf_backend *be, const uint32_t *users, const uint
 		return -1;
 	}
 	return be->i->logits(be, users, items, n, out);
+}
+
+int ncf_backend_resident_set(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+			     size_t n)
+{
+	if (be->i->resident_set)
+		return be->i->resident_set(be, users, items, n);
+	resident_free(be);
+	for (size_t j = 0; j < n; j++)
+		if (users[j] >= be->shape.users || items[j] >= be->shape.items) {
+			ncf_error("%s backend: pair %zu (user %u, item %u) is outside the model (%u "
+				  "users, %u items)",
+				  be->i->name, j, users[j], items[j], be->shape.users, be->shape.items);
+			return -1;
+		}
+	struct ncf_resident *r = ncf_xcalloc(1, sizeof *r);
+	size_t k = n ? n : 1;
+	r->users = ncf_xmalloc(k * sizeof *r->users);
+	r->items = ncf_xmalloc(k * sizeof *r->items);
+	r->out = ncf_xmalloc(k * sizeof *r->out);
+	if (n) {
+		memcpy(r->users, users, n * sizeof *users);
+		memcpy(r->items, items, n * sizeof *items);
+	}
+	r->n = n;
+	be->resident = r;
+	return 0;
+}
+
+int ncf_backend_score_resident(struct ncf_backend *be, size_t n, float *out)
+{
+	if (be->i->score_resident)
+		return be->i->score_resident(be, n, out);
+	struct ncf_resident *r = be->resident;
+	size_t kept = r ? r->n : 0;
+	if (n > kept) {
+		ncf_error("%s backend: %zu pairs asked for, %zu kept", be->i->name, n, kept);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	if (be->i->score(be, r->users, r->items, n, r->out) != 0)
+		return -1;
+	if (out)
+		memcpy(out, r->out, n * sizeof *out);
+	return 0;
 }
 
 int ncf_backend_sync(struct ncf_backend *be)

@@ -67,6 +67,7 @@ struct ncf_backend {
 	enum ncf_precision precision;
 	uint64_t step;		       /* Adam steps taken */
 	void *impl;		       /* the implementation's state */
+	struct ncf_resident *resident; /* kept pairs where the implementation keeps none (backend.c) */
 };
 
 /* The display level at which --device auto reports falling back to the CPU:
@@ -126,6 +127,20 @@ int ncf_backend_score(struct ncf_backend *be, const uint32_t *users, const uint3
  * (reported; also when the implementation has none). */
 int ncf_backend_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		       size_t n, float *out);
+/*
+ * Pairs kept where the backend computes, for benchmarks that measure as
+ * NVIDIA's inference.py does (inputs already on the device, a
+ * synchronisation around each pass).  ncf_backend_resident_set copies n
+ * pairs there once (device memory on a GPU, a host copy on the CPU),
+ * replacing those kept before; an id outside the model is refused.
+ * ncf_backend_score_resident computes the probabilities of the first n kept
+ * pairs and returns when they are done, leaving them where they were
+ * computed; when out (n) is not NULL they are also copied there (for checks,
+ * not part of the pass).  Return 0 or -1.
+ */
+int ncf_backend_resident_set(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+			     size_t n);
+int ncf_backend_score_resident(struct ncf_backend *be, size_t n, float *out);
 /* Wait for queued work (timing); 0 at once where nothing is queued.
  * Returns 0 or -1. */
 int ncf_backend_sync(struct ncf_backend *be);

@@ -52,6 +52,12 @@ struct ncf_backend_i {
 	int (*sync)(struct ncf_backend *be);
 	/* (optional) ncf_backend_describe */
 	void (*describe)(struct ncf_backend *be, FILE *out);
+	/* (optional) ncf_backend_resident_set: NULL keeps a host copy (backend.c) */
+	int (*resident_set)(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
+			    size_t n);
+	/* (optional, with resident_set) ncf_backend_score_resident: NULL scores
+	 * the host copy with score */
+	int (*score_resident)(struct ncf_backend *be, size_t n, float *out);
 };
 
 /* The fast cpu backend (kernels/cpu/) and the plain reference it is tested

@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "backend_opts.h"
+#include "bench.h"
 #include "cache.h"
 #include "ckpt.h"
 #include "cli.h"
@@ -149,88 +150,6 @@ static int ids_from_cache(struct model *m, const char *model_path, const char *c
 	}
 	ncf_cache_free(&c);
 	return rc;
-}
-
-/* ---------------------------------------------------------------- bench */
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The p-th percentile of sorted x (n): nearest rank. */
-static double percentile(const double *x, int n, double p)
-{
-	int k = (int)ceil(p / 100.0 * n) - 1;
-	if (k < 0)
-		k = 0;
-	if (k >= n)
-		k = n - 1;
-	return x[k];
-}
-
-static int bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
-		 int iterations, int json, uint64_t seed)
-{
-	if (json)
-		printf("{\"device\": \"%s\", \"precision\": \"%s\", \"warmup\": %d, \"iterations\": "
-		       "%d, \"results\": [",
-		       ncf_backend_name(be),
-		       ncf_backend_device(be) == NCF_DEVICE_CPU ? "fp32"
-							  : ncf_precision_name(be->precision),
-		       warmup, iterations);
-	else
-		printf("batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\t"
-		       "latency_p99\n");
-	double *lat = ncf_xmalloc((size_t)iterations * sizeof *lat);
-	for (int s = 0; s < nsizes; s++) {
-		size_t n = (size_t)sizes[s];
-		uint32_t *u = ncf_xmalloc(n * sizeof *u), *it = ncf_xmalloc(n * sizeof *it);
-		float *out = ncf_xmalloc(n * sizeof *out);
-		for (size_t j = 0; j < n; j++) {
-			ncf_u32x4 r = ncf_rng(seed, NCF_RNG_BENCH, (uint32_t)s, j, 0);
-			u[j] = ncf_uniform_below(r.v[0], be->shape.users);
-			it[j] = ncf_uniform_below(r.v[1], be->shape.items);
-		}
-		for (int w = 0; w < warmup; w++)
-			if (ncf_backend_score(be, u, it, n, out) != 0)
-				return -1;
-		if (ncf_backend_sync(be) != 0)
-			return -1;
-		double total = 0;
-		for (int k = 0; k < iterations; k++) {
-			double t = ncf_now();
-			if (ncf_backend_score(be, u, it, n, out) != 0)
-				return -1;
-			if (ncf_backend_sync(be) != 0)
-				return -1;
-			lat[k] = ncf_now() - t;
-			total += lat[k];
-		}
-		for (size_t j = 0; j < n; j++)
-			if (!(out[j] >= 0.0f && out[j] <= 1.0f)) {
-				ncf_error("benchmark: score %zu is %g, not a probability", j, out[j]);
-				return -1;
-			}
-		qsort(lat, (size_t)iterations, sizeof *lat, cmp_double);
-		double mean = total / iterations;
-		double p90 = percentile(lat, iterations, 90), p95 = percentile(lat, iterations, 95);
-		double p99 = percentile(lat, iterations, 99);
-		if (json)
-			printf("%s{\"batch_size\": %zu, \"throughput_avg\": %.1f, \"latency_avg\": %.9f, "
-			       "\"latency_p90\": %.9f, \"latency_p95\": %.9f, \"latency_p99\": %.9f}",
-			       s ? ", " : "", n, (double)n / mean, mean, p90, p95, p99);
-		else
-			printf("%zu\t%.1f\t%.9f\t%.9f\t%.9f\t%.9f\n", n, (double)n / mean, mean, p90, p95,
-			       p99);
-		fflush(stdout);
-		free(u), free(it), free(out);
-	}
-	if (json)
-		printf("]}\n");
-	free(lat);
-	return 0;
 }
 
 static int flush_stdout(void *unused)
@@ -647,10 +566,11 @@ int main(int argc, char **argv)
 #endif
 		ncf_info("inference benchmark: %s model (%u users, %u items), %s backend, %d "
 			 "thread%s, %d warm-up and %d timed passes; throughput in samples/s, "
-			 "latency in seconds",
+			 "latency in seconds; pairs on the device (NVIDIA's inference.py), then "
+			 "host to host (host_*)",
 			 random ? "random ml-20m-sized" : model_path, m.shape.users, m.shape.items,
 			 ncf_backend_name(&be), nth, nth == 1 ? "" : "s", warmup, iterations);
-		rc = bench(&be, sizes, nsizes, warmup, iterations, json, seed);
+		rc = ncf_infer_bench(&be, sizes, nsizes, warmup, iterations, json, seed);
 	} else {
 		const char *display;
 		FILE *in = ncf_in_open(input, &display);

@@ -109,7 +109,7 @@ if command -v mpirun >/dev/null 2>&1 && [ -s "$W/ml-20m.ncfc" ]; then
 	done
 fi
 
-say "ncf-infer --bench, cpu backend, random ml-20m-sized model (NVIDIA's columns; 3 warm-up + 30 timed passes; target >= 500,000 samples/s at 1,048,576)"
+say "ncf-infer --bench, cpu backend, random ml-20m-sized model (NVIDIA's columns, then the same host to host; 3 warm-up + 30 timed passes; target >= 500,000 samples/s at 1,048,576)"
 measure "$BIN/ncf-infer" --bench --random-model --warmup 3 --iterations 30 >"$W/infer.out" 2>/dev/null
 column -t "$W/infer.out" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$W/infer.out"
 echo "  peak memory $PEAK_MB MB"

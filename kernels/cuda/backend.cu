@@ -28,11 +28,21 @@
  * kernels.cuh), cuBLAS is deterministic for a given GPU and version, so a
  * run repeats bit for bit on the same GPU model and software.
  *
+ * Scoring (score.cu) keeps ids, the sigmoid and the id check on the
+ * device, with pinned double-buffered transfers and CUDA graphs.
+ *
+ * Many ranks: one GPU per rank, the rank's local rank on its node; a node
+ * with more ranks than GPUs is refused when the backend opens (-3), and the
+ * NCCL communicator of a job of several ranks is made then too.
+ *
  * NCF_CUDA_PROFILE=1 in the environment times the phases of every training
  * step with CUDA events and prints milliseconds per step for each when the
- * backend is closed (bench/bench_gpu.c turns it on).
+ * backend is closed (bench/bench_gpu.c turns it on).  NCF_CUDA_SYNC=1
+ * synchronises after every launch and library call and names the one that
+ * failed (common.cuh).
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "backend.cuh"
 
@@ -165,6 +175,7 @@ static void cuda_free(struct ncf_backend *be)
 		for (int k = 0; k <= PH_N; k++)
 			cudaEventDestroy(c->ev[k]);
 	}
+	scorer_free(c);
 	graphs_free(c);
 	free_rows(c);
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
@@ -191,8 +202,18 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 		ncf_error("cuda backend: no CUDA device");
 		return -1;
 	}
-	int lr = be->dist->local_rank > 0 ? be->dist->local_rank : 0;
-	c->dev = lr % count;
+	struct ncf_dist *d = be->dist;
+	if (d->mpi && d->local_size > count) { /* (ranks in one process share: tests) */
+		char host[256] = "this host";
+		if (gethostname(host, sizeof host) != 0)
+			snprintf(host, sizeof host, "this host");
+		host[sizeof host - 1] = 0;
+		ncf_error("cuda backend: %d ranks on %s and %d GPU%s there: start at most one rank "
+			  "per GPU (mpirun -npernode %d, or more nodes)",
+			  d->local_size, host, count, count == 1 ? "" : "s", count);
+		return -3; /* two ranks on one GPU: not available */
+	}
+	c->dev = (d->local_rank > 0 ? d->local_rank : 0) % count; /* the local rank, checked above */
 	CUDA_TRY(cudaSetDevice(c->dev));
 	CUDA_TRY(cudaGetDeviceProperties(&c->prop, c->dev));
 	int ampere = c->prop.major >= 8; /* TF32 and bf16 tensor cores */
@@ -219,10 +240,18 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 	return graphs_init(c);
 }
 
+/* Is the environment variable name set to something other than "" or "0"? */
+static int env_on(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v && strcmp(v, "0");
+}
+
 static int cuda_init(struct ncf_backend *be)
 {
 	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
 	be->impl = c;
+	g_sync = env_on("NCF_CUDA_SYNC");
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total, H1 = s->layers[1];
 	int rc = open_device(be, c);
@@ -245,8 +274,8 @@ static int cuda_init(struct ncf_backend *be)
 	CUDA_TRY(cudaMemsetAsync(c->v, 0, total * sizeof(float), c->s));
 	c->loss_scale = c->act == ACT_F16 ? 32768.0f : 1.0f;
 	c->growth_interval = 2000;
-	const char *pe = getenv("NCF_CUDA_PROFILE");
-	if (pe && *pe && strcmp(pe, "0")) {
+	NCF_TRY(nccl_open(be, c));
+	if (env_on("NCF_CUDA_PROFILE")) {
 		for (int k = 0; k <= PH_N; k++)
 			CUDA_TRY(cudaEventCreate(&c->ev[k]));
 		c->prof = 1;
@@ -437,7 +466,7 @@ static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uin
 		uint32_t nb = (uint32_t)(u1 - a < upc ? u1 - a : upc);
 		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si,
 					c->s));
-		NCF_TRY(forward_logits_any(be, c, (size_t)nb * per, c->dl));
+		NCF_TRY(forward_logits_any(be, c, (size_t)nb * per, c->dl, 0));
 		NCF_TRY(rank_cuda(c->dl, c->counted, (uint32_t)a, nb, c->N, c->ranks + (a - u0),
 				  c->s));
 	}
@@ -449,41 +478,24 @@ static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uin
 static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		       size_t n, float *out)
 {
-	struct cu *c = impl(be);
-	for (size_t j = 0; j < n; j++)
-		if (users[j] >= be->shape.users || items[j] >= be->shape.items) {
-			ncf_error("cuda backend: pair %zu (user %u, item %u) is outside the model "
-				  "(%u users, %u items)",
-				  j, users[j], items[j], be->shape.users, be->shape.items);
-			return -1;
-		}
-	size_t chunk = n < EVAL_CHUNK ? n : EVAL_CHUNK;
-	if (n == 0)
-		return 0;
-	int g = score_graph(be, c, users, items, n, out);
-	if (g <= 0)
-		return g;
-	NCF_TRY(ensure_rows(be, c, chunk));
-	for (size_t o = 0; o < n; o += chunk) {
-		size_t k = n - o < chunk ? n - o : chunk;
-		size_t bytes = k * sizeof(uint32_t);
-		CUDA_TRY(cudaMemcpyAsync(c->su, users + o, bytes, cudaMemcpyHostToDevice, c->s));
-		CUDA_TRY(cudaMemcpyAsync(c->si, items + o, bytes, cudaMemcpyHostToDevice, c->s));
-		NCF_TRY(forward_logits_any(be, c, k, c->dl));
-		CUDA_TRY(cudaMemcpyAsync(out + o, c->dl, k * sizeof *out, cudaMemcpyDeviceToHost,
-					 c->s));
-		CUDA_TRY(cudaStreamSynchronize(c->s));
-	}
-	return 0;
+	return score_host(be, impl(be), users, items, n, out, 0);
 }
 
 static int cuda_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		      size_t n, float *out)
 {
-	NCF_TRY(cuda_logits(be, users, items, n, out));
-	for (size_t j = 0; j < n; j++)
-		out[j] = ncf_sigmoid(out[j]);
-	return 0;
+	return score_host(be, impl(be), users, items, n, out, 1);
+}
+
+static int cuda_resident_set(struct ncf_backend *be, const uint32_t *users,
+			     const uint32_t *items, size_t n)
+{
+	return resident_set(be, impl(be), users, items, n);
+}
+
+static int cuda_score_resident(struct ncf_backend *be, size_t n, float *out)
+{
+	return score_resident(be, impl(be), n, out, 1);
 }
 
 static int cuda_sync(struct ncf_backend *be)
@@ -522,6 +534,8 @@ const struct ncf_backend_i ncf_backend_cuda = {
 	cuda_logits,		/* logits */
 	cuda_sync,		/* sync */
 	cuda_describe,		/* describe */
+	cuda_resident_set,	/* resident_set */
+	cuda_score_resident,	/* score_resident */
 };
 
 void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)

@@ -4,7 +4,9 @@
  *   backend.cu     the interface (ncf_backend_cuda): init, state, data,
  *                  the step's all-reduce and Adam, evaluation, scoring;
  *   step.cu        the GEMMs and the forward and backward pass of a step;
- *   graphs.cu      small scoring batches replayed as CUDA graphs;
+ *   score.cu       scoring: ids checked on the device, pinned double-buffered
+ *                  transfers overlapping compute, pairs kept on the device;
+ *   graphs.cu      scoring chunks replayed as CUDA graphs;
  *   nccl.cu        the gradient's all-reduce across ranks;
  *   device.cu      device queries (usable, versions, facts for benchmarks);
  *   test_hooks.cu  single operations for the tests (tests only);
@@ -42,6 +44,7 @@ enum {
 };
 
 struct graphs; /* graphs.cu */
+struct scorer; /* score.cu */
 struct nccl;   /* nccl.cu */
 
 struct cu {
@@ -72,8 +75,10 @@ struct cu {
 	uint32_t N;
 	int have_ed;
 
-	struct graphs *graphs; /* NULL: none (emulation, or not yet used) */
+	struct graphs *graphs; /* scoring graphs (graphs.cu) */
 	unsigned rows_gen;     /* bumped when the row buffers move (graphs go stale) */
+	uint64_t graph_captures, graph_launches; /* for tests */
+	struct scorer *sc;     /* scoring streams and buffers, NULL until first used */
 
 	/* rows of a step or a scoring launch: cap rows */
 	size_t cap;
@@ -101,7 +106,7 @@ struct cu {
 	double prof_ms[PH_N];
 	uint64_t prof_steps;
 
-	struct nccl *nccl; /* NULL until the first all-reduce over several ranks */
+	struct nccl *nccl; /* the communicator of several ranks (opened with the backend) */
 };
 
 static inline struct cu *impl(const struct ncf_backend *be)
@@ -161,9 +166,44 @@ int grow_red(struct cu *c, size_t floats);
  * loss sum into c->loss_dev.  Asynchronous.  Returns 0 or -1.
  */
 int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n);
-/* Logits of the n pairs in c->su, c->si into out (device), no dropout.
- * Asynchronous.  Returns 0 or -1. */
-int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out);
+/* Logits (prob: probabilities, the sigmoid in the head kernel) of the n
+ * pairs in c->su, c->si into out (device), no dropout.  Asynchronous.
+ * Returns 0 or -1. */
+int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob);
+/* The first-layer tables AU, AI (and the 16-bit parameters) for the current
+ * parameters, unless still valid.  Asynchronous.  Returns 0 or -1. */
+int make_tables_any(struct ncf_backend *be, struct cu *c);
+
+/* ---- score.cu ----------------------------------------------------------- */
+
+/*
+ * One scoring chunk: n pairs read from in_u, in_i (device); a pair outside
+ * the model is scored as (0, 0) and sets *bad (device) to the smallest such
+ * j; logits or (prob) probabilities into out (device).  What a CUDA graph of
+ * graphs.cu holds; chunk_work issues it with plain launches on c->s
+ * (asynchronous), reading the tables as they are (make_tables_any first).
+ */
+struct chunk {
+	size_t n;
+	const uint32_t *in_u, *in_i; /* (n) */
+	float *out;		     /* (n) */
+	unsigned long long *bad;     /* one word, all ones when every pair was inside */
+	int prob;
+};
+int chunk_work(struct ncf_backend *be, struct cu *c, const struct chunk *k);
+/* Logits or (prob) probabilities of n host pairs into out (host): pinned,
+ * double-buffered transfers on their own streams overlapping the chunks'
+ * compute, ids checked on the device (the first pair outside the model is
+ * named).  Returns 0 or -1 (out is then undefined). */
+int score_host(struct ncf_backend *be, struct cu *c, const uint32_t *users, const uint32_t *items,
+	       size_t n, float *out, int prob);
+/* Keep n pairs on the device (checked now); score the first n of them,
+ * waiting for the result (NVIDIA's inference.py), into out (host) too when
+ * it is not NULL.  Return 0 or -1. */
+int resident_set(struct ncf_backend *be, struct cu *c, const uint32_t *users,
+		 const uint32_t *items, size_t n);
+int score_resident(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob);
+void scorer_free(struct cu *c);
 
 /* ---- graphs.cu ---------------------------------------------------------- */
 
@@ -171,16 +211,21 @@ int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *ou
  * Returns 0 or -1. */
 int graphs_init(struct cu *c);
 void graphs_free(struct cu *c);
-/* Logits of n host pairs into out (host) through a CUDA graph.  Returns 0,
- * 1 when the caller should take the plain path instead, -1 on an error. */
-int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
-		const uint32_t *items, size_t n, float *out);
+/* Issue chunk k on c->s as a CUDA graph, captured on first use for its
+ * sizes and buffers (the row buffers and the tables ready: ensure_rows,
+ * make_tables_any).  Returns 0, 1 when the caller should issue it with plain
+ * launches (graphs off, or capture failed: said once at -v), -1 on an
+ * error. */
+int graph_chunk(struct ncf_backend *be, struct cu *c, const struct chunk *k);
 
 /* ---- nccl.cu ------------------------------------------------------------ */
 
+/* The communicator of a job of several ranks (be->dist->mpi, size > 1):
+ * NCCL, bootstrapped through MPI; nothing otherwise.  A build without NCCL
+ * refuses several ranks.  Returns 0 or -1 (reported). */
+int nccl_open(struct ncf_backend *be, struct cu *c);
 /* Sum count floats at dev (device) across the ranks of be->dist in place:
- * nothing with one rank, NCCL (bootstrapped through MPI on first use) with
- * several.  Returns 0 or -1 (reported). */
+ * nothing with one rank, NCCL with several.  Returns 0 or -1 (reported). */
 int allreduce(struct ncf_backend *be, float *dev, size_t count);
 void nccl_free(struct cu *c);
 

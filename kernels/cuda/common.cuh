@@ -5,6 +5,18 @@
  * per library, and the element types with their conversions and 16-byte
  * vector loads.
  *
+ * Errors name themselves.  Every launch goes through NCF_LAUNCH and every
+ * cuBLAS (and NCCL) call through its checker; with NCF_CUDA_SYNC=1 in the
+ * environment (read when a backend opens) each of them is followed by a
+ * synchronisation, so that a kernel that faults is named with its file and
+ * line instead of surfacing at the step's one synchronisation.  Without it,
+ * a fault that surfaces later says it came from an earlier kernel and how to
+ * find it.  A device fault is reported once: later calls that return the
+ * same sticky error fail without repeating it.  During a graph capture
+ * (capture_begin / capture_end) nothing synchronises and nothing is
+ * reported: a capture that fails is an optimisation that did not work, said
+ * once at -v by its caller, not an error.
+ *
  * Names: everything of the backend lives in namespace NCF_CUDA_NS, which is
  * ncf_cuda for nvcc builds and ncf_cuda_emu for emulation builds, so that
  * both can sit in one link without clashing.
@@ -23,8 +35,10 @@
 #define NCF_CUDA_NS ncf_cuda
 #endif
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 extern "C" {
@@ -35,15 +49,24 @@ extern "C" {
 /*
  * NCF_LAUNCH(kernel, grid, block, shmem, stream, args...): every launch of
  * the backend goes through this macro.  nvcc: kernel<<<grid, block, shmem,
- * stream>>>(args).  Emulation: loops over blocks and threads (emu.h).
- * grid and block are unsigned (1-D) or dim3.
+ * stream>>>(args).  Emulation: the arguments are taken now and the grid runs
+ * on the stream (emu.h).  Then launch_done: with NCF_CUDA_SYNC=1 the stream
+ * is synchronised and a failure names the kernel.  grid and block are
+ * unsigned (1-D) or dim3.  The launcher checks the launch itself after it
+ * (CUDA_CHECK(cudaGetLastError())), as before.
  */
 #ifdef NCF_CUDA_EMULATE
-#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...) \
-	ncf_emu_launch(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); })
+#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...)                                   \
+	do {                                                                                  \
+		ncf_emu_launch((stream), dim3(grid), dim3(block), kernel, __VA_ARGS__);      \
+		NCF_CUDA_NS::launch_done(#kernel, __FILE__, __LINE__, (stream));              \
+	} while (0)
 #else
-#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...) \
-	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...)                                   \
+	do {                                                                                  \
+		kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__);                  \
+		NCF_CUDA_NS::launch_done(#kernel, __FILE__, __LINE__, (stream));              \
+	} while (0)
 #endif
 
 /* Host+device helper functions. */
@@ -61,21 +84,150 @@ namespace NCF_CUDA_NS {
 
 /* ---- errors: one macro per library, the call evaluated once ----------- */
 
+/* NCF_CUDA_SYNC=1: synchronise after every launch and library call (set
+ * when a backend opens, from the environment). */
+inline int g_sync = 0;
+/* Inside a graph capture on this thread (capture_begin): no
+ * synchronisation, no messages. */
+inline thread_local int g_capture = 0;
+/* The first failure while quiet, for the caller's one line. */
+inline thread_local char g_quiet_msg[256];
+/* A sticky device fault already reported: said once. */
+inline int g_fault_reported = 0;
+
+/* Start and end a graph capture on this thread (every capture of the
+ * backend, so that NCF_CUDA_SYNC does not synchronise inside it and
+ * failures stay quiet; the first is kept in g_quiet_msg). */
+static inline void capture_begin(void)
+{
+	if (g_capture++ == 0)
+		g_quiet_msg[0] = 0;
+}
+static inline void capture_end(void)
+{
+	g_capture--;
+}
+/* May graphs be used?  Not under NCF_CUDA_SYNC=1 (every launch is
+ * synchronised, which a capture forbids). */
+static inline int graphs_allowed(void)
+{
+	return !g_sync;
+}
+
+/* A message about a failure: on stderr, or kept while capturing. */
+static inline void cuda_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void cuda_report(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (g_capture) {
+		if (!g_quiet_msg[0]) { /* the first, cut to fit */
+			size_t k = strlen(buf) < sizeof g_quiet_msg ? strlen(buf) : sizeof g_quiet_msg - 1;
+			memcpy(g_quiet_msg, buf, k);
+			g_quiet_msg[k] = 0;
+		}
+		return;
+	}
+	ncf_error("%s", buf);
+}
+
+/* Errors that a kernel raises while it runs (sticky: the context is lost). */
+static inline int is_fault(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorAssert:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorLaunchFailure:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Say once that fault e happened, in what (a kernel or call). */
+static inline void report_fault(cudaError_t e, const char *what, const char *file, int line)
+{
+	if (g_fault_reported == (int)e)
+		return;
+	cuda_report("%s (%s:%d) failed on the device: %s (%s)", what, file, line,
+		    cudaGetErrorString(e), cudaGetErrorName(e));
+	if (!g_capture)
+		g_fault_reported = (int)e;
+}
+
 static inline int check_cuda(cudaError_t e, const char *call, const char *file, int line)
 {
 	if (e == cudaSuccess)
 		return 0;
-	ncf_error("%s: %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
-		  cudaGetErrorName(e));
+	if (is_fault(e)) {
+		if (g_fault_reported == (int)e)
+			return -1; /* said already, by the kernel or call that failed */
+		cuda_report("%s: %s:%d: %s (%s): a kernel launched before this call failed%s", call,
+			    file, line, cudaGetErrorString(e), cudaGetErrorName(e),
+			    g_sync ? "" : "; NCF_CUDA_SYNC=1 names it");
+		if (!g_capture)
+			g_fault_reported = (int)e;
+		return -1;
+	}
+	cuda_report("%s: %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
+		    cudaGetErrorName(e));
+	return -1;
+}
+
+/* After a launch (NCF_LAUNCH, or a library's launches on stream s): with
+ * NCF_CUDA_SYNC=1, wait for it and name the kernel if it failed (a launch
+ * that did not start is left to the launcher's check, which reports it at
+ * its own line).  Returns 0, or -1 after reporting. */
+static inline int launch_done(const char *kernel, const char *file, int line, cudaStream_t s)
+{
+	if (!g_sync || g_capture)
+		return 0;
+	cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+	if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+		return 0;
+	if (cudaPeekAtLastError() != cudaSuccess)
+		return 0;
+	cudaError_t e = cudaStreamSynchronize(s);
+	if (e == cudaSuccess)
+		return 0;
+	char what[160];
+	snprintf(what, sizeof what, "kernel %s", kernel);
+	report_fault(e, what, file, line);
+	return -1;
+}
+
+/* After a library call that succeeded: with NCF_CUDA_SYNC=1, wait for the
+ * device and name the call if its work failed.  Returns 0 or -1. */
+static inline int sync_after(const char *call, const char *file, int line)
+{
+	if (!g_sync || g_capture)
+		return 0;
+	cudaError_t e = cudaDeviceSynchronize();
+	if (e == cudaSuccess)
+		return 0;
+	if (is_fault(e))
+		report_fault(e, call, file, line);
+	else
+		cuda_report("%s: %s:%d: then cudaDeviceSynchronize: %s (%s)", call, file, line,
+			    cudaGetErrorString(e), cudaGetErrorName(e));
 	return -1;
 }
 
 static inline int check_cublas(cublasStatus_t s, const char *call, const char *file, int line)
 {
 	if (s == CUBLAS_STATUS_SUCCESS)
-		return 0;
-	ncf_error("%s: %s:%d: cuBLAS: %s (status %d)", call, file, line, cublasGetStatusString(s),
-		  (int)s);
+		return sync_after(call, file, line);
+	cuda_report("%s: %s:%d: cuBLAS: %s (status %d)", call, file, line,
+		    cublasGetStatusString(s), (int)s);
 	return -1;
 }
 
@@ -327,6 +479,15 @@ static inline int grid_1d(size_t threads, unsigned *blocks)
 
 /* Global index of this thread in a 1-D launch. */
 #define NCF_TID ((size_t)blockIdx.x * blockDim.x + threadIdx.x)
+
+/* ReLU that keeps a NaN (x > 0 ? x : 0 would turn it into 0, and an fp16
+ * overflow upstream, inf - inf, would slip past the step's inf/NaN check).
+ * The same value as x > 0 ? x : 0 for every other x.  Every kernel that
+ * applies a ReLU in the forward pass uses this one. */
+NCF_DI float relu(float x)
+{
+	return x > 0.0f ? x : (x != x ? x : 0.0f);
+}
 
 } /* namespace NCF_CUDA_NS */
 

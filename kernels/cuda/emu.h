@@ -5,25 +5,48 @@
  * without a GPU (and without the CUDA toolkit).
  *
  * What it is:
- *  - device memory is host memory: cudaMalloc is an aligned malloc, every
- *    copy is memcpy, streams and events do nothing (all work is synchronous);
- *  - a kernel launch (NCF_LAUNCH in common.cuh) is nested loops over the
- *    blocks and threads of the grid calling the kernel body once per thread,
- *    one at a time, with blockIdx, threadIdx, blockDim and gridDim as
- *    thread_local globals set by the loop;
+ *  - device memory is host memory: cudaMalloc is an aligned malloc filled
+ *    with 0xFF bytes (NaNs, huge indices), so reading what was never
+ *    written shows;
+ *  - streams are queues.  Every operation on a stream (a kernel launch, a
+ *    copy, a memset, a GEMM, a graph launch, a wait for an event) is an
+ *    operation of its queue, run in stream order.  In the default, eager,
+ *    mode an operation runs when it is issued (after what its stream holds),
+ *    so work never runs late.  In lazy mode (ncf_emu_lazy = 1) it runs only
+ *    when something waits for it: cudaStreamSynchronize, cudaEventSynchronize,
+ *    cudaDeviceSynchronize, cudaFree, or a stream that waits for an event
+ *    recorded after it.  Lazy mode is the most delayed schedule a GPU could
+ *    choose, so a host read, a host write or a cross-stream use that is not
+ *    ordered by a synchronisation or an event shows as a wrong result; eager
+ *    mode is the least delayed, so work issued before its inputs were ready
+ *    shows too.  Tests of the overlapped scoring path run both;
+ *  - a kernel launch (NCF_LAUNCH in common.cuh) evaluates its arguments when
+ *    it is issued, as CUDA does, and later runs nested loops over the blocks
+ *    and threads of the grid calling the kernel once per thread, one at a
+ *    time, with blockIdx, threadIdx, blockDim and gridDim as thread_local
+ *    globals;
+ *  - graph capture (cudaStreamBeginCapture / EndCapture) records the
+ *    operations issued to the capturing stream instead of running them;
+ *    cudaGraphLaunch issues them as one operation.  As on a GPU, a
+ *    synchronisation of the capturing stream, cudaMalloc or cudaFree while
+ *    this thread captures fails and invalidates the capture;
+ *  - faults: __trap() in a kernel leaves cudaErrorLaunchFailure pending; the
+ *    next synchronisation returns it and from then on it is sticky (every
+ *    call returns it), as after a real device fault;
  *  - cublasGemmEx is cblas_sgemm (OpenBLAS) with cuBLAS's column-major
- *    semantics; bf16 and fp16 operands are widened to float and the result is
- *    rounded back, so those precisions run too (with fp32 products instead of
- *    the tensor cores' rounding);
+ *    semantics, queued on the handle's stream; bf16 and fp16 operands are
+ *    widened to float and the result is rounded back, so those precisions
+ *    run too (with fp32 products instead of the tensor cores' rounding);
  *  - __nv_bfloat16 and __half are 16-bit structs whose conversions round to
  *    nearest even exactly as NVIDIA's __float2bfloat16_rn / __float2half_rn.
  *
  * What it is not: the threads of a block never run concurrently, so
  * __syncthreads, shared memory and warp shuffles cannot work here.  Kernels
  * that need them are not compiled under emulation; each has a CPU twin
- * (<op>_cpu) used instead, and a real-GPU test (tests/gpu).  There is no
- * asynchrony, and a bad device pointer is an ordinary bad pointer (the ASan
- * build of the emulation test finds those).
+ * (<op>_cpu), issued on the stream with ncf_emu_enqueue, and a real-GPU
+ * test (tests/gpu).  Operations of different streams never overlap in time,
+ * and a bad device pointer is an ordinary bad pointer (the ASan build of
+ * the emulation test finds those).
  */
 #ifndef NCF_CUDA_EMU_H
 #define NCF_CUDA_EMU_H
@@ -38,6 +61,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 /* ---- language ---------------------------------------------------------- */
 
@@ -57,7 +89,7 @@ inline thread_local dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1
 
 /* Run body() once per thread of a (grid, block) launch, blocks in order,
  * threads in order within a block. */
-template <typename F> static inline void ncf_emu_launch(dim3 grid, dim3 block, F body)
+template <typename F> static inline void ncf_emu_grid(dim3 grid, dim3 block, F body)
 {
 	gridDim = grid;
 	blockDim = block;
@@ -169,24 +201,27 @@ static inline __half __float2half_rn(float f)
 	return h;
 }
 
-/* ---- runtime ------------------------------------------------------------ */
+/* ---- runtime: errors ---------------------------------------------------- */
 
 typedef int cudaError_t;
 enum {
 	cudaSuccess = 0,
 	cudaErrorInvalidValue = 1,
 	cudaErrorMemoryAllocation = 2,
+	cudaErrorIllegalState = 401,
+	cudaErrorNotReady = 600,
+	cudaErrorIllegalAddress = 700,
+	cudaErrorLaunchTimeout = 702,
+	cudaErrorAssert = 710,
+	cudaErrorHardwareStackError = 714,
+	cudaErrorIllegalInstruction = 715,
+	cudaErrorMisalignedAddress = 716,
+	cudaErrorInvalidAddressSpace = 717,
+	cudaErrorInvalidPc = 718,
+	cudaErrorLaunchFailure = 719,
+	cudaErrorStreamCaptureUnsupported = 900,
+	cudaErrorStreamCaptureInvalidated = 901,
 };
-enum cudaMemcpyKind {
-	cudaMemcpyHostToHost = 0,
-	cudaMemcpyHostToDevice = 1,
-	cudaMemcpyDeviceToHost = 2,
-	cudaMemcpyDeviceToDevice = 3,
-	cudaMemcpyDefault = 4,
-};
-typedef struct ncf_emu_stream *cudaStream_t;
-typedef struct ncf_emu_event *cudaEvent_t;
-#define cudaStreamNonBlocking 1
 
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
@@ -195,6 +230,16 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 		return "no error";
 	case cudaErrorMemoryAllocation:
 		return "out of memory";
+	case cudaErrorIllegalState:
+		return "the operation cannot be performed in the present state";
+	case cudaErrorIllegalAddress:
+		return "an illegal memory access was encountered";
+	case cudaErrorLaunchFailure:
+		return "unspecified launch failure";
+	case cudaErrorStreamCaptureUnsupported:
+		return "operation not permitted when stream is capturing";
+	case cudaErrorStreamCaptureInvalidated:
+		return "operation failed due to a previous error during capture";
 	default:
 		return "invalid argument";
 	}
@@ -206,33 +251,369 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 		return "cudaSuccess";
 	case cudaErrorMemoryAllocation:
 		return "cudaErrorMemoryAllocation";
+	case cudaErrorIllegalState:
+		return "cudaErrorIllegalState";
+	case cudaErrorIllegalAddress:
+		return "cudaErrorIllegalAddress";
+	case cudaErrorLaunchFailure:
+		return "cudaErrorLaunchFailure";
+	case cudaErrorStreamCaptureUnsupported:
+		return "cudaErrorStreamCaptureUnsupported";
+	case cudaErrorStreamCaptureInvalidated:
+		return "cudaErrorStreamCaptureInvalidated";
 	default:
 		return "cudaErrorInvalidValue";
 	}
 }
+
+/* A device fault raised by a kernel and not yet seen by a synchronisation;
+ * the sticky error every call returns once one has; the last error of a
+ * call (cudaGetLastError). */
+inline cudaError_t ncf_emu_pending = cudaSuccess, ncf_emu_sticky = cudaSuccess,
+		   ncf_emu_last = cudaSuccess;
+
+/* Inside a kernel: stop with a fault (cudaErrorLaunchFailure). */
+static inline void __trap(void)
+{
+	if (!ncf_emu_pending)
+		ncf_emu_pending = cudaErrorLaunchFailure;
+}
+
 static inline cudaError_t cudaGetLastError(void)
 {
-	return cudaSuccess;
+	cudaError_t e = ncf_emu_sticky ? ncf_emu_sticky : ncf_emu_last;
+	ncf_emu_last = cudaSuccess;
+	return e;
 }
+static inline cudaError_t cudaPeekAtLastError(void)
+{
+	return ncf_emu_sticky ? ncf_emu_sticky : ncf_emu_last;
+}
+/* What a synchronisation returns: a pending fault becomes sticky. */
+static inline cudaError_t ncf_emu_synced(void)
+{
+	if (ncf_emu_pending) {
+		ncf_emu_sticky = ncf_emu_pending;
+		ncf_emu_pending = cudaSuccess;
+	}
+	return ncf_emu_sticky;
+}
+/* Return e from a call, remembering it for cudaGetLastError. */
+static inline cudaError_t ncf_emu_ret(cudaError_t e)
+{
+	if (e)
+		ncf_emu_last = e;
+	return ncf_emu_sticky ? ncf_emu_sticky : e;
+}
+
+/* ---- runtime: streams, events, graphs ----------------------------------- */
+
+struct ncf_emu_graph {
+	std::vector<std::function<void()>> ops;
+};
+
+/* One queued operation: fn, or (wait != NULL) a wait for the first seq
+ * operations of stream wait. */
+struct ncf_emu_stream;
+struct ncf_emu_op {
+	std::function<void()> fn;
+	ncf_emu_stream *wait;
+	uint64_t seq;
+};
+
+struct ncf_emu_stream {
+	std::deque<ncf_emu_op> q; /* issued, not yet run */
+	uint64_t issued = 0, done = 0;
+	ncf_emu_graph *capture = nullptr; /* capturing into */
+	int capture_bad = 0;		 /* the capture was invalidated */
+};
+typedef ncf_emu_stream *cudaStream_t;
+#define cudaStreamNonBlocking 1
+
+struct ncf_emu_event {
+	ncf_emu_stream *s = nullptr; /* recorded on, NULL: never */
+	uint64_t seq = 0;	     /* after this many operations of s */
+};
+typedef ncf_emu_event *cudaEvent_t;
+#define cudaEventDefault 0
+#define cudaEventDisableTiming 2
+
+/* 1: run operations as late as possible (see the top of the file); the
+ * environment's NCF_EMU_LAZY=1 sets it at start. */
+inline int ncf_emu_lazy = getenv("NCF_EMU_LAZY") && !strcmp(getenv("NCF_EMU_LAZY"), "1");
+inline ncf_emu_stream ncf_emu_legacy; /* stream 0 */
+inline std::vector<ncf_emu_stream *> ncf_emu_streams;
+inline thread_local ncf_emu_stream *ncf_emu_capturing = nullptr;
+
+static inline ncf_emu_stream *ncf_emu_s(cudaStream_t s)
+{
+	return s ? s : &ncf_emu_legacy;
+}
+
+/* Run the operations of s up to the upto-th. */
+static inline void ncf_emu_run(ncf_emu_stream *s, uint64_t upto)
+{
+	while (s->done < upto && !s->q.empty()) {
+		ncf_emu_op op = std::move(s->q.front());
+		s->q.pop_front();
+		if (op.wait)
+			ncf_emu_run(op.wait, op.seq);
+		else
+			op.fn();
+		s->done++;
+	}
+}
+
+static inline void ncf_emu_run_all(void)
+{
+	ncf_emu_run(&ncf_emu_legacy, ncf_emu_legacy.issued);
+	for (size_t k = 0; k < ncf_emu_streams.size(); k++)
+		ncf_emu_run(ncf_emu_streams[k], ncf_emu_streams[k]->issued);
+}
+
+/* Issue fn on stream st: recorded when st captures, else run now (eager)
+ * or queued (lazy).  CPU twins of GPU-only kernels use it too. */
+static inline cudaError_t ncf_emu_enqueue(cudaStream_t st, std::function<void()> fn)
+{
+	ncf_emu_stream *s = ncf_emu_s(st);
+	if (s->capture) {
+		s->capture->ops.push_back(std::move(fn));
+		return cudaSuccess;
+	}
+	s->issued++;
+	if (!ncf_emu_lazy) {
+		ncf_emu_run(s, s->issued - 1);
+		fn();
+		s->done++;
+	} else {
+		s->q.push_back(ncf_emu_op{std::move(fn), nullptr, 0});
+	}
+	return ncf_emu_sticky;
+}
+
+/* A call that this thread may not make while it captures (it would
+ * synchronise or allocate): fails and invalidates the capture. */
+static inline int ncf_emu_capture_forbids(void)
+{
+	if (!ncf_emu_capturing)
+		return 0;
+	ncf_emu_capturing->capture_bad = 1;
+	ncf_emu_last = cudaErrorStreamCaptureUnsupported;
+	return 1;
+}
+
+/*
+ * A kernel launch: the arguments converted to the kernel's parameter types
+ * now, the grid run when the stream gets to it.
+ */
+template <typename... P, typename... A>
+static inline void ncf_emu_launch(cudaStream_t st, dim3 grid, dim3 block, void (*kernel)(P...),
+				  A &&...a)
+{
+	std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+	ncf_emu_enqueue(st, [=]() { ncf_emu_grid(grid, block, [&]() { std::apply(kernel, args); }); });
+}
+
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
+{
+	*s = new ncf_emu_stream;
+	ncf_emu_streams.push_back(*s);
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	if (!s)
+		return ncf_emu_ret(cudaErrorInvalidValue);
+	ncf_emu_run(s, s->issued);
+	ncf_emu_streams.erase(std::remove(ncf_emu_streams.begin(), ncf_emu_streams.end(), s),
+			      ncf_emu_streams.end());
+	delete s->capture;
+	delete s;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t st)
+{
+	ncf_emu_stream *s = ncf_emu_s(st);
+	if (s->capture) {
+		s->capture_bad = 1;
+		return ncf_emu_ret(cudaErrorStreamCaptureUnsupported);
+	}
+	ncf_emu_run(s, s->issued);
+	return ncf_emu_synced();
+}
+static inline cudaError_t cudaDeviceSynchronize(void)
+{
+	if (ncf_emu_capture_forbids())
+		return ncf_emu_ret(cudaErrorStreamCaptureUnsupported);
+	ncf_emu_run_all();
+	return ncf_emu_synced();
+}
+
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+	*e = new ncf_emu_event;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned)
+{
+	return cudaEventCreate(e);
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	delete e;
+	return ncf_emu_ret(cudaSuccess);
+}
+/* Recorded during a capture: nothing (a graph here is one stream). */
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
+{
+	ncf_emu_stream *s = ncf_emu_s(st);
+	if (!s->capture) {
+		e->s = s;
+		e->seq = s->issued;
+	}
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned)
+{
+	ncf_emu_stream *s = ncf_emu_s(st);
+	if (!e->s || s->capture)
+		return ncf_emu_ret(cudaSuccess);
+	s->issued++;
+	if (!ncf_emu_lazy) {
+		ncf_emu_run(s, s->issued - 1);
+		ncf_emu_run(e->s, e->seq);
+		s->done++;
+	} else {
+		s->q.push_back(ncf_emu_op{nullptr, e->s, e->seq});
+	}
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	if (e->s)
+		ncf_emu_run(e->s, e->seq);
+	return ncf_emu_synced();
+}
+/* Events measure nothing here. */
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t)
+{
+	*ms = 0.0f;
+	return ncf_emu_ret(cudaSuccess);
+}
+
+enum cudaStreamCaptureMode {
+	cudaStreamCaptureModeGlobal = 0,
+	cudaStreamCaptureModeThreadLocal = 1,
+	cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+	cudaStreamCaptureStatusNone = 0,
+	cudaStreamCaptureStatusActive = 1,
+	cudaStreamCaptureStatusInvalidated = 2,
+};
+typedef ncf_emu_graph *cudaGraph_t;
+struct ncf_emu_graph_exec {
+	std::shared_ptr<std::vector<std::function<void()>>> ops;
+};
+typedef ncf_emu_graph_exec *cudaGraphExec_t;
+
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode)
+{
+	if (!st || st->capture || ncf_emu_capturing)
+		return ncf_emu_ret(cudaErrorIllegalState);
+	st->capture = new ncf_emu_graph;
+	st->capture_bad = 0;
+	ncf_emu_capturing = st;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g)
+{
+	*g = nullptr;
+	if (!st || !st->capture)
+		return ncf_emu_ret(cudaErrorIllegalState);
+	ncf_emu_graph *got = st->capture;
+	st->capture = nullptr;
+	if (ncf_emu_capturing == st)
+		ncf_emu_capturing = nullptr;
+	if (st->capture_bad) {
+		delete got;
+		return ncf_emu_ret(cudaErrorStreamCaptureInvalidated);
+	}
+	*g = got;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaStreamIsCapturing(cudaStream_t st, cudaStreamCaptureStatus *cs)
+{
+	ncf_emu_stream *s = ncf_emu_s(st);
+	*cs = !s->capture ? cudaStreamCaptureStatusNone
+	      : s->capture_bad ? cudaStreamCaptureStatusInvalidated
+			       : cudaStreamCaptureStatusActive;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g,
+					       unsigned long long)
+{
+	if (!g)
+		return ncf_emu_ret(cudaErrorInvalidValue);
+	*x = new ncf_emu_graph_exec;
+	(*x)->ops = std::make_shared<std::vector<std::function<void()>>>(g->ops);
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	delete g;
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+	delete x; /* a launch still queued holds its own reference to the operations */
+	return ncf_emu_ret(cudaSuccess);
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t st)
+{
+	if (!x)
+		return ncf_emu_ret(cudaErrorInvalidValue);
+	std::shared_ptr<std::vector<std::function<void()>>> ops = x->ops;
+	return ncf_emu_enqueue(st, [ops]() {
+		for (size_t k = 0; k < ops->size(); k++)
+			(*ops)[k]();
+	});
+}
+
+/* ---- runtime: memory ----------------------------------------------------- */
+
+enum cudaMemcpyKind {
+	cudaMemcpyHostToHost = 0,
+	cudaMemcpyHostToDevice = 1,
+	cudaMemcpyDeviceToHost = 2,
+	cudaMemcpyDeviceToDevice = 3,
+	cudaMemcpyDefault = 4,
+};
 
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = NULL;
+	if (ncf_emu_capture_forbids())
+		return ncf_emu_ret(cudaErrorStreamCaptureUnsupported);
 	if (posix_memalign(p, 256, n ? n : 1) != 0)
-		return cudaErrorMemoryAllocation;
+		return ncf_emu_ret(cudaErrorMemoryAllocation);
 	/* device memory starts as garbage: fill it with NaNs (and huge
 	 * indices), so that reading what was never written shows */
 	memset(*p, 0xFF, n);
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
 }
 template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t n)
 {
 	return cudaMalloc((void **)p, n);
 }
+/* cudaFree waits for the device, as it does on a GPU. */
 static inline cudaError_t cudaFree(void *p)
 {
+	if (ncf_emu_capture_forbids())
+		return ncf_emu_ret(cudaErrorStreamCaptureUnsupported);
+	ncf_emu_run_all();
 	free(p);
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
 }
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
@@ -240,60 +621,60 @@ static inline cudaError_t cudaMallocHost(void **p, size_t n)
 }
 static inline cudaError_t cudaFreeHost(void *p)
 {
-	free(p);
-	return cudaSuccess;
+	return cudaFree(p);
 }
-static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind)
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind,
+					  cudaStream_t s)
 {
-	if (n)
-		memmove(dst, src, n);
-	return cudaSuccess;
+	if (!n)
+		return ncf_emu_ret(cudaSuccess);
+	return ncf_emu_enqueue(s, [=]() { memmove(dst, src, n); });
 }
-static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
-					  cudaStream_t)
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
-	return cudaMemcpy(dst, src, n, k);
+	if (!n)
+		return ncf_emu_ret(cudaSuccess);
+	return ncf_emu_enqueue(s, [=]() { memset(p, v, n); });
+}
+/* The blocking forms: after everything issued so far. */
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
+{
+	cudaError_t e = cudaMemcpyAsync(dst, src, n, k, NULL);
+	return e ? e : cudaDeviceSynchronize();
 }
 static inline cudaError_t cudaMemset(void *p, int v, size_t n)
 {
-	if (n)
-		memset(p, v, n);
-	return cudaSuccess;
+	cudaError_t e = cudaMemsetAsync(p, v, n, NULL);
+	return e ? e : cudaDeviceSynchronize();
 }
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t)
+
+/* Integer atomics (threads run one at a time). */
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 {
-	return cudaMemset(p, v, n);
+	unsigned long long old = *p;
+	if (v < old)
+		*p = v;
+	return old;
 }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
-{
-	*s = (cudaStream_t)(uintptr_t)0x5157;
-	return cudaSuccess;
-}
-static inline cudaError_t cudaStreamDestroy(cudaStream_t)
-{
-	return cudaSuccess;
-}
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t)
-{
-	return cudaSuccess;
-}
-static inline cudaError_t cudaDeviceSynchronize(void)
-{
-	return cudaSuccess;
-}
+
+/* ---- runtime: devices ---------------------------------------------------- */
+
+/* Devices the emulation says it has (tests change it). */
+inline int ncf_emu_devices = 1;
+
 static inline cudaError_t cudaGetDeviceCount(int *n)
 {
-	*n = 1;
-	return cudaSuccess;
+	*n = ncf_emu_devices;
+	return ncf_emu_ret(cudaSuccess);
 }
 static inline cudaError_t cudaSetDevice(int d)
 {
-	return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+	return ncf_emu_ret(d >= 0 && d < ncf_emu_devices ? cudaSuccess : cudaErrorInvalidValue);
 }
 static inline cudaError_t cudaGetDevice(int *d)
 {
 	*d = 0;
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
 }
 static inline cudaError_t cudaRuntimeGetVersion(int *v)
 {
@@ -305,29 +686,10 @@ static inline cudaError_t cudaDriverGetVersion(int *v)
 	*v = 0;
 	return cudaSuccess;
 }
-/* Events exist so that the timing code runs; they measure nothing. */
-static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
-{
-	*e = (cudaEvent_t)(uintptr_t)0xE7;
-	return cudaSuccess;
-}
-static inline cudaError_t cudaEventDestroy(cudaEvent_t)
-{
-	return cudaSuccess;
-}
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t)
-{
-	return cudaSuccess;
-}
-static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t)
-{
-	*ms = 0.0f;
-	return cudaSuccess;
-}
 static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
 	*free_b = *total = (size_t)1 << 34;
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
 }
 
 struct cudaDeviceProp {
@@ -340,15 +702,15 @@ struct cudaDeviceProp {
 };
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 {
-	if (d != 0)
-		return cudaErrorInvalidValue;
+	if (d < 0 || d >= ncf_emu_devices)
+		return ncf_emu_ret(cudaErrorInvalidValue);
 	memset(p, 0, sizeof *p);
 	strcpy(p->name, "CPU emulation (NCF_CUDA_EMULATE)");
 	p->totalGlobalMem = (size_t)1 << 34;
 	p->major = 9; /* claims bf16 and tf32, which the emulation runs as described above */
 	p->minor = 0;
 	p->multiProcessorCount = 1;
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
 }
 enum cudaDeviceAttr {
 	cudaDevAttrClockRate = 13,
@@ -358,12 +720,21 @@ enum cudaDeviceAttr {
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int)
 {
 	*v = 0;
-	return cudaSuccess;
+	return ncf_emu_ret(cudaSuccess);
+}
+
+/* Tests: forget every fault (a GPU would need a new process). */
+static inline void ncf_emu_reset_faults(void)
+{
+	ncf_emu_pending = ncf_emu_sticky = ncf_emu_last = cudaSuccess;
 }
 
 /* ---- cuBLAS ------------------------------------------------------------- */
 
-typedef struct ncf_emu_blas *cublasHandle_t;
+struct ncf_emu_blas {
+	cudaStream_t s = nullptr;
+};
+typedef ncf_emu_blas *cublasHandle_t;
 typedef enum {
 	CUBLAS_STATUS_SUCCESS = 0,
 	CUBLAS_STATUS_INVALID_VALUE = 7,
@@ -381,6 +752,10 @@ typedef enum {
 } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
+/* Tests: cublasGemmEx refuses to be captured (CUBLAS_STATUS_NOT_SUPPORTED)
+ * while this is set, as a cuBLAS without a workspace of its own would. */
+inline int ncf_emu_blas_no_capture = 0;
+
 static inline const char *cublasGetStatusString(cublasStatus_t s)
 {
 	switch (s) {
@@ -394,18 +769,24 @@ static inline const char *cublasGetStatusString(cublasStatus_t s)
 }
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
-	*h = (cublasHandle_t)(uintptr_t)0xB1A5;
+	*h = new ncf_emu_blas;
 	return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasDestroy(cublasHandle_t)
+static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
 {
+	delete h;
 	return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t)
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
+	h->s = s;
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t)
+{
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t)
 {
 	return CUBLAS_STATUS_SUCCESS;
 }
@@ -453,29 +834,15 @@ static inline float *ncf_emu_widen(const void *p, cudaDataType t, int rows, int 
 	return w;
 }
 
-/*
- * C (m, n) = alpha op(A) op(B) + beta C, column-major, op(A) (m, k),
- * op(B) (k, n): cuBLAS's semantics on cblas_sgemm.  Types: 32F, 16BF, 16F
- * operands, 32F or the operands' type for C; the compute type is always
- * float here.
- */
-static inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
-					  cublasOperation_t tb, int m, int n, int k,
-					  const void *alpha, const void *A, cudaDataType at, int lda,
-					  const void *B, cudaDataType bt, int ldb, const void *beta,
-					  void *C, cudaDataType ct, int ldc, cublasComputeType_t,
-					  cublasGemmAlgo_t)
+
+/* C (m, n) = al op(A) op(B) + be C, now (see cublasGemmEx). */
+static inline void ncf_emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+				float al, const void *A, cudaDataType at, int lda, const void *B,
+				cudaDataType bt, int ldb, float be, void *C, cudaDataType ct,
+				int ldc)
 {
-	if (m < 0 || n < 0 || k < 0)
-		return CUBLAS_STATUS_INVALID_VALUE;
 	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
 	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-	if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
-	    ldc < (m > 1 ? m : 1))
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (m == 0 || n == 0)
-		return CUBLAS_STATUS_SUCCESS;
-	float al = *(const float *)alpha, be = *(const float *)beta;
 	float *a = ncf_emu_widen(A, at, arows, acols, lda);
 	float *b = ncf_emu_widen(B, bt, brows, bcols, ldb);
 	float *c = ct == CUDA_R_32F ? (float *)C : ncf_emu_widen(C, ct, m, n, ldc);
@@ -498,6 +865,37 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
 		free(a);
 	if (b != B)
 		free(b);
+}
+
+/*
+ * C (m, n) = alpha op(A) op(B) + beta C, column-major, op(A) (m, k),
+ * op(B) (k, n): cuBLAS's semantics on cblas_sgemm, checked now and queued
+ * on the handle's stream (alpha and beta are read now, as cuBLAS does with
+ * host pointers).  Types: 32F, 16BF, 16F operands, 32F or the operands'
+ * type for C; the compute type is always float here.
+ */
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+					  cublasOperation_t tb, int m, int n, int k,
+					  const void *alpha, const void *A, cudaDataType at, int lda,
+					  const void *B, cudaDataType bt, int ldb, const void *beta,
+					  void *C, cudaDataType ct, int ldc, cublasComputeType_t,
+					  cublasGemmAlgo_t)
+{
+	if (m < 0 || n < 0 || k < 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	int arows = ta == CUBLAS_OP_N ? m : k;
+	int brows = tb == CUBLAS_OP_N ? k : n;
+	if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
+	    ldc < (m > 1 ? m : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (ncf_emu_blas_no_capture && ncf_emu_s(h->s)->capture)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	float al = *(const float *)alpha, be = *(const float *)beta;
+	ncf_emu_enqueue(h->s, [=]() {
+		ncf_emu_gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, C, ct, ldc);
+	});
 	return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -1,36 +1,43 @@
 /*
- * graphs.cu - small scoring batches replayed as CUDA graphs (see
- * backend.cuh).  At batch 1024 the launch overhead of a dozen kernels and
- * GEMMs is most of the latency, so a batch of at most GRAPH_MAX pairs is
- * captured once per batch size (copy in, forward, copy out), GRAPH_SLOTS
- * sizes at a time, and replayed.  Capture needs a cuBLAS workspace of our
- * own (cuBLAS must not allocate while a graph is being captured) and pinned
- * staging buffers.
+ * graphs.cu - scoring chunks replayed as CUDA graphs (see backend.cuh and
+ * score.cu).  A chunk is a dozen launches and GEMMs (the id check, the
+ * first layer, the MLP, the head with its sigmoid); at batch 1024 their
+ * launch overhead is most of the latency, and at every size it is host time
+ * taken from the transfers' pipeline.  So each chunk is captured once as a
+ * graph, keyed by what it bakes in: its size, its input, output and bad-pair
+ * buffers, logits or probabilities, and the generation of the row buffers
+ * (c->rows_gen: ensure_rows moves them), then replayed.  GRAPH_SLOTS graphs
+ * are kept, the least recently used evicted.
  *
- * Capture is an optimization: when it fails, the backend says why once and
- * goes on with plain launches.  Under NCF_CUDA_EMULATE there are no graphs:
- * the functions below do nothing and send every batch down the plain path.
+ * A graph reads the parameters and the first-layer tables where they are,
+ * so new parameters (set_state, a training step) need no new graph: the
+ * tables are rebuilt outside the graph (make_tables_any) before it runs.
+ * Capture needs a cuBLAS workspace of our own (cuBLAS must not allocate
+ * while a graph is being captured) and no allocation or synchronisation
+ * inside: the callers prepare buffers and tables first.
+ *
+ * Capture is an optimization: when it fails (capture_begin keeps its errors
+ * quiet), the backend says why once at -v and goes on with plain launches.
+ * Under NCF_CUDA_SYNC=1 there are no graphs.  The emulation (emu.h)
+ * captures and replays too, so the tests exercise all of this.
  */
 #include "backend.cuh"
 
 namespace NCF_CUDA_NS {
 
-#ifndef NCF_CUDA_EMULATE
-
-#define GRAPH_MAX 65536
-#define GRAPH_SLOTS 8
+#define GRAPH_SLOTS 32
 #define BLAS_WORKSPACE (32u << 20)
 
 struct graphs {
 	struct {
-		size_t n;	   /* batch size it was captured for, 0: empty */
+		struct chunk key;  /* what it was captured for (key.n = 0: empty) */
 		unsigned rows_gen; /* c->rows_gen when captured */
+		uint64_t used;	   /* last use, for eviction */
 		cudaGraphExec_t exec;
 	} slot[GRAPH_SLOTS];
-	int off;		 /* a capture failed: plain launches only */
-	uint32_t *pin_u, *pin_i; /* (GRAPH_MAX) pinned staging */
-	float *pin_out;		 /* (GRAPH_MAX) */
-	void *blas_ws;		 /* cuBLAS workspace, fixed for capture */
+	uint64_t tick;
+	int off;       /* graphs are not used (NCF_CUDA_SYNC, or a capture failed) */
+	void *blas_ws; /* cuBLAS workspace, fixed for capture */
 };
 
 int graphs_init(struct cu *c)
@@ -38,6 +45,10 @@ int graphs_init(struct cu *c)
 	c->graphs = (struct graphs *)ncf_xcalloc(1, sizeof *c->graphs);
 	NCF_TRY(DALLOC_BYTES(&c->graphs->blas_ws, BLAS_WORKSPACE));
 	CUBLAS_TRY(cublasSetWorkspace(c->blas, c->graphs->blas_ws, BLAS_WORKSPACE));
+	if (!graphs_allowed()) {
+		c->graphs->off = 1;
+		ncf_debug("cuda backend: NCF_CUDA_SYNC=1: no CUDA graphs");
+	}
 	return 0;
 }
 
@@ -47,143 +58,93 @@ void graphs_free(struct cu *c)
 	if (!g)
 		return;
 	for (int k = 0; k < GRAPH_SLOTS; k++)
-		if (g->slot[k].n)
+		if (g->slot[k].key.n)
 			cudaGraphExecDestroy(g->slot[k].exec);
-	if (g->pin_u)
-		cudaFreeHost(g->pin_u);
-	if (g->pin_i)
-		cudaFreeHost(g->pin_i);
-	if (g->pin_out)
-		cudaFreeHost(g->pin_out);
 	dfree(g->blas_ws);
 	free(g);
 	c->graphs = NULL;
 }
 
-/* What a graph for n pairs does: pinned ids in, forward, logits out.
- * Inside a capture nothing is reported per call (a failure shows when the
- * capture ends); returns 0 or -1 at the first failure. */
-static int captured_work(struct ncf_backend *be, struct cu *c, size_t n)
+static int same_chunk(const struct chunk *a, const struct chunk *b)
 {
-	struct graphs *g = c->graphs;
-	if (cudaMemcpyAsync(c->su, g->pin_u, n * sizeof(uint32_t), cudaMemcpyHostToDevice, c->s) !=
-	    cudaSuccess)
-		return -1;
-	if (cudaMemcpyAsync(c->si, g->pin_i, n * sizeof(uint32_t), cudaMemcpyHostToDevice, c->s) !=
-	    cudaSuccess)
-		return -1;
-	if (forward_logits_any(be, c, n, c->dl) != 0)
-		return -1;
-	if (cudaMemcpyAsync(g->pin_out, c->dl, n * sizeof(float), cudaMemcpyDeviceToHost, c->s) !=
-	    cudaSuccess)
-		return -1;
-	return 0;
+	return a->n == b->n && a->in_u == b->in_u && a->in_i == b->in_i && a->out == b->out &&
+	       a->bad == b->bad && a->prob == b->prob;
 }
 
-/* Capture the scoring of n pairs into slot k.  Returns 0, or 1 when capture
- * did not work (it says why once; c->graphs->off is then set). */
-static int capture(struct ncf_backend *be, struct cu *c, int k, size_t n)
+/* Capture chunk k into slot q.  Returns 0, or 1 when capture did not work
+ * (said once at -v; graphs are off from then on). */
+static int capture(struct ncf_backend *be, struct cu *c, int q, const struct chunk *k)
 {
 	struct graphs *g = c->graphs;
-	cudaGraph_t graph;
+	cudaGraph_t graph = NULL;
+	capture_begin();
 	cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
 	if (e == cudaSuccess) {
-		int bad = captured_work(be, c, n);
-		e = cudaStreamEndCapture(c->s, &graph);
-		if (e == cudaSuccess && bad) {
-			cudaGraphDestroy(graph);
+		int bad = chunk_work(be, c, k);
+		e = cudaStreamEndCapture(c->s, &graph); /* ends it, whatever happened */
+		if (e == cudaSuccess && bad)
 			e = cudaErrorInvalidValue;
-		}
 	}
-	if (e == cudaSuccess) {
-		e = cudaGraphInstantiate(&g->slot[k].exec, graph, 0);
+	capture_end();
+	if (e == cudaSuccess)
+		e = cudaGraphInstantiate(&g->slot[q].exec, graph, 0);
+	if (graph)
 		cudaGraphDestroy(graph);
-	}
 	if (e != cudaSuccess) {
-		ncf_debug("cuda backend: no CUDA graphs for scoring (%s); plain launches",
-			  cudaGetErrorString(cudaGetLastError()));
+		cudaGetLastError(); /* the capture's error is not the next call's */
+		ncf_debug("cuda backend: no CUDA graph for scoring %zu pairs (%s); plain launches",
+			  k->n, g_quiet_msg[0] ? g_quiet_msg : cudaGetErrorString(e));
 		g->off = 1;
 		return 1;
 	}
-	g->slot[k].n = n;
-	g->slot[k].rows_gen = c->rows_gen;
+	g->slot[q].key = *k;
+	g->slot[q].rows_gen = c->rows_gen;
+	c->graph_captures++;
 	return 0;
 }
 
-/* The slot holding a graph for n on the current row buffers, or -1; *free_k
- * gets a slot to capture into (an empty or stale one, else one to evict). */
-static int find_slot(const struct cu *c, size_t n, int *free_k)
+/* The slot holding a graph for k on the current row buffers, or -1; *free_q
+ * gets a slot to capture into (empty, stale, else the least recently used). */
+static int find_slot(const struct cu *c, const struct chunk *k, int *free_q)
 {
 	const struct graphs *g = c->graphs;
 	int found = -1;
-	*free_k = -1;
-	for (int k = 0; k < GRAPH_SLOTS; k++) {
-		if (g->slot[k].n == n && g->slot[k].rows_gen == c->rows_gen)
-			found = k;
-		if (*free_k < 0 && (g->slot[k].n == 0 || g->slot[k].rows_gen != c->rows_gen))
-			*free_k = k;
+	*free_q = -1;
+	for (int q = 0; q < GRAPH_SLOTS; q++) {
+		int live = g->slot[q].key.n && g->slot[q].rows_gen == c->rows_gen;
+		if (live && same_chunk(&g->slot[q].key, k))
+			found = q;
+		if (!live && *free_q < 0)
+			*free_q = q;
 	}
-	if (*free_k < 0)
-		*free_k = (int)(n % GRAPH_SLOTS); /* evict one */
+	if (*free_q < 0) {
+		*free_q = 0;
+		for (int q = 1; q < GRAPH_SLOTS; q++)
+			if (g->slot[q].used < g->slot[*free_q].used)
+				*free_q = q;
+	}
 	return found;
 }
 
-/*
- * Logits of n <= GRAPH_MAX pairs through a CUDA graph captured for this n
- * (on its first use): host ids -> pinned staging -> device, forward,
- * device -> pinned -> out.  The graph reads the first-layer tables but does
- * not make them: while they are stale (new parameters) the plain path runs
- * and rebuilds them.
- */
-int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
-		const uint32_t *items, size_t n, float *out)
+int graph_chunk(struct ncf_backend *be, struct cu *c, const struct chunk *k)
 {
 	struct graphs *g = c->graphs;
-	if (!g || g->off || n == 0 || n > GRAPH_MAX || !c->tables_valid ||
-	    (c->act != ACT_F32 && !c->plo_valid))
+	if (!g || g->off || k->n == 0 || k->n > c->cap)
 		return 1;
-	if (!g->pin_u) {
-		CUDA_TRY(cudaMallocHost((void **)&g->pin_u, GRAPH_MAX * sizeof(uint32_t)));
-		CUDA_TRY(cudaMallocHost((void **)&g->pin_i, GRAPH_MAX * sizeof(uint32_t)));
-		CUDA_TRY(cudaMallocHost((void **)&g->pin_out, GRAPH_MAX * sizeof(float)));
-	}
-	NCF_TRY(ensure_rows(be, c, GRAPH_MAX));
-	int free_k, k = find_slot(c, n, &free_k);
-	if (k < 0) {
-		if (g->slot[free_k].n) {
-			cudaGraphExecDestroy(g->slot[free_k].exec);
-			g->slot[free_k].n = 0;
+	int free_q, q = find_slot(c, k, &free_q);
+	if (q < 0) {
+		if (g->slot[free_q].key.n) {
+			cudaGraphExecDestroy(g->slot[free_q].exec);
+			g->slot[free_q].key.n = 0;
 		}
-		if (capture(be, c, free_k, n) != 0)
+		if (capture(be, c, free_q, k) != 0)
 			return 1;
-		k = free_k;
+		q = free_q;
 	}
-	memcpy(g->pin_u, users, n * sizeof(uint32_t));
-	memcpy(g->pin_i, items, n * sizeof(uint32_t));
-	CUDA_TRY(cudaGraphLaunch(g->slot[k].exec, c->s));
-	CUDA_TRY(cudaStreamSynchronize(c->s));
-	memcpy(out, g->pin_out, n * sizeof(float));
+	g->slot[q].used = ++g->tick;
+	CUDA_TRY(cudaGraphLaunch(g->slot[q].exec, c->s));
+	c->graph_launches++;
 	return 0;
 }
-
-#else /* NCF_CUDA_EMULATE: no graphs */
-
-int graphs_init(struct cu *c)
-{
-	c->graphs = NULL;
-	return 0;
-}
-
-void graphs_free(struct cu *c)
-{
-}
-
-int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
-		const uint32_t *items, size_t n, float *out)
-{
-	return 1;
-}
-
-#endif
 
 } /* namespace NCF_CUDA_NS */

@@ -114,24 +114,27 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 	return CUDA_CHECK(cudaGetLastError());
 }
 
+/* Scoring: the logit, or (prob) its sigmoid, ncf_sigmoid as the cpu
+ * backend's scores. */
 template <typename T>
 __global__ void head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
 				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				   const float *__restrict__ gmf_user,
 				   const float *__restrict__ gmf_item,
 				   const float *__restrict__ w, const T *__restrict__ hL, int vecF,
-				   int vecH, float *__restrict__ logit)
+				   int vecH, int prob, float *__restrict__ logit)
 {
 	size_t j = NCF_TID;
 	if (j >= n)
 		return;
-	logit[j] = head_logit(j, F, HL, su, si, gmf_user, gmf_item, w, hL, vecF, vecH);
+	float x = head_logit(j, F, HL, su, si, gmf_user, gmf_item, w, hL, vecF, vecH);
+	logit[j] = prob ? ncf_sigmoid(x) : x;
 }
 
 template <typename T>
 int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
 		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     float *logit, cudaStream_t stream)
+		     int prob, float *logit, cudaStream_t stream)
 {
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
@@ -141,7 +144,7 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
 	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
-		   gmf_item, w, hL, vecF, vecH, logit);
+		   gmf_item, w, hL, vecF, vecH, prob, logit);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
@@ -154,7 +157,7 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 					float, float *, float *, T *, cudaStream_t);               \
 	template int head_logits_cuda<T>(size_t, uint32_t, uint32_t, const uint32_t *,             \
 					 const uint32_t *, const float *, const float *,           \
-					 const float *, const T *, float *, cudaStream_t);
+					 const float *, const T *, int, float *, cudaStream_t);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)

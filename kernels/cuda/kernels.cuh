@@ -106,12 +106,12 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 		    float inv_n, float loss_scale, float drop_scale, float *loss, float *dlogit,
 		    T *dz, cudaStream_t stream);
 
-/* logit[j] as in head_train_cuda, nothing else (cpu/infer.c chunk_logits). */
+/* logit[j] as in head_train_cuda, nothing else (cpu/infer.c chunk_logits);
+ * prob: ncf_sigmoid(logit[j]) instead, the score (cpu/infer.c ncf_cpu_score). */
 template <typename T>
 int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
 		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     float *logit,
-		     cudaStream_t stream);
+		     int prob, float *logit, cudaStream_t stream);
 
 /*
  * Floats of scratch that colsum_cuda needs for a (rows, cols) input, and

@@ -47,7 +47,7 @@ __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__
 	for (uint32_t k = 0; k < 8; k++) {
 		float bias = k < cnt ? b1[h0 + k] : 0.0f;
 		float x = eval_order ? (va[k] + bias) + vb[k] : (va[k] + vb[k]) + bias;
-		float r = x > 0.0f ? x : 0.0f;
+		float r = relu(x);
 		if (dk.active)
 			r = r * dropout_mult(dk, bits, k);
 		out[k] = r;
@@ -91,7 +91,7 @@ __global__ void bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z
 	NCF_UNROLL
 	for (uint32_t k = 0; k < 8; k++) {
 		float v = x[k] + (k < cnt ? b[h0 + k] : 0.0f);
-		float r = v > 0.0f ? v : 0.0f;
+		float r = relu(v);
 		if (dk.active)
 			r = r * dropout_mult(dk, bits, k);
 		x[k] = r;

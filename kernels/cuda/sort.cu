@@ -71,8 +71,10 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 	if (CUDA_CHECK(cudaGetLastError()))
 		return -1;
 	size_t bytes = temp_bytes;
-	return CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
-							   idx_out, (int)n, 0, bits, stream));
+	if (CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
+							idx_out, (int)n, 0, bits, stream)))
+		return -1;
+	return launch_done("cub::DeviceRadixSort::SortPairs", __FILE__, __LINE__, stream);
 }
 
 #else /* NCF_CUDA_EMULATE: the CPU twin */
@@ -87,7 +89,8 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
 		     cudaStream_t stream)
 {
-	sort_by_key_cpu(keys, n, keys_out, idx_out);
+	/* on the stream, after the work that made the keys (emu.h) */
+	ncf_emu_enqueue(stream, [=]() { sort_by_key_cpu(keys, n, keys_out, idx_out); });
 	return 0;
 }
 

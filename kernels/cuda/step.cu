@@ -132,9 +132,10 @@ static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dro
 	return 0;
 }
 
-/* Logits of the n pairs in su, si into out (device), no dropout. */
+/* Logits (prob: probabilities) of the n pairs in su, si into out (device),
+ * no dropout. */
 template <typename T>
-static int forward_logits(struct ncf_backend *be, struct cu *c, size_t n, float *out)
+static int forward_logits(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
@@ -147,7 +148,7 @@ static int forward_logits(struct ncf_backend *be, struct cu *c, size_t n, float 
 	NCF_TRY(mlp_forward<T>(be, c, n, none));
 	return head_logits_cuda<T>(n, s->factors, s->layers[last], c->su, c->si, c->params + L->p,
 				   c->params + L->q, c->params + L->head_w, (const T *)c->h[last],
-				   out, c->s);
+				   prob, out, c->s);
 }
 
 /* ---- the gradient ----------------------------------------------------- */
@@ -306,15 +307,27 @@ int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uin
 	}
 }
 
-int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out)
+int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
 {
 	switch (c->act) {
 	case ACT_BF16:
-		return forward_logits<bf16>(be, c, n, out);
+		return forward_logits<bf16>(be, c, n, out, prob);
 	case ACT_F16:
-		return forward_logits<f16>(be, c, n, out);
+		return forward_logits<f16>(be, c, n, out, prob);
 	default:
-		return forward_logits<float>(be, c, n, out);
+		return forward_logits<float>(be, c, n, out, prob);
+	}
+}
+
+int make_tables_any(struct ncf_backend *be, struct cu *c)
+{
+	switch (c->act) {
+	case ACT_BF16:
+		return make_tables<bf16>(be, c);
+	case ACT_F16:
+		return make_tables<f16>(be, c);
+	default:
+		return make_tables<float>(be, c);
 	}
 }
 

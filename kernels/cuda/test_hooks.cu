@@ -154,3 +154,60 @@ int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n
 	bufs_free(&x);
 	return rc ? -1 : 0;
 }
+
+void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uint64_t *launched)
+{
+	const struct cu *c = impl(be);
+	*captured = c->graph_captures;
+	*launched = c->graph_launches;
+}
+
+/* Stops with a fault. */
+__global__ void fault_kernel(int *x)
+{
+	if (NCF_TID == 0)
+		__trap();
+	x[0] = 1;
+}
+
+static int fault_run(struct cu *c, struct bufs *x)
+{
+	NCF_TRY(DALLOC(x->u[0], 4));
+	NCF_LAUNCH(fault_kernel, 1, 32, 0, c->s, (int *)x->u[0]);
+	CUDA_TRY(cudaGetLastError()); /* launched: the fault comes later */
+	CUDA_TRY(cudaMemsetAsync(x->u[0], 0, 4, c->s));
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+int ncf_cuda_debug_fault(struct ncf_backend *be)
+{
+	struct bufs x;
+	memset(&x, 0, sizeof x);
+	int rc = fault_run(impl(be), &x);
+	bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+#ifdef NCF_CUDA_EMULATE
+void ncf_cuda_emu_lazy(int on)
+{
+	cudaDeviceSynchronize();
+	ncf_emu_lazy = on;
+}
+
+void ncf_cuda_emu_blas_no_capture(int on)
+{
+	ncf_emu_blas_no_capture = on;
+}
+
+void ncf_cuda_emu_devices(int n)
+{
+	ncf_emu_devices = n;
+}
+
+void ncf_cuda_emu_reset_faults(void)
+{
+	ncf_emu_reset_faults();
+	NCF_CUDA_NS::g_fault_reported = 0;
+}
+#endif

@@ -14,6 +14,8 @@
 #define ncf_cuda_debug_dropout ncf_cuda_debug_dropout_emu
 #define ncf_cuda_debug_adam ncf_cuda_debug_adam_emu
 #define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
+#define ncf_cuda_debug_graphs ncf_cuda_debug_graphs_emu
+#define ncf_cuda_debug_fault ncf_cuda_debug_fault_emu
 #endif
 
 #include "cuda.h"
@@ -42,6 +44,23 @@ int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, co
  * or -1. */
 int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
 			  const float *src, uint32_t H, float *out);
+/* The scoring graphs be has captured and launched so far (graphs.cu). */
+void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uint64_t *launched);
+/* A kernel that faults (fault_kernel: __trap) on be's stream, then a copy
+ * and a synchronisation, as a step would do.  Returns -1 with the fault
+ * reported: with NCF_CUDA_SYNC=1 naming fault_kernel, else at the
+ * synchronisation.  The device is unusable afterwards (on a GPU: for the
+ * rest of the process). */
+int ncf_cuda_debug_fault(struct ncf_backend *be);
+
+#ifdef NCF_CUDA_EMULATE
+/* Emulation only (emu.h): lazy streams (1) or eager (0); cublasGemmEx
+ * refusing to be captured; the number of devices; forget device faults. */
+void ncf_cuda_emu_lazy(int on);
+void ncf_cuda_emu_blas_no_capture(int on);
+void ncf_cuda_emu_devices(int n);
+void ncf_cuda_emu_reset_faults(void);
+#endif
 
 #ifdef __cplusplus
 }

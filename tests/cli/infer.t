@@ -154,16 +154,18 @@ like "$err" "^ncf-infer: $M and $T/other.ncfc do not belong together" "... messa
 
 # ---------------------------------------------------------------------------
 # --bench: a table (or JSON) with one row per batch size.
-# bench_ok FILE: the header, then rows for 1, 7, 64 with positive, finite
-# values, p90 <= p95 <= p99, mean <= p99.
+# bench_ok FILE: the header (NVIDIA's columns with the pairs on the device,
+# then the same host to host), then rows for 1, 7, 64 with positive, finite
+# values, p90 <= p95 <= p99, mean <= p99, in both halves.
 bench_ok() {
 	awk -F'\t' '
-	NR == 1 { if ($0 != "batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\tlatency_p99") bad = 1; next }
+	NR == 1 { if ($0 != "batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\tlatency_p99\thost_throughput_avg\thost_latency_avg\thost_latency_p90\thost_latency_p95\thost_latency_p99") bad = 1; next }
 	{
 		n++
-		if (NF != 6) bad = 1
-		for (i = 2; i <= 6; i++) if ($i !~ /^[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?$/ || $i + 0 <= 0) bad = 1
+		if (NF != 11) bad = 1
+		for (i = 2; i <= 11; i++) if ($i !~ /^[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?$/ || $i + 0 <= 0) bad = 1
 		if (!($4 <= $5 && $5 <= $6 && $3 <= $6)) bad = 1
+		if (!($9 <= $10 && $10 <= $11 && $8 <= $11)) bad = 1
 		sizes = sizes $1 " "
 	}
 	END { exit bad || n != 3 || sizes != "1 7 64 " }' "$1"
@@ -189,13 +191,14 @@ d = json.load(open(sys.argv[1]))
 r = d["results"]
 assert [x["batch_size"] for x in r] == [1, 7, 64], r
 for x in r:
-    v = [x[k] for k in ("throughput_avg", "latency_avg", "latency_p90", "latency_p95", "latency_p99")]
+  for p in ("", "host_"):
+    v = [x[p + k] for k in ("throughput_avg", "latency_avg", "latency_p90", "latency_p95", "latency_p99")]
     assert all(math.isfinite(y) and y > 0 for y in v), x
-    assert x["latency_p90"] <= x["latency_p95"] <= x["latency_p99"], x
-    assert x["latency_avg"] <= x["latency_p99"], x
+    assert x[p + "latency_p90"] <= x[p + "latency_p95"] <= x[p + "latency_p99"], x
+    assert x[p + "latency_avg"] <= x[p + "latency_p99"], x
 assert d["iterations"] == 5 and d["warmup"] == 1
 ' "$out"
-	ok $? "--bench --json: valid JSON with the table's fields, sane values"
+	ok $? "--bench --json: valid JSON with the table's fields (device and host), sane values"
 else skip "no python3"; fi
 
 # ---------------------------------------------------------------------------

@@ -25,8 +25,27 @@
  *    few times that at worst over four layers), and the device's expf
  *    differs from glibc's by an ulp or two;
  *  - evaluation: HR@10 and NDCG@10 within 1e-3 of the cpu backend's, at most
- *    0.2% of the ranks different (a rank changes only where two candidates'
- *    logits are within the rounding above of each other);
+ *    0.2% of the ranks different (U / 500, 12 of ml-1m's 6040 users).  A
+ *    rank changes only where a counted negative's logit is within the two
+ *    backends' rounding of the test item's.  Measured under the emulation
+ *    (tests/unit/test_cuda_emu.cc's build, NVIDIA's shape, synthetic ml-1m,
+ *    these initial weights): the logits are 0.09 +- 0.01 (rms 0.0896, max
+ *    0.102), the cpu backend's float rounding is rms 4.6e-9 and at most
+ *    2.1e-8 against the same forward pass in double, the emulated GPU
+ *    (other summation orders, OpenBLAS) differs from the cpu by at most
+ *    1.5e-8 and changed no rank; 20 users have a counted negative within
+ *    1e-7 of the test item, 189 within 1e-6.  A GPU whose rounding is
+ *    independent of the cpu's and as large changes, in expectation, 1.0
+ *    rank (a negative crosses with probability Phi(-gap / 2 sigma), summed
+ *    over counted negatives); 3x as large 2.4, 10x 7.3.  So 12 holds up to
+ *    about ten times the cpu's rounding (logit noise ~5e-8, far inside the
+ *    logit tolerance of 1e-5 (1 + |x|)); more changed ranks than that means
+ *    more than rounding.  (After training,
+ *    logits spread to rms ~2 and near ties become rare: 15 steps of 65536
+ *    leave an expected 0.3 changed ranks at 10x.)  bf16 and fp16 are not
+ *    ranked against the cpu: their unit roundoff (2^-8, 2^-11) times logits
+ *    of 0.09 is 3.5e-4 and 4.4e-5, where 5402 and ~1500 of the 6040 users
+ *    have a near tie;
  *  - one step's gradient per tensor: |d| <= 1e-4 max|g| + 1e-4 |g| (batch
  *    sums of 65536 terms in other orders); the step itself is Adam on that
  *    gradient bit for bit; the parameters after it, per tensor: max |d| <=
@@ -38,7 +57,39 @@
  *  - tf32, bf16, fp16: the gradient within 5%, 10%, 5% (relative L2 norm per
  *    tensor) of the fp32 one (16-bit activations switch the ReLU of units
  *    near 0, see test_cuda_emu.cc), three training steps with finite loss.
+ *  - scoring with the pairs kept on the device (the benchmark's resident
+ *    path) against the host path: within the logits' tolerance (cuBLAS may
+ *    pick other kernels for other chunk sizes), all probabilities;
+ *  - scoring graphs after the tables change: new parameters (set_state) and
+ *    a training step under the graphs captured before, scores against the
+ *    cpu backend with the same parameters (relative 1e-5, as above), and no
+ *    new capture;
+ *  - fp16 overflow on the device: a loss scale of 2^24 B (dlogit w
+ *    overflows fp16) and a NaN made in the forward pass (inf - inf in the first
+ *    layer, test_cuda_emu.cc test_fp16_nan) both skip the step and halve
+ *    the scale;
+ *  - (not with --smoke) one whole epoch in fp32: the mean loss within 3e-3
+ *    (relative) of the cpu backend's, HR@10 after it within three binomial
+ *    sigmas of two independent models' difference, 3 sqrt(2 p (1 - p) / U)
+ *    (~0.027 at p = 0.6 on ml-1m).  Why so loose: Adam's first steps are
+ *    nearly sign descent, so parameters whose gradient is near zero take
+ *    lr-sized steps of either sign on a rounding difference, and the runs
+ *    diverge chaotically after a dozen steps; measured under the emulation
+ *    on synthetic ml-latest-small (NVIDIA's shape, batch 8192, 61 steps):
+ *    the first 12 steps' losses within 3e-9, later single steps up to
+ *    3.5e-2 apart, the epoch means 6.1e-4 apart (then 1.9e-4, 6.6e-5), HR
+ *    equal after the first epoch; and this test itself on the emulation with
+ *    synthetic ml-1m (76 steps of 65536): mean loss 0.470370 against
+ *    0.470586 (4.6e-4), HR@10 0.3866 against 0.3795.
  * --smoke: small batches, one of each operation, for compute-sanitizer.
+ * --fault: one kernel that faults (tests/gpu/faults.t checks the message);
+ *    the device is lost afterwards, so it is a process of its own.
+ *
+ * Built a second time against the CPU emulation of the cuda backend
+ * (build/tests/gpu_parity_emu, -DNCF_CUDA_EMULATE), which make check runs
+ * with --smoke on tiny data (tests/unit/gpu_parity_emu.t): the checks
+ * themselves are then checked without a GPU (the emulation's rounding is
+ * the cpu's, so they pass with room to spare; the sort is its CPU twin).
  */
 #include <math.h>
 #include <stdint.h>
@@ -54,11 +105,11 @@
 #include "model.h"
 #include "ncf_hd.h"
 #include "../unit/tap.h"
-#ifdef NCF_HAVE_CUDA
+#if defined(NCF_HAVE_CUDA) || defined(NCF_CUDA_EMULATE)
 #include "cuda/test_hooks.h"
 #endif
 
-#ifndef NCF_HAVE_CUDA
+#if !defined(NCF_HAVE_CUDA) && !defined(NCF_CUDA_EMULATE)
 int main(void)
 {
 	tap_skip_all("not built with CUDA");
@@ -87,6 +138,13 @@ static struct ncf_hparams hparams(uint64_t batch, int true_neg)
 static int open_be(struct ncf_backend *be, enum ncf_device dev, enum ncf_precision p,
 		   const struct ncf_hparams *hp, uint8_t **mask)
 {
+#ifdef NCF_CUDA_EMULATE
+	/* built against the emulation (gpu_parity_emu): its table for cuda */
+	if (dev == NCF_DEVICE_CUDA) {
+		if (ncf_backend_open_impl(be, &ncf_backend_cuda, &shape, hp, p, 0, &one) != 0)
+			return -1;
+	} else
+#endif
 	if (ncf_backend_open(be, dev, &shape, hp, p, 0, &one) != 0)
 		return -1;
 	float *params = ncf_xmalloc(be->layout.total * sizeof(float));
@@ -472,6 +530,151 @@ static void test_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t
 	free(gc), free(gg), free(g2), free(pc), free(pg);
 }
 
+/* Scores of be and cpu on n pairs within the scores' tolerance above. */
+static int scores_close(struct ncf_backend *gpu, struct ncf_backend *cpu, const uint32_t *us,
+			const uint32_t *is, size_t n, const char *what)
+{
+	float *sg = ncf_xmalloc(n * 4), *sc = ncf_xmalloc(n * 4);
+	int ok = !ncf_backend_score(gpu, us, is, n, sg) && !ncf_backend_score(cpu, us, is, n, sc) &&
+		 close_all(sg, sc, n, 0, 1e-5, what, NULL);
+	free(sg), free(sc);
+	return ok;
+}
+
+/* The resident path against the host path; graphs after the tables change. */
+static void test_scoring(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+{
+	size_t n = smoke ? 4096 : 1 << 18;
+	uint32_t *us = ncf_xmalloc(n * 4), *is = ncf_xmalloc(n * 4);
+	for (size_t j = 0; j < n; j++)
+		us[j] = rnd(12, j, cache.users), is[j] = rnd(13, j, cache.items);
+	float *h = ncf_xmalloc(n * 4), *r = ncf_xmalloc(n * 4);
+	int ok = !ncf_backend_score(gpu, us, is, n, h) &&
+		 !ncf_backend_resident_set(gpu, us, is, n) &&
+		 !ncf_backend_score_resident(gpu, n, NULL) &&
+		 !ncf_backend_score_resident(gpu, n, r);
+	int prob = 1;
+	for (size_t j = 0; j < n; j++)
+		prob &= r[j] >= 0.0f && r[j] <= 1.0f;
+	ok &= close_all(r, h, n, 1e-6, 1e-5, "resident", NULL);
+	tap_ok(ok && prob, "%zu pairs kept on the device score as the host path does", n);
+	free(h), free(r);
+
+	uint64_t c0, l0, c1, l1;
+	ok = scores_close(gpu, cpu, us, is, n, "before");
+	ncf_cuda_debug_graphs(gpu, &c0, &l0);
+	float *p = ncf_xmalloc(gpu->layout.total * 4);
+	ncf_model_init(&shape, &gpu->layout, 2, p);
+	ok &= !ncf_backend_set_state(gpu, p, NULL, NULL) && !ncf_backend_set_state(cpu, p, NULL, NULL) &&
+	      scores_close(gpu, cpu, us, is, n, "after set_state");
+	double loss;
+	ok &= !ncf_backend_train_step(gpu, 0, 0, B, &loss) &&
+	      !ncf_backend_get_state(gpu, p, NULL, NULL) &&
+	      !ncf_backend_set_state(cpu, p, NULL, NULL) &&
+	      scores_close(gpu, cpu, us, is, n, "after a step");
+	ncf_cuda_debug_graphs(gpu, &c1, &l1);
+	tap_ok(ok && c0 > 0 && c1 == c0 && l1 > l0,
+	       "scoring graphs after set_state and after a training step: the new parameters' "
+	       "scores, no new capture (%llu graphs, %llu more launches)",
+	       (unsigned long long)c1, (unsigned long long)(l1 - l0));
+	free(p), free(us), free(is);
+}
+
+/* fp16 overflow on the device: an overflowing loss scale, and a NaN made in
+ * the forward pass (see test_cuda_emu.cc test_fp16_nan). */
+static void test_fp16_skips(uint64_t B)
+{
+	struct ncf_hparams hp = hparams(B, 0);
+	struct ncf_backend be;
+	uint8_t *mask = NULL;
+	if (open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, &mask)) {
+		tap_ok(0, "open the cuda backend in fp16");
+		return;
+	}
+	size_t total = be.layout.total;
+	float *p = ncf_xmalloc(total * 4), *after = ncf_xmalloc(total * 4);
+	double loss;
+	int ok = !ncf_backend_get_state(&be, p, NULL, NULL);
+	/* dlogit = (sigmoid - y) / B * scale: about 2^23 with this scale, and
+	 * dz = dlogit w (|w| ~ 0.1) far past fp16's 65504 */
+	int lg = 0;
+	while (((uint64_t)1 << lg) < B)
+		lg++;
+	float big = ldexpf(1.0f, 24 + lg);
+	ncf_cuda_set_loss_scale(&be, big, 2000);
+	ok &= !ncf_backend_train_step(&be, 0, 0, B, &loss) &&
+	      !ncf_backend_get_state(&be, after, NULL, NULL);
+	tap_ok(ok && be.step == 0 && !memcmp(p, after, total * 4) &&
+		       ncf_cuda_loss_scale(&be) == big / 2,
+	       "fp16 on the device: an overflowing loss scale (2^%d) skips the step and halves it",
+	       24 + lg);
+	const struct ncf_layout *L = &be.layout;
+	uint32_t M = ncf_shape_m(&shape), h = 3;
+	for (uint32_t k = 0; k < M; k++) {
+		p[L->pm + k] = 1.0f;
+		p[L->w[1] + (size_t)h * 2 * M + k] = 8192.0f;
+		p[L->w[1] + (size_t)h * 2 * M + M + k] = -8192.0f;
+	}
+	for (size_t e = 0; e < (size_t)cache.items * M; e++)
+		p[L->qm + e] = 1.0f;
+	ncf_cuda_set_loss_scale(&be, 32768.0f, 2000);
+	uint64_t step = be.step;
+	ok = !ncf_backend_set_state(&be, p, NULL, NULL);
+	/* a batch with user 0 in it: positions of the stream until one is found */
+	uint64_t S = (uint64_t)cache.train_positives * 5, first = 0;
+	uint32_t *u = ncf_xmalloc(B * 4), *it = ncf_xmalloc(B * 4);
+	uint8_t *lab = ncf_xmalloc(B);
+	int has0 = 0;
+	for (; first + B <= S && !has0; first += B) {
+		ok &= !ncf_cuda_debug_samples(&be, 0, first, B, u, it, lab);
+		for (uint64_t j = 0; j < B; j++)
+			has0 |= u[j] == 0;
+		if (has0)
+			break;
+	}
+	ok &= has0 && !ncf_backend_train_step(&be, 0, first, B, &loss) &&
+	      !ncf_backend_get_state(&be, after, NULL, NULL);
+	tap_ok(ok && be.step == step && !memcmp(p, after, total * 4) &&
+		       ncf_cuda_loss_scale(&be) == 16384.0f,
+	       "fp16 on the device: a NaN made in the forward pass (inf - inf through the ReLU) "
+	       "skips the step and halves the scale");
+	free(u), free(it), free(lab), free(p), free(after);
+	ncf_backend_close(&be);
+	free(mask);
+}
+
+/* One whole epoch, fp32: mean loss and HR@10 after it (see the top). */
+static void test_epoch(uint64_t B)
+{
+	struct ncf_hparams hp = hparams(B, 0);
+	struct ncf_backend cpu, gpu;
+	uint8_t *m1 = NULL, *m2 = NULL;
+	if (open_be(&cpu, NCF_DEVICE_CPU, NCF_PRECISION_FP32, &hp, &m1) ||
+	    open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	uint64_t S = (uint64_t)cache.train_positives * 5;
+	double tc = 0, tg = 0, lc, lg;
+	int ok = 1, steps = 0;
+	for (uint64_t pos = 0; pos < S; pos += B, steps++) {
+		uint64_t n = B < S - pos ? B : S - pos;
+		ok &= !ncf_backend_train_step(&cpu, 0, pos, n, &lc) &&
+		      !ncf_backend_train_step(&gpu, 0, pos, n, &lg);
+		tc += lc, tg += lg;
+	}
+	double hc, nc, hg, ng;
+	ok &= !ncf_evaluate(&cpu, &cache, 10, &hc, &nc) && !ncf_evaluate(&gpu, &cache, 10, &hg, &ng);
+	double p = hc, tol = 3 * sqrt(2 * p * (1 - p) / cache.users);
+	tap_ok(ok && fabs(tg - tc) <= 3e-3 * tc && fabs(hg - hc) <= tol,
+	       "one epoch (%d steps, fp32): mean loss %.6f (cpu %.6f), HR@10 %.4f (cpu %.4f, within "
+	       "%.4f)",
+	       steps, tg / S, tc / S, hg, hc, tol);
+	ncf_backend_close(&cpu);
+	ncf_backend_close(&gpu);
+	free(m1), free(m2);
+}
+
 int main(int argc, char **argv)
 {
 	ncf_set_progname("gpu_parity");
@@ -481,6 +684,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	smoke = argc > 2 && !strcmp(argv[2], "--smoke");
+	int fault = argc > 2 && !strcmp(argv[2], "--fault");
 	char why[256];
 	if (!ncf_cuda_usable(why, sizeof why)) {
 		printf("1..0 # SKIP no GPU: %s\n", why);
@@ -491,7 +695,8 @@ int main(int argc, char **argv)
 	shape = (struct ncf_shape){.users = cache.users, .items = cache.items, .factors = 64,
 				   .n_layers = 4, .layers = {256, 256, 128, 64}};
 	uint64_t B = smoke ? 2048 : 65536;
-	test_samples();
+	if (!fault)
+		test_samples();
 	struct ncf_hparams hp = hparams(B, 0);
 	struct ncf_backend cpu, gpu;
 	uint8_t *m1 = NULL, *m2 = NULL;
@@ -501,12 +706,21 @@ int main(int argc, char **argv)
 		return tap_done();
 	}
 	ncf_backend_describe(&gpu, stderr);
+	if (fault) {
+		/* the device is lost after this: nothing else in this process */
+		tap_ok(ncf_cuda_debug_fault(&gpu) == -1, "a kernel that faults is reported");
+		return tap_done();
+	}
 	test_ops(&gpu);
 	test_forward(&cpu, &gpu);
 	test_step(&cpu, &gpu, B);
+	test_scoring(&cpu, &gpu, B);
 	ncf_backend_close(&cpu);
 	ncf_backend_close(&gpu);
 	free(m1), free(m2);
+	test_fp16_skips(B);
+	if (!smoke)
+		test_epoch(B);
 	ncf_cache_free(&cache);
 	return tap_done();
 }

@@ -55,8 +55,34 @@
  *    sums in groups of 64 rows, segment sums by chunks of 32, against the
  *    reference's sample-by-sample sums): a few ulps of each sum's
  *    magnitudes, as for the cpu backend.
+ *  - the scoring path (score.cu): scores of 1, 1000 and 70000 pairs (four
+ *    chunks through both transfer slots) within the logits' tolerance of
+ *    the cpu backend's and bit for bit ncf_sigmoid of the emulated logits
+ *    (the sigmoid in the head kernel is the host's formula); the first bad
+ *    id among chunks named, once, and the next call right; pairs kept on
+ *    the device scoring as the host path, bit for bit;
+ *  - scoring graphs (graphs.cu, captured and replayed by the emulation):
+ *    one capture per chunk, replays right after set_state and a training
+ *    step, a new capture after the row buffers move; a capture that fails
+ *    (cuBLAS refusing it) says nothing at the normal level and one line at
+ *    -v, and plain launches score right;
+ *  - NCF_CUDA_SYNC=1: the same gradient, step and scores bit for bit, no
+ *    graphs; a kernel that faults (__trap) named with its file and line
+ *    with it, surfacing at the synchronisation with a hint without it, in
+ *    one line either way;
+ *  - fp16: a NaN made in the forward pass (inf - inf in the first layer)
+ *    reaches the logits through the ReLU and skips the step;
+ *  - more ranks on a node than devices refused at open (-3); several ranks'
+ *    communicator made at open (refused there in this build, without NCCL);
+ *  - a whole epoch's loss against the cpu backend's (relative 1e-5), and a
+ *    run stopped after three steps and resumed from its state equal to the
+ *    uninterrupted one bit for bit.
+ * tests/unit/test_cuda_emu_lazy.t runs all of it again with lazy streams
+ * (NCF_EMU_LAZY=1, emu.h), which fails any check whose work is not ordered
+ * by a synchronisation or an event: the transfer pipeline, every read of a
+ * result.
  * What it does not check: the CUB radix sort, real GPU rounding (expf,
- * tensor cores), streams and timing: tests/gpu does, on a GPU.
+ * tensor cores), real concurrency and timing: tests/gpu does, on a GPU.
  */
 #include <math.h>
 #include <stdint.h>
@@ -64,7 +90,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -841,6 +870,488 @@ static void test_oracle(const struct data *d, const struct ncf_shape *s, float d
 	close_be(&emu);
 }
 
+/* ---- the scoring path, graphs, faults, ranks (issue 11) ------------------ */
+
+/* stderr of a stretch of code, into a string. */
+struct stderr_capture {
+	FILE *tmp;
+	int saved;
+	void start()
+	{
+		fflush(stderr);
+		tmp = tmpfile();
+		saved = dup(2);
+		dup2(fileno(tmp), 2);
+	}
+	std::string stop()
+	{
+		fflush(stderr);
+		dup2(saved, 2);
+		close(saved);
+		std::string s;
+		rewind(tmp);
+		char buf[4096];
+		size_t got;
+		while ((got = fread(buf, 1, sizeof buf, tmp)) > 0)
+			s.append(buf, got);
+		fclose(tmp);
+		return s;
+	}
+};
+
+static int lines_of(const std::string &s)
+{
+	return (int)std::count(s.begin(), s.end(), '\n');
+}
+
+/* n random pairs inside the model. */
+static void random_pairs(const struct data *d, size_t n, uint64_t seed, std::vector<uint32_t> &us,
+			 std::vector<uint32_t> &is)
+{
+	us.resize(n), is.resize(n);
+	for (size_t j = 0; j < n; j++)
+		us[j] = rnd(seed, 20, j, d->U), is[j] = rnd(seed, 21, j, d->I);
+}
+
+/*
+ * The host path against the cpu backend at sizes of one chunk and of
+ * several (70000 pairs: four chunks through both slots): scores within the
+ * logits' tolerance of test_forward, and exactly ncf_sigmoid of the
+ * emulated logits (the sigmoid moved into the head kernel computes the same
+ * float as the host sigmoid did); a bad id deep in a long call is named,
+ * and the next call works.
+ */
+static void test_scoring(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	const size_t sizes[] = {1, 1000, 70000};
+	for (size_t n : sizes) {
+		std::vector<uint32_t> us, is;
+		random_pairs(d, n, n, us, is);
+		fvec sc(n), se(n), le(n);
+		int ok = !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
+			 !ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
+			 !ncf_backend_logits(&emu, us.data(), is.data(), n, le.data());
+		int same = 1;
+		for (size_t j = 0; j < n; j++) {
+			float want = ncf_sigmoid(le[j]);
+			same &= !memcmp(&want, &se[j], 4);
+		}
+		ok &= close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL);
+		tap_ok(ok && same,
+		       "host path, %zu pairs: scores equal to the cpu backend's, bit for bit the "
+		       "sigmoid of the logits",
+		       n);
+	}
+	size_t n = 70000;
+	std::vector<uint32_t> us, is;
+	random_pairs(d, n, 3, us, is);
+	us[50001] = d->U + 5; /* in the third chunk */
+	us[60000] = d->U;     /* a later one: not the first */
+	fvec out(n);
+	stderr_capture cap;
+	cap.start();
+	int rc = ncf_backend_score(&emu, us.data(), is.data(), n, out.data());
+	std::string err = cap.stop();
+	char want[160];
+	snprintf(want, sizeof want,
+		 "test_cuda_emu: cuda backend: pair 50001 (user %u, item %u) is outside the model "
+		 "(%u users, %u items)\n",
+		 d->U + 5, is[50001], d->U, d->I);
+	tap_ok(rc == -1 && err == want, "a bad id among 70000 pairs: the first is named, once");
+	if (err != want)
+		tap_diag("got: %s", err.c_str());
+	us[50001] = 1, us[60000] = 2;
+	fvec sc(n), se(n);
+	int ok = !ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
+		 !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
+		 close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score after", NULL);
+	tap_ok(ok, "the next call scores correctly");
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/* Scores of emu and cpu on pairs (us, is) equal within test_forward's
+ * tolerance. */
+static int scores_agree(struct ncf_backend *emu, struct ncf_backend *cpu,
+			const std::vector<uint32_t> &us, const std::vector<uint32_t> &is,
+			const char *what)
+{
+	size_t n = us.size();
+	fvec se(n), sc(n);
+	return !ncf_backend_score(emu, us.data(), is.data(), n, se.data()) &&
+	       !ncf_backend_score(cpu, us.data(), is.data(), n, sc.data()) &&
+	       close_all(se.data(), sc.data(), n, 1e-6, 1e-5, what, NULL);
+}
+
+/*
+ * Scoring graphs: captured once per chunk and replayed; still right after
+ * the parameters change under them (set_state, a training step: the tables
+ * are rebuilt outside the graph), and after the row buffers move (graphs
+ * captured on the old ones are not replayed).
+ */
+static void test_graphs(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(512, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	/* the row buffers as a step of 512 leaves them, so that the step below
+	 * does not move them */
+	fvec gr(emu.layout.total);
+	double loss;
+	ncf_backend_grad(&emu, 0, 0, 512, gr.data(), &loss);
+	std::vector<uint32_t> us, is;
+	random_pairs(d, 300, 9, us, is);
+	uint64_t c0, l0, c1, l1, c2, l2;
+	ncf_cuda_debug_graphs(&emu, &c0, &l0);
+	int ok = scores_agree(&emu, &cpu, us, is, "first") &&
+		 scores_agree(&emu, &cpu, us, is, "second");
+	ncf_cuda_debug_graphs(&emu, &c1, &l1);
+	tap_ok(ok && c1 - c0 == 1 && l1 - l0 == 2,
+	       "300 pairs twice: one graph captured, launched twice (%llu, %llu)",
+	       (unsigned long long)(c1 - c0), (unsigned long long)(l1 - l0));
+	/* new parameters under the graph */
+	fvec p(emu.layout.total);
+	ncf_model_init(s, &emu.layout, 1234, p.data());
+	ok = !ncf_backend_set_state(&emu, p.data(), NULL, NULL) &&
+	     !ncf_backend_set_state(&cpu, p.data(), NULL, NULL) &&
+	     scores_agree(&emu, &cpu, us, is, "after set_state");
+	ok &= !ncf_backend_train_step(&emu, 0, 0, 512, &loss) &&
+	      !ncf_backend_train_step(&cpu, 0, 0, 512, &loss);
+	fvec pe = get_params(&emu);
+	ok &= !ncf_backend_set_state(&cpu, pe.data(), NULL, NULL) &&
+	      scores_agree(&emu, &cpu, us, is, "after a step");
+	ncf_cuda_debug_graphs(&emu, &c2, &l2);
+	tap_ok(ok && c2 == c1 && l2 - l1 == 2,
+	       "after set_state and after a training step: the same graph replays the new "
+	       "parameters' scores");
+	/* the row buffers grow (a longer call), then the short call again */
+	std::vector<uint32_t> ub, ib;
+	random_pairs(d, 5000, 10, ub, ib);
+	ok = scores_agree(&emu, &cpu, ub, ib, "5000") && scores_agree(&emu, &cpu, us, is, "300");
+	uint64_t c3, l3;
+	ncf_cuda_debug_graphs(&emu, &c3, &l3);
+	tap_ok(ok && c3 - c2 == 2, "after the row buffers move: graphs captured anew (%llu)",
+	       (unsigned long long)(c3 - c2));
+	close_be(&cpu);
+	close_be(&emu);
+
+	/* a capture that fails falls back quietly: nothing at the normal
+	 * level, one line at -v, right scores either way */
+	for (int verbose = 0; verbose < 2; verbose++) {
+		int saved = ncf_verbosity;
+		ncf_verbosity = verbose ? 3 : 2;
+		struct ncf_backend e2, c2b;
+		if (open_be(&e2, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+		    open_be(&c2b, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+			tap_ok(0, "open the backends");
+			ncf_verbosity = saved;
+			return;
+		}
+		ncf_cuda_emu_blas_no_capture(1);
+		stderr_capture cap;
+		cap.start();
+		ok = scores_agree(&e2, &c2b, us, is, "no graphs") &&
+		     scores_agree(&e2, &c2b, us, is, "no graphs again");
+		std::string err = cap.stop();
+		ncf_cuda_emu_blas_no_capture(0);
+		uint64_t cc, ll;
+		ncf_cuda_debug_graphs(&e2, &cc, &ll);
+		int quiet = verbose ? lines_of(err) == 1 &&
+					      err.find("no CUDA graph for scoring 300 pairs (") !=
+						      std::string::npos &&
+					      err.find("cuBLAS") != std::string::npos
+				    : err.empty();
+		tap_ok(ok && quiet && cc == 0 && ll == 0,
+		       "a failed capture %s, and plain launches score right",
+		       verbose ? "says so in one line at -v" : "says nothing at the normal level");
+		if (!quiet)
+			tap_diag("stderr: %s", err.c_str());
+		close_be(&e2);
+		close_be(&c2b);
+		ncf_verbosity = saved;
+	}
+}
+
+/* Pairs kept where the backend computes (the device-resident benchmark):
+ * the same scores as the host path, on the emulated GPU and through the
+ * wrappers' host copy on the CPU; asking for more than is kept, or keeping
+ * a bad id, is refused. */
+static void test_resident(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	size_t n = 3000;
+	std::vector<uint32_t> us, is;
+	random_pairs(d, n, 12, us, is);
+	fvec he(n), re(n), hc(n), rc(n);
+	int ok = !ncf_backend_resident_set(&emu, us.data(), is.data(), n) &&
+		 !ncf_backend_resident_set(&cpu, us.data(), is.data(), n) &&
+		 !ncf_backend_score_resident(&emu, n, NULL) &&
+		 !ncf_backend_score_resident(&emu, n, re.data()) &&
+		 !ncf_backend_score_resident(&cpu, n, rc.data()) &&
+		 !ncf_backend_score(&emu, us.data(), is.data(), n, he.data()) &&
+		 !ncf_backend_score(&cpu, us.data(), is.data(), n, hc.data());
+	ok &= !memcmp(re.data(), he.data(), n * 4) && !memcmp(rc.data(), hc.data(), n * 4);
+	ok &= !ncf_backend_score_resident(&emu, 10, re.data()) && !memcmp(re.data(), he.data(), 40);
+	tap_ok(ok, "kept pairs score as the host path does (emulated GPU, and the cpu backend's "
+		   "host copy), all of them or the first 10");
+	stderr_capture cap;
+	cap.start();
+	us[7] = d->U;
+	int refused = ncf_backend_score_resident(&emu, n + 1, NULL) == -1 &&
+		      ncf_backend_score_resident(&cpu, n + 1, NULL) == -1 &&
+		      ncf_backend_resident_set(&emu, us.data(), is.data(), n) == -1 &&
+		      ncf_backend_resident_set(&cpu, us.data(), is.data(), n) == -1;
+	std::string err = cap.stop();
+	tap_ok(refused && lines_of(err) == 4 &&
+		       err.find("cuda backend: pair 7 (user 41, item") != std::string::npos &&
+		       err.find("cpu backend: pair 7 (user 41, item") != std::string::npos,
+	       "more pairs than kept, and a bad id to keep, are refused with a message");
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/*
+ * NCF_CUDA_SYNC=1: the same results, no graphs; a kernel that faults is
+ * named by it, and without it the fault surfaces at the synchronisation
+ * with the hint, once each.
+ */
+static void test_sync_and_faults(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(512, 0.5f, 0);
+	std::vector<uint32_t> us, is;
+	random_pairs(d, 2000, 13, us, is);
+	fvec g[2], sc[2];
+	double loss;
+	int ok = 1;
+	uint64_t captured[2] = {0, 0}, launched;
+	for (int sync = 0; sync < 2; sync++) {
+		/* the checks read it when a backend opens */
+		if (sync)
+			setenv("NCF_CUDA_SYNC", "1", 1);
+		struct ncf_backend be;
+		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+			tap_ok(0, "open the emulated backend");
+			unsetenv("NCF_CUDA_SYNC");
+			return;
+		}
+		g[sync].resize(be.layout.total), sc[sync].resize(2000);
+		ok &= !ncf_backend_grad(&be, 0, 0, 512, g[sync].data(), &loss) &&
+		      !ncf_backend_train_step(&be, 0, 0, 512, &loss) &&
+		      !ncf_backend_score(&be, us.data(), is.data(), 2000, sc[sync].data());
+		ncf_cuda_debug_graphs(&be, &captured[sync], &launched);
+		close_be(&be);
+		unsetenv("NCF_CUDA_SYNC");
+	}
+	ok &= !memcmp(g[0].data(), g[1].data(), g[0].size() * 4) &&
+	      !memcmp(sc[0].data(), sc[1].data(), 2000 * 4);
+	tap_ok(ok && captured[0] == 1 && captured[1] == 0,
+	       "NCF_CUDA_SYNC=1: the same gradient, step and scores, bit for bit; no graphs");
+
+	for (int sync = 0; sync < 2; sync++) {
+		if (sync)
+			setenv("NCF_CUDA_SYNC", "1", 1);
+		struct ncf_backend be;
+		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+			tap_ok(0, "open the emulated backend");
+			unsetenv("NCF_CUDA_SYNC");
+			return;
+		}
+		stderr_capture cap;
+		cap.start();
+		int rc = ncf_cuda_debug_fault(&be);
+		int rc2 = ncf_backend_train_step(&be, 0, 0, 512, &loss); /* the device is lost */
+		std::string err = cap.stop();
+		int named = err.find("kernel fault_kernel (") != std::string::npos &&
+			    err.find("test_hooks.cu:") != std::string::npos &&
+			    err.find("unspecified launch failure (cudaErrorLaunchFailure)") !=
+				    std::string::npos;
+		int hinted = err.find("a kernel launched before this call failed; NCF_CUDA_SYNC=1 "
+				      "names it") != std::string::npos;
+		int good = rc == -1 && rc2 == -1 && lines_of(err) == 1 &&
+			   (sync ? named && !hinted : hinted && !named);
+		tap_ok(good, "a kernel that faults: %s, in one line, and the next step fails",
+		       sync ? "NCF_CUDA_SYNC=1 names it with its file and line"
+			    : "surfaces at the synchronisation, saying how to name it");
+		if (!good)
+			tap_diag("rc %d, %d; stderr: %s", rc, rc2, err.c_str());
+		close_be(&be);
+		ncf_cuda_emu_reset_faults();
+		unsetenv("NCF_CUDA_SYNC");
+	}
+}
+
+/*
+ * fp16: a NaN made in the forward pass reaches the step's inf/NaN check.
+ * The state is made so that the only non-finite values of the step are the
+ * first layer's pre-activations of one unit h: W1u[h] = 8192 and mlp_user[0]
+ * = 1 put AU[0][h] = 8192 M (inf in fp16: M = 16 here), W1i[h] = -8192 and
+ * every mlp_item row = 1 put AI[i][h] = -inf for every item (the other
+ * users' AU[u][h] stay near 8192 * 0.01 * sqrt(M)), so unit h is
+ * inf - inf = NaN for user 0's samples and -inf (ReLU: 0) for the others.
+ * A ReLU that turned the NaN into 0 would leave every activation, logit and
+ * gradient finite (the backward pass multiplies no inf: dAU and dAI are 0 in
+ * column h) and the step would be taken; the NaN must instead reach the
+ * logits of user 0 (and only those) and make the step skipped, the loss
+ * scale halved.
+ */
+static void test_fp16_nan(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(512, 0.5f, 0);
+	struct ncf_backend emu;
+	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP16, &one, d)) {
+		tap_ok(0, "open the emulated backend in fp16");
+		return;
+	}
+	const struct ncf_layout *L = &emu.layout;
+	uint32_t M = ncf_shape_m(s), h = 3;
+	fvec p = get_params(&emu);
+	for (uint32_t k = 0; k < M; k++) {
+		p[L->pm + k] = 1.0f;				 /* mlp_user[0] */
+		p[L->w[1] + (size_t)h * 2 * M + k] = 8192.0f;	 /* W1u[h] */
+		p[L->w[1] + (size_t)h * 2 * M + M + k] = -8192.0f; /* W1i[h] */
+	}
+	for (uint32_t i = 0; i < d->I; i++)
+		for (uint32_t k = 0; k < M; k++)
+			p[L->qm + (size_t)i * M + k] = 1.0f;
+	int ok = !ncf_backend_set_state(&emu, p.data(), NULL, NULL);
+	std::vector<uint32_t> us(2 * d->I), is(2 * d->I);
+	for (uint32_t i = 0; i < d->I; i++)
+		us[i] = 0, is[i] = i, us[d->I + i] = 1, is[d->I + i] = i;
+	fvec lg(us.size());
+	ok &= !ncf_backend_logits(&emu, us.data(), is.data(), us.size(), lg.data());
+	int nan0 = 0, finite1 = 0;
+	for (uint32_t i = 0; i < d->I; i++)
+		nan0 += isnan(lg[i]), finite1 += isfinite(lg[d->I + i]);
+	tap_ok(ok && nan0 == (int)d->I && finite1 == (int)d->I,
+	       "fp16: inf - inf in the first layer is NaN through the ReLU: user 0's logits all "
+	       "NaN (%d of %u), user 1's finite (%d)",
+	       nan0, d->I, finite1);
+	float scale = ncf_cuda_loss_scale(&emu);
+	double loss;
+	ok = !ncf_backend_train_step(&emu, 0, 0, 512, &loss);
+	fvec after = get_params(&emu);
+	tap_ok(ok && emu.step == 0 && !memcmp(p.data(), after.data(), p.size() * 4) &&
+		       ncf_cuda_loss_scale(&emu) == scale / 2,
+	       "fp16: a NaN made in the forward pass skips the step and halves the loss scale "
+	       "(%g -> %g)",
+	       (double)scale, (double)ncf_cuda_loss_scale(&emu));
+	close_be(&emu);
+}
+
+/* More ranks on a node than GPUs: refused when the backend opens, as
+ * "unavailable" (-3), naming ranks, host and GPUs.  Several ranks of a job
+ * get their communicator when the backend opens: in a build without NCCL,
+ * as here, that is where they are refused. */
+static void test_ranks_per_node(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_dist two_here = {1, 2, 1, 2, 1, 0.0}, one_each = {0, 2, 0, 1, 1, 0.0};
+	struct ncf_backend be;
+	ncf_cuda_emu_devices(1);
+	stderr_capture cap;
+	cap.start();
+	int rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
+				       &two_here);
+	std::string err = cap.stop();
+	tap_ok(rc == -3 && lines_of(err) == 1 &&
+		       err.find("cuda backend: 2 ranks on ") != std::string::npos &&
+		       err.find(" and 1 GPU there: start at most one rank per GPU") !=
+			       std::string::npos,
+	       "2 ranks on a node of 1 GPU: refused at open with -3 (exit 3)");
+	if (rc != -3)
+		tap_diag("rc %d, stderr: %s", rc, err.c_str());
+	ncf_cuda_emu_devices(2);
+	cap.start();
+	rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
+				   &two_here);
+	err = cap.stop();
+	int nccl_msg = err.find("2 ranks need NCCL") != std::string::npos;
+	if (rc == 0)
+		close_be(&be);
+	cap.start();
+	int rc2 = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
+					&one_each);
+	err = cap.stop();
+	tap_ok(rc == -1 && rc2 == -1 && nccl_msg && err.find("2 ranks need NCCL") != std::string::npos,
+	       "2 ranks with a GPU each: the communicator is made at open (here: no NCCL, refused "
+	       "then)");
+	ncf_cuda_emu_devices(1);
+	(void)d;
+}
+
+/*
+ * A whole epoch: the emulated backend's loss per step and over the epoch
+ * equal to the cpu backend's (relative 1e-5 per step as test_training's
+ * five steps, 1e-5 over the epoch: the per-step differences do not add up
+ * in one direction); and stopping after k steps, reopening from the state
+ * (parameters, moments, step) and going on gives the uninterrupted run's
+ * parameters bit for bit (--resume).
+ */
+static void test_epoch_and_resume(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 256;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	struct ncf_backend cpu, emu, part;
+	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d) ||
+	    open_be(&part, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the backends");
+		return;
+	}
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	double tc = 0, te = 0, lc, le;
+	int ok = 1, steps = 0, stop_at = 3;
+	for (uint64_t pos = 0; pos < S; pos += B, steps++) {
+		uint64_t n = std::min<uint64_t>(B, S - pos);
+		ok &= !ncf_backend_train_step(&cpu, 0, pos, n, &lc) &&
+		      !ncf_backend_train_step(&emu, 0, pos, n, &le);
+		ok &= tap_close(le, lc, 0, 1e-5, "step loss");
+		tc += lc, te += le;
+		if (steps < stop_at)
+			ok &= !ncf_backend_train_step(&part, 0, pos, n, &le);
+	}
+	tap_ok(ok && fabs(te - tc) <= 1e-5 * tc,
+	       "a whole epoch (%d steps): mean loss %.6f, cpu backend %.6f", steps, te / S,
+	       tc / S);
+	/* resume part from its state after stop_at steps */
+	size_t total = part.layout.total;
+	fvec pp(total), m(total), v(total);
+	ok = !ncf_backend_get_state(&part, pp.data(), m.data(), v.data());
+	uint64_t step = part.step;
+	close_be(&part);
+	struct ncf_backend res;
+	ok &= !open_be(&res, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d) &&
+	      !ncf_backend_set_state(&res, pp.data(), m.data(), v.data());
+	res.step = step;
+	for (uint64_t pos = (uint64_t)stop_at * B; pos < S; pos += B)
+		ok &= !ncf_backend_train_step(&res, 0, pos, std::min<uint64_t>(B, S - pos), &le);
+	fvec pr = get_params(&res), pe = get_params(&emu);
+	tap_ok(ok && res.step == emu.step && !memcmp(pr.data(), pe.data(), total * 4),
+	       "stopped after %d steps and resumed from the state: the epoch's parameters bit for "
+	       "bit",
+	       stop_at);
+	close_be(&res);
+	close_be(&cpu);
+	close_be(&emu);
+}
+
 int main(void)
 {
 	ncf_set_progname("test_cuda_emu");
@@ -872,6 +1383,13 @@ int main(void)
 	test_oracle(&d, &s8, 0.5f, "widths of 8");
 	test_oracle(&d, &s5, 0.5f, "odd widths");
 	test_oracle(&d, &s2, 0.0f, "one hidden layer, no dropout");
+	test_scoring(&d, &s8);
+	test_graphs(&d, &s8);
+	test_resident(&d, &s8);
+	test_sync_and_faults(&d, &s8);
+	test_fp16_nan(&d, &s8);
+	test_ranks_per_node(&d, &s8);
+	test_epoch_and_resume(&d, &s8);
 	free(d.counted);
 	return tap_done();
 }
