@@ -31,6 +31,8 @@ int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "adam", 28.0 * n, 0))
+		return 0;
 	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
 	return CUDA_CHECK(cudaGetLastError());
 }
@@ -51,6 +53,8 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 	if (grid_1d(n, &blocks))
 		return -1;
 	if (!blocks)
+		return 0;
+	if (NCF_COST(COST_KERNEL, "nonfinite", 4.0 * n, 0))
 		return 0;
 	NCF_LAUNCH(nonfinite_kernel, blocks, BLOCK, 0, stream, g, n, flag);
 	return CUDA_CHECK(cudaGetLastError());

@@ -205,10 +205,7 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 		return -3; /* a feature the device lacks: exit 3 */
 	}
 	be->precision = p;
-	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
-	c->es = c->act == ACT_F32 ? 4 : 2;
-	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
-							     : CUBLAS_COMPUTE_32F_FAST_TF32;
+	set_precision(be, c, ampere);
 	CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
 	c->have_stream = 1;
 	CUBLAS_TRY(cublasCreate(&c->blas));
@@ -219,15 +216,19 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 	return graphs_init(c);
 }
 
-static int cuda_init(struct ncf_backend *be)
+void set_precision(struct ncf_backend *be, struct cu *c, int ampere)
 {
-	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
-	be->impl = c;
+	enum ncf_precision p = be->precision;
+	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
+	c->es = c->act == ACT_F32 ? 4 : 2;
+	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
+							     : CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+int alloc_state(struct ncf_backend *be, struct cu *c)
+{
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total, H1 = s->layers[1];
-	int rc = open_device(be, c);
-	if (rc != 0)
-		return rc;
 	NCF_TRY(DALLOC(c->params, total));
 	NCF_TRY(DALLOC(c->m, total));
 	NCF_TRY(DALLOC(c->v, total));
@@ -240,11 +241,36 @@ static int cuda_init(struct ncf_backend *be)
 	NCF_TRY(DALLOC(c->flag, 1));
 	if (c->act != ACT_F32)
 		NCF_TRY(DALLOC_BYTES(&c->plo, total * c->es));
-	CUDA_TRY(cudaMemsetAsync(c->params, 0, total * sizeof(float), c->s));
-	CUDA_TRY(cudaMemsetAsync(c->m, 0, total * sizeof(float), c->s));
-	CUDA_TRY(cudaMemsetAsync(c->v, 0, total * sizeof(float), c->s));
+	DMEMSET_TRY(c->params, total * sizeof(float), c->s, "clear_params");
+	DMEMSET_TRY(c->m, total * sizeof(float), c->s, "clear_m");
+	DMEMSET_TRY(c->v, total * sizeof(float), c->s, "clear_v");
 	c->loss_scale = c->act == ACT_F16 ? 32768.0f : 1.0f;
 	c->growth_interval = 2000;
+	return 0;
+}
+
+int path_parse(const char *name, int *path)
+{
+	*path = PATH_FUSED;
+	if (!name || !*name || !strcmp(name, "fused"))
+		return 0;
+	if (!strcmp(name, "unfused")) {
+		*path = PATH_UNFUSED;
+		return 0;
+	}
+	ncf_error("cuda backend: NCF_CUDA_PATH=%s: not fused or unfused", name);
+	return -1;
+}
+
+static int cuda_init(struct ncf_backend *be)
+{
+	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
+	be->impl = c;
+	int rc = open_device(be, c);
+	if (rc != 0)
+		return rc;
+	NCF_TRY(alloc_state(be, c));
+	NCF_TRY(path_parse(getenv("NCF_CUDA_PATH"), &c->path));
 	const char *pe = getenv("NCF_CUDA_PROFILE");
 	if (pe && *pe && strcmp(pe, "0")) {
 		for (int k = 0; k <= PH_N; k++)
@@ -344,7 +370,7 @@ static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int
 	size_t total = be->layout.total;
 	const int *skip = NULL;
 	if (c->act == ACT_F16) {
-		CUDA_TRY(cudaMemsetAsync(c->flag, 0, sizeof(int), c->s));
+		DMEMSET_TRY(c->flag, sizeof(int), c->s, "clear_flag");
 		NCF_TRY(nonfinite_cuda(c->grad, total, c->flag, c->s));
 		skip = c->flag;
 	}
@@ -353,10 +379,10 @@ static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int
 	NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale, skip,
 			  c->s));
 	mark(c, PH_N);
-	CUDA_TRY(cudaMemcpyAsync(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s));
+	DCOPY_TRY(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s, "read_loss");
 	if (skip)
-		CUDA_TRY(cudaMemcpyAsync(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s));
-	CUDA_TRY(cudaStreamSynchronize(c->s));
+		DCOPY_TRY(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s, "read_flag");
+	DSYNC_TRY(c->s);
 	return 0;
 }
 

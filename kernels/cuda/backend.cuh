@@ -41,6 +41,11 @@ enum {
 	PH_GMF_LOSS, PH_ALLREDUCE_ADAM, PH_N
 };
 
+/* The training step's code path: NCF_CUDA_PATH=fused (the default) or
+ * unfused (step.cu's passes as they were before issue 12, for
+ * comparison). */
+enum { PATH_FUSED = 0, PATH_UNFUSED = 1 };
+
 struct graphs; /* graphs.cu */
 struct nccl;   /* nccl.cu */
 
@@ -102,6 +107,9 @@ struct cu {
 	uint64_t prof_steps;
 
 	struct nccl *nccl; /* NULL until the first all-reduce over several ranks */
+
+	/* ---- the fused training step (step_fused.cu) ---------------------- */
+	int path; /* PATH_FUSED or PATH_UNFUSED */
 };
 
 static inline struct cu *impl(const struct ncf_backend *be)
@@ -125,17 +133,52 @@ static inline size_t bytes_of(size_t n, size_t es)
 {
 	return n ? n * es : 1;
 }
+/* A fake device address for bytes bytes in a dry cost run (cost.cuh):
+ * distinct, 256-byte aligned, never dereferenced.  Returns 0. */
+static inline int fake_alloc(void **p, size_t bytes)
+{
+	struct cost_rec *r = cost_active;
+	if (!r->next_fake)
+		r->next_fake = (uintptr_t)1 << 40;
+	*p = (void *)r->next_fake;
+	r->next_fake += (bytes + 255) / 256 * 256 + 256;
+	return 0;
+}
 /* cudaMalloc of n elements of *p's type, or of bytes bytes into *pp (void
- * **): 0 or -1 (reported). */
-#define DALLOC(p, n) CUDA_CHECK(cudaMalloc((void **)&(p), bytes_of((n), sizeof *(p))))
-#define DALLOC_BYTES(pp, bytes) CUDA_CHECK(cudaMalloc((pp), bytes_of((bytes), 1)))
-/* cudaFree and forget. */
+ * **): 0 or -1 (reported).  A fake address in a dry cost run. */
+#define DALLOC(p, n)                                                               \
+	(cost_dry() ? fake_alloc((void **)&(p), bytes_of((n), sizeof *(p)))         \
+		    : CUDA_CHECK(cudaMalloc((void **)&(p), bytes_of((n), sizeof *(p)))))
+#define DALLOC_BYTES(pp, bytes)                                                \
+	(cost_dry() ? fake_alloc((pp), bytes_of((bytes), 1))                   \
+		    : CUDA_CHECK(cudaMalloc((pp), bytes_of((bytes), 1))))
+/* cudaFree and forget (forget only, in a dry cost run). */
 template <typename X> static inline void dfree(X *&p)
 {
-	if (p)
+	if (p && !cost_dry())
 		cudaFree((void *)p);
 	p = NULL;
 }
+
+/* cudaMemsetAsync(p, 0, bytes, stream), cudaMemcpyAsync and
+ * cudaStreamSynchronize in the training step: noted for the cost recorder
+ * (cost.cuh), skipped in a dry cost run; on failure report and return -1
+ * (CUDA_TRY). */
+#define DMEMSET_TRY(p, bytes, stream, name)                                       \
+	do {                                                                      \
+		if (!NCF_COST(COST_MEMSET, (name), (double)(bytes), 0))           \
+			CUDA_TRY(cudaMemsetAsync((p), 0, (bytes), (stream)));     \
+	} while (0)
+#define DCOPY_TRY(dst, src, bytes, kind, stream, name)                             \
+	do {                                                                       \
+		if (!NCF_COST(COST_COPY, (name), (double)(bytes), 0))              \
+			CUDA_TRY(cudaMemcpyAsync((dst), (src), (bytes), (kind), (stream))); \
+	} while (0)
+#define DSYNC_TRY(stream)                                            \
+	do {                                                         \
+		if (!cost_dry())                                     \
+			CUDA_TRY(cudaStreamSynchronize(stream));     \
+	} while (0)
 
 /* Bits of the largest id below n (at least 1). */
 static inline int id_bits(uint32_t n)
@@ -147,6 +190,16 @@ static inline int id_bits(uint32_t n)
 }
 
 /* ---- backend.cu --------------------------------------------------------- */
+
+/* c's element type and GEMM compute type for be->precision (resolved;
+ * ampere: a device of compute capability 8.0 or newer). */
+void set_precision(struct ncf_backend *be, struct cu *c, int ampere);
+/* Parameters, Adam state, gradient, first-layer tables and scalars for be
+ * on the device (fake addresses in a dry cost run).  Returns 0 or -1. */
+int alloc_state(struct ncf_backend *be, struct cu *c);
+/* *path for a name: "fused", "unfused", NULL or "" (the default, fused).
+ * Returns 0, or -1 (reported) for another name. */
+int path_parse(const char *name, int *path);
 
 /* Room for n rows in every per-row buffer.  Returns 0 or -1. */
 int ensure_rows(struct ncf_backend *be, struct cu *c, size_t n);
@@ -164,6 +217,11 @@ int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uin
 /* Logits of the n pairs in c->su, c->si into out (device), no dropout.
  * Asynchronous.  Returns 0 or -1. */
 int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out);
+
+/* ---- cost.cu ------------------------------------------------------------ */
+
+/* out = what recorder r holds (cuda.h's form). */
+void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out);
 
 /* ---- graphs.cu ---------------------------------------------------------- */
 

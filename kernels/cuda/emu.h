@@ -55,10 +55,17 @@ struct dim3 {
 inline thread_local dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1),
 	gridDim(1, 1, 1);
 
+/* What ran since the start: kernel launches, cublasGemmEx calls,
+ * cudaMemsetAsync and cudaMemcpyAsync calls (the emulation test compares
+ * them with the cost recorder's notes, kernels/cuda/cost.cuh). */
+enum { NCF_EMU_LAUNCHES, NCF_EMU_GEMMS, NCF_EMU_MEMSETS, NCF_EMU_COPIES, NCF_EMU_COUNTS };
+inline unsigned long ncf_emu_count[NCF_EMU_COUNTS];
+
 /* Run body() once per thread of a (grid, block) launch, blocks in order,
  * threads in order within a block. */
 template <typename F> static inline void ncf_emu_launch(dim3 grid, dim3 block, F body)
 {
+	ncf_emu_count[NCF_EMU_LAUNCHES]++;
 	gridDim = grid;
 	blockDim = block;
 	for (unsigned bz = 0; bz < grid.z; bz++)
@@ -252,6 +259,7 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaM
 static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
 					  cudaStream_t)
 {
+	ncf_emu_count[NCF_EMU_COPIES]++;
 	return cudaMemcpy(dst, src, n, k);
 }
 static inline cudaError_t cudaMemset(void *p, int v, size_t n)
@@ -262,6 +270,7 @@ static inline cudaError_t cudaMemset(void *p, int v, size_t n)
 }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t)
 {
+	ncf_emu_count[NCF_EMU_MEMSETS]++;
 	return cudaMemset(p, v, n);
 }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
@@ -468,6 +477,7 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
 {
 	if (m < 0 || n < 0 || k < 0)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	ncf_emu_count[NCF_EMU_GEMMS]++;
 	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
 	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
 	if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||

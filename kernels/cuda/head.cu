@@ -109,6 +109,10 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
+	double es = sizeof(T);
+	if (NCF_COST(COST_KERNEL, "head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) +
+							(F + HL + 1.0) * 4, 0))
+		return 0;
 	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
 		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
 	return CUDA_CHECK(cudaGetLastError());
@@ -140,6 +144,9 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
+	if (NCF_COST(COST_KERNEL, "head_logits",
+		     n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0))
+		return 0;
 	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
 		   gmf_item, w, hL, vecF, vecH, logit);
 	return CUDA_CHECK(cudaGetLastError());

@@ -35,6 +35,7 @@
 #define NCF_CUDA_KERNELS_CUH
 
 #include "common.cuh"
+#include "cost.cuh"
 
 namespace NCF_CUDA_NS {
 
@@ -160,14 +161,14 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
  * segsum_gmf_cuda:   out[k][f] = wg[f] * sum over samples j of key k of
  *                    dl[j] * tab[other[j]][f]; tab (., F), out (K, F).
  */
-enum { SEG_CHUNK = 32 };
+enum { SEG_CHUNK = 32 }; /* K (keys, the rows of out) sizes the cost note only */
 size_t seg_scratch(size_t n, uint32_t H);
 template <typename T>
 int segsum_rows_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const T *src, uint32_t H,
-		     float *out, float *head, float *tail, cudaStream_t stream);
+		     uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
 int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const float *dl,
-		    const uint32_t *other, const float *tab, const float *wg, uint32_t F, float *out,
-		    float *head, float *tail, cudaStream_t stream);
+		    const uint32_t *other, const float *tab, const float *wg, uint32_t F,
+		    uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
 
 /*
  * Stable sort of n keys below 2^bits: keys_out the sorted keys, idx_out the

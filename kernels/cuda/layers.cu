@@ -65,6 +65,9 @@ int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, co
 		return -1;
 	if (!blocks)
 		return 0;
+	double es = sizeof(T);
+	if (NCF_COST(COST_KERNEL, "layer1", n * (8.0 + 3.0 * H * es) + H * 4.0, 0))
+		return 0;
 	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
 	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, su, si, au, ai, b1, eval_order,
 		   vec, dk, h1);
@@ -108,6 +111,8 @@ int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dro
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "bias_relu_dropout", 2.0 * n * H * sizeof(T) + H * 4.0, 0))
+		return 0;
 	int vec = H % 8 == 0 && aligned16(z);
 	NCF_LAUNCH(bias_relu_dropout_kernel<T>, blocks, BLOCK, 0, stream, n, H, z, b, vec, dk,
 		   layer);
@@ -147,6 +152,8 @@ int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStr
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "relu_dropout_back", 3.0 * count * sizeof(T), 0))
+		return 0;
 	int vec = count % 8 == 0 && aligned16(dh) && aligned16(h);
 	NCF_LAUNCH(relu_dropout_back_kernel<T>, blocks, BLOCK, 0, stream, count, dh, h, scale, vec);
 	return CUDA_CHECK(cudaGetLastError());
@@ -168,6 +175,8 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 	if (grid_1d(n, &blocks))
 		return -1;
 	if (!blocks)
+		return 0;
+	if (NCF_COST(COST_KERNEL, "cast", n * (4.0 + sizeof(T)), 0))
 		return 0;
 	NCF_LAUNCH(cast_kernel<T>, blocks, BLOCK, 0, stream, x, y, n);
 	return CUDA_CHECK(cudaGetLastError());

@@ -52,9 +52,12 @@ static int colsum_rest(float *a, float *b, size_t rows, size_t cols, float *out,
 		unsigned blocks;
 		if (grid_1d(G * cols, &blocks))
 			return -1;
-		NCF_LAUNCH(colsum_pass_kernel<float>, blocks, BLOCK, 0, stream, a, rows, cols, G, dst);
-		if (CUDA_CHECK(cudaGetLastError()))
-			return -1;
+		if (!NCF_COST(COST_KERNEL, "colsum", (rows + (double)G) * cols * 4.0, 0)) {
+			NCF_LAUNCH(colsum_pass_kernel<float>, blocks, BLOCK, 0, stream, a, rows, cols,
+				   G, dst);
+			if (CUDA_CHECK(cudaGetLastError()))
+				return -1;
+		}
 		float *tmp = a;
 		a = b;
 		b = tmp;
@@ -75,9 +78,11 @@ int colsum_cuda(const T *x, size_t rows, size_t cols, float *out, float *scratch
 	unsigned blocks;
 	if (grid_1d(G * cols, &blocks))
 		return -1;
-	NCF_LAUNCH(colsum_pass_kernel<T>, blocks, BLOCK, 0, stream, x, rows, cols, G, dst);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "colsum", ((double)rows * sizeof(T) + G * 4.0) * cols, 0)) {
+		NCF_LAUNCH(colsum_pass_kernel<T>, blocks, BLOCK, 0, stream, x, rows, cols, G, dst);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	return G == 1 ? 0 : colsum_rest(a, b, G, cols, out, stream);
 }
 
@@ -127,10 +132,13 @@ int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const 
 	unsigned blocks;
 	if (grid_1d(G * C, &blocks))
 		return -1;
-	NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si, gmf_user,
-		   gmf_item, hL, dlogit, dst);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "head_grad",
+		      n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + G * C * 4.0, 0)) {
+		NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si,
+			   gmf_user, gmf_item, hL, dlogit, dst);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	return G == 1 ? 0 : colsum_rest(a, b, G, C, out, stream);
 }
 
@@ -160,18 +168,24 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
 	unsigned blocks;
 	if (grid_1d(G, &blocks))
 		return -1;
-	NCF_LAUNCH(sum_pass_kernel<float>, blocks, BLOCK, 0, stream, x, n, G, G == 1 ? out : a);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "sum_f64", n * 4.0 + G * 8.0, 0)) {
+		NCF_LAUNCH(sum_pass_kernel<float>, blocks, BLOCK, 0, stream, x, n, G,
+			   G == 1 ? out : a);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	size_t rows = G;
 	while (rows > 1) {
 		G = pass_groups(rows);
 		double *dst = G == 1 ? out : b;
 		if (grid_1d(G, &blocks))
 			return -1;
-		NCF_LAUNCH(sum_pass_kernel<double>, blocks, BLOCK, 0, stream, a, rows, G, dst);
-		if (CUDA_CHECK(cudaGetLastError()))
-			return -1;
+		if (!NCF_COST(COST_KERNEL, "sum_f64", (rows + (double)G) * 8.0, 0)) {
+			NCF_LAUNCH(sum_pass_kernel<double>, blocks, BLOCK, 0, stream, a, rows, G,
+				   dst);
+			if (CUDA_CHECK(cudaGetLastError()))
+				return -1;
+		}
 		double *tmp = a;
 		a = b;
 		b = tmp;
@@ -292,9 +306,11 @@ __global__ void segsum_pass2_kernel(V v, const uint32_t *__restrict__ key, size_
 	v.finish(K, h, acc);
 }
 
+/* row_bytes: what pass 1 reads per sample besides key and idx; K: keys
+ * (at most min(n, K) output rows of H floats are written). */
 template <class V>
 static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size_t n, uint32_t H,
-		      float *head, float *tail, cudaStream_t stream)
+		      uint32_t K, double row_bytes, float *head, float *tail, cudaStream_t stream)
 {
 	size_t chunks = (n + SEG_CHUNK - 1) / SEG_CHUNK;
 	unsigned blocks;
@@ -302,10 +318,16 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 		return -1;
 	if (!blocks)
 		return 0;
-	NCF_LAUNCH(segsum_pass1_kernel<V>, blocks, BLOCK, 0, stream, v, key, idx, n, H, head, tail);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	double outs = (double)(n < K ? n : K) * H * 4.0, parts = 2.0 * chunks * H * 4.0;
+	if (!NCF_COST(COST_KERNEL, "segsum_pass1", n * (8.0 + row_bytes) + outs + parts, 0)) {
+		NCF_LAUNCH(segsum_pass1_kernel<V>, blocks, BLOCK, 0, stream, v, key, idx, n, H,
+			   head, tail);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	if (chunks < 2)
+		return 0;
+	if (NCF_COST(COST_KERNEL, "segsum_pass2", chunks * 8.0 + parts, 0))
 		return 0;
 	NCF_LAUNCH(segsum_pass2_kernel<V>, blocks, BLOCK, 0, stream, v, key, n, H, head, tail);
 	return CUDA_CHECK(cudaGetLastError());
@@ -313,18 +335,18 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 
 template <typename T>
 int segsum_rows_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const T *src, uint32_t H,
-		     float *out, float *head, float *tail, cudaStream_t stream)
+		     uint32_t K, float *out, float *head, float *tail, cudaStream_t stream)
 {
 	rows_value<T> v = {src, H, out};
-	return segsum_run(v, key, idx, n, H, head, tail, stream);
+	return segsum_run(v, key, idx, n, H, K, (double)H * sizeof(T), head, tail, stream);
 }
 
 int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const float *dl,
-		    const uint32_t *other, const float *tab, const float *wg, uint32_t F, float *out,
-		    float *head, float *tail, cudaStream_t stream)
+		    const uint32_t *other, const float *tab, const float *wg, uint32_t F,
+		    uint32_t K, float *out, float *head, float *tail, cudaStream_t stream)
 {
 	gmf_value v = {dl, other, tab, wg, F, out};
-	return segsum_run(v, key, idx, n, F, head, tail, stream);
+	return segsum_run(v, key, idx, n, F, K, 8.0 + 4.0 * F, head, tail, stream);
 }
 
 /* ---- instantiations for the three activation types ---------------------- */
@@ -335,7 +357,8 @@ int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const fl
 				       const uint32_t *, const float *, const float *, const T *,  \
 				       const float *, float *, float *, cudaStream_t);             \
 	template int segsum_rows_cuda<T>(const uint32_t *, const uint32_t *, size_t, const T *,    \
-					 uint32_t, float *, float *, float *, cudaStream_t);
+					 uint32_t, uint32_t, float *, float *, float *,            \
+					 cudaStream_t);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)

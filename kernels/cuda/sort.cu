@@ -22,6 +22,34 @@
 
 namespace NCF_CUDA_NS {
 
+/*
+ * The notes of one sort of n keys of `bits` bits (cost.cuh), the same in
+ * both builds: the iota of the row numbers, then what CUB's onesweep
+ * dispatch (cub/device/dispatch/dispatch_radix_sort.cuh, InvokeOnesweep,
+ * CUDA 13) launches for 32-bit keys and values: two memsets (counters,
+ * histograms), the histogram kernel (reads the keys), the exclusive sum
+ * (tiny), then per pass of 8 bits a memset of the look-back tiles and one
+ * onesweep kernel that reads and writes keys and values.  Returns 1 in a dry
+ * run.
+ */
+static int sort_cost(size_t n, int bits)
+{
+	if (!cost_active)
+		return 0;
+	double N = (double)n;
+	int passes = (bits + 7) / 8, dry = 0;
+	dry |= NCF_COST(COST_SORT, "sort_iota", 4.0 * N, 0);
+	dry |= NCF_COST(COST_SORT, "cub_memset", 64.0, 0);
+	dry |= NCF_COST(COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
+	dry |= NCF_COST(COST_SORT, "cub_histogram", 4.0 * N, 0);
+	dry |= NCF_COST(COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
+	for (int p = 0; p < passes; p++) {
+		dry |= NCF_COST(COST_SORT, "cub_memset", N / 16, 0);
+		dry |= NCF_COST(COST_SORT, "cub_onesweep", 16.0 * N, 0);
+	}
+	return dry;
+}
+
 void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out)
 {
 	std::vector<uint32_t> order(n);
@@ -47,7 +75,7 @@ __global__ void iota_kernel(uint32_t *__restrict__ x, size_t n)
 int sort_temp_bytes(size_t n, int bits, size_t *bytes)
 {
 	*bytes = 0;
-	if (n == 0)
+	if (n == 0 || cost_dry())
 		return 0;
 	if (n > 0x7FFFFFFFu) {
 		ncf_error("cuda backend: cannot sort %zu keys at once", n);
@@ -62,7 +90,7 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
 		     cudaStream_t stream)
 {
-	if (n == 0)
+	if (n == 0 || sort_cost(n, bits))
 		return 0;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
@@ -87,6 +115,8 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
 		     cudaStream_t stream)
 {
+	if (n == 0 || sort_cost(n, bits))
+		return 0;
 	sort_by_key_cpu(keys, n, keys_out, idx_out);
 	return 0;
 }

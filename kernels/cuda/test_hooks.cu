@@ -138,7 +138,7 @@ static int segsum_run(struct cu *c, struct bufs *x, const uint32_t *keys, size_t
 				 c->s));
 	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)K * H * sizeof(float), c->s));
 	NCF_TRY(sort_by_key_cuda(x->u[0], n, bits, x->u[1], x->u[2], x->u[3], x->temp, tb, c->s));
-	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, x->f[1], x->f[2],
+	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, K, x->f[1], x->f[2],
 					x->f[3], c->s));
 	CUDA_TRY(cudaMemcpyAsync(out, x->f[1], (size_t)K * H * sizeof(float),
 				 cudaMemcpyDeviceToHost, c->s));
@@ -153,4 +153,28 @@ int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n
 	int rc = segsum_run(impl(be), &x, keys, n, K, src, H, out);
 	bufs_free(&x);
 	return rc ? -1 : 0;
+}
+
+int ncf_cuda_debug_step_cost(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			     double *loss_sum, struct ncf_cuda_cost *out)
+{
+	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
+	struct cost_rec *saved = cost_active;
+	cost_active = r;
+	int rc = ncf_backend_train_step(be, epoch, first, n, loss_sum);
+	cost_active = saved;
+	cost_export(r, out);
+	free(r);
+	return rc;
+}
+
+int ncf_cuda_debug_emu_counts(unsigned long c[4])
+{
+#ifdef NCF_CUDA_EMULATE
+	for (int k = 0; k < 4; k++)
+		c[k] = ncf_emu_count[k];
+	return 0;
+#else
+	return -1;
+#endif
 }

@@ -14,6 +14,8 @@
 #define ncf_cuda_debug_dropout ncf_cuda_debug_dropout_emu
 #define ncf_cuda_debug_adam ncf_cuda_debug_adam_emu
 #define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
+#define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
+#define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
 #endif
 
 #include "cuda.h"
@@ -42,6 +44,15 @@ int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, co
  * or -1. */
 int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
 			  const float *src, uint32_t H, float *out);
+
+/* One ncf_backend_train_step with the cost recorder on (cost.cuh, live:
+ * the work runs and is recorded): out gets what it noted.  Returns the
+ * step's result. */
+int ncf_cuda_debug_step_cost(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			     double *loss_sum, struct ncf_cuda_cost *out);
+/* Under emulation: what emu.h has counted so far (kernel launches, GEMMs,
+ * memsets, copies) into c[0..4); returns 0.  Elsewhere: -1. */
+int ncf_cuda_debug_emu_counts(unsigned long c[4]);
 
 #ifdef __cplusplus
 }

@@ -73,6 +73,7 @@ extern "C" {
 #include "metrics.h"
 #include "model.h"
 }
+#include "cuda/cuda.h"
 #include "cuda/test_hooks.h"
 #include "ncf_hd.h"
 #include "tap.h"
@@ -706,6 +707,58 @@ static void test_low_precision(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
+/* The cost recorder (kernels/cuda/cost.cuh): a step run live notes every
+ * launch emu.h sees (kernels, GEMMs, memsets, copies; the sort's notes
+ * stand for CUB's launches, which the CPU twin has none of), and the dry
+ * run of ncf_cuda_step_cost notes the same launches with the same bytes.
+ * So the cost model counts what the code launches. */
+static void test_cost(const struct data *d, const struct ncf_shape *s, const char *path)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16,
+					    NCF_PRECISION_FP16};
+	setenv("NCF_CUDA_PATH", path, 1);
+	for (int k = 0; k < 3; k++) {
+		struct ncf_backend emu;
+		const char *pn = ncf_precision_name(precs[k]);
+		if (open_be(&emu, &ncf_backend_cuda, s, &hp, precs[k], &one, d)) {
+			tap_ok(0, "open the emulated backend");
+			continue;
+		}
+		static struct ncf_cuda_cost live, dry;
+		unsigned long c0[4], c1[4];
+		double loss;
+		int ok = !ncf_cuda_debug_emu_counts(c0) &&
+			 !ncf_cuda_debug_step_cost(&emu, 0, 0, B, &loss, &live) &&
+			 !ncf_cuda_debug_emu_counts(c1);
+		ok &= live.kernels == c1[0] - c0[0] && live.gemms == c1[1] - c0[1] &&
+		      live.memsets == c1[2] - c0[2] && live.copies == c1[3] - c0[3];
+		if (!ok)
+			tap_diag("noted %u kernels, %u gemms, %u memsets, %u copies; emu saw %lu, %lu, "
+				 "%lu, %lu",
+				 live.kernels, live.gemms, live.memsets, live.copies, c1[0] - c0[0],
+				 c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3]);
+		tap_ok(ok && live.dropped == 0 && live.bytes > 0 && live.flops > 0,
+		       "%s %s: the recorder noted each of the step's %u launches once", path, pn,
+		       live.launches);
+		int64_t P = (int64_t)d->items.size();
+		ok = !ncf_cuda_step_cost(s, &hp, precs[k], path, P, &dry) && dry.n == live.n &&
+		     dry.launches == live.launches && dry.bytes == live.bytes;
+		for (unsigned j = 0; ok && j < dry.n; j++)
+			if (strcmp(dry.item[j].name, live.item[j].name) ||
+			    dry.item[j].bytes != live.item[j].bytes) {
+				tap_diag("launch %u: dry %s %.0f, live %s %.0f", j + 1, dry.item[j].name,
+					 dry.item[j].bytes, live.item[j].name, live.item[j].bytes);
+				ok = 0;
+			}
+		tap_ok(ok, "%s %s: the dry cost run notes the same launches and bytes (%.0f)", path,
+		       pn, dry.bytes);
+		close_be(&emu);
+	}
+	unsetenv("NCF_CUDA_PATH");
+}
+
 /* Bad input is refused with a message, not run: ids outside the model,
  * positions past the end of the epoch (which would make the permutation's
  * cycle walk loop forever). */
@@ -867,6 +920,7 @@ int main(void)
 	test_training(&d, &s2, 0.0f, "one hidden layer, no dropout");
 	test_ranks(&d, &s8);
 	test_low_precision(&d, &s8);
+	test_cost(&d, &s8, "unfused");
 	test_refusals(&d, &s8);
 	test_run(&d, &s8);
 	test_oracle(&d, &s8, 0.5f, "widths of 8");
