@@ -45,6 +45,21 @@ extern "C" {
 #define NCF_LAUNCH(kernel, grid, block, shmem, stream, ...) \
 	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
 #endif
+/*
+ * NCF_LAUNCH_SYNC: the same for a kernel whose threads cooperate within a
+ * block (__shared__ memory, __syncthreads, __syncwarp, wmma fragments).
+ * nvcc: the same launch.  Emulation: each thread of a block runs as a fiber
+ * until its next barrier (emu.h), so the barriers mean what they mean on a
+ * GPU.  shmem (dynamic shared memory) must be 0: the kernels use __shared__
+ * arrays of fixed size.
+ */
+#ifdef NCF_CUDA_EMULATE
+#define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...) \
+	ncf_emu_launch_sync(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); })
+#else
+#define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...) \
+	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#endif
 
 /* Host+device helper functions. */
 #define NCF_DI __host__ __device__ __forceinline__

@@ -7,10 +7,23 @@
  * What it is:
  *  - device memory is host memory: cudaMalloc is an aligned malloc, every
  *    copy is memcpy, streams and events do nothing (all work is synchronous);
- *  - a kernel launch (NCF_LAUNCH in common.cuh) is nested loops over the
- *    blocks and threads of the grid calling the kernel body once per thread,
- *    one at a time, with blockIdx, threadIdx, blockDim and gridDim as
+ *  - a plain kernel launch (NCF_LAUNCH in common.cuh) is nested loops over
+ *    the blocks and threads of the grid calling the kernel body once per
+ *    thread, one at a time, with blockIdx, threadIdx, blockDim and gridDim as
  *    thread_local globals set by the loop;
+ *  - a cooperative launch (NCF_LAUNCH_SYNC) runs each thread of a block as a
+ *    fiber (its own stack) on the calling thread: a thread runs until it
+ *    reaches __syncthreads() or __syncwarp(), then the next thread runs, and
+ *    a barrier opens when every thread of its block (or warp) has reached
+ *    it.  __shared__ variables are static (one block runs at a time).  A
+ *    thread that reads what another thread writes without a barrier in
+ *    between reads what was there before (the other has not run yet), so
+ *    missing barriers show as wrong results; a barrier that some threads of
+ *    the block never reach (one returned early, or waits at another barrier)
+ *    stops the program with a message, as it would hang a GPU;
+ *  - the tensor-core fragments of nvcuda::wmma (16x16x16 bf16/fp16 and
+ *    16x16x8 tf32, fp32 accumulators) with load_matrix_sync, mma_sync,
+ *    store_matrix_sync and fill_fragment, see "wmma" below;
  *  - cublasGemmEx is cblas_sgemm (OpenBLAS) with cuBLAS's column-major
  *    semantics; bf16 and fp16 operands are widened to float and the result is
  *    rounded back, so those precisions run too (with fp32 products instead of
@@ -18,10 +31,11 @@
  *  - __nv_bfloat16 and __half are 16-bit structs whose conversions round to
  *    nearest even exactly as NVIDIA's __float2bfloat16_rn / __float2half_rn.
  *
- * What it is not: the threads of a block never run concurrently, so
- * __syncthreads, shared memory and warp shuffles cannot work here.  Kernels
- * that need them are not compiled under emulation; each has a CPU twin
- * (<op>_cpu) used instead, and a real-GPU test (tests/gpu).  There is no
+ * What it is not: threads never run concurrently, so races that need two
+ * threads at once do not show (what shows is a read before the barrier that
+ * should have preceded it); warp shuffles and votes are not there (no kernel
+ * uses them).  The radix sort (CUB) is not emulated; its CPU twin
+ * (sort_by_key_cpu) runs instead, and tests/gpu covers it.  There is no
  * asynchrony, and a bad device pointer is an ordinary bad pointer (the ASan
  * build of the emulation test finds those).
  */
@@ -33,6 +47,12 @@
 #endif
 
 #include <cblas.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <type_traits>
 #undef I /* <complex.h>, pulled in by OpenBLAS */
 #include <math.h>
 #include <stdint.h>
@@ -46,6 +66,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
 	unsigned x, y, z;
@@ -79,6 +100,249 @@ template <typename F> static inline void ncf_emu_launch(dim3 grid, dim3 block, F
 							body();
 						}
 			}
+}
+
+/* ---- cooperative launches (NCF_LAUNCH_SYNC): fibers and barriers ------ */
+
+#define __shared__ static
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define NCF_EMU_ASAN 1
+#else
+#define NCF_EMU_ASAN 0
+#endif
+/* Switching stacks: _setjmp/_longjmp after a fiber's first entry
+ * (makecontext), unless _FORTIFY_SOURCE makes _longjmp refuse to jump to a
+ * deeper stack; then swapcontext, which is slower (a system call each). */
+#if defined(_FORTIFY_SOURCE) && _FORTIFY_SOURCE > 0
+#define NCF_EMU_JMP 0
+#else
+#define NCF_EMU_JMP 1
+#endif
+
+enum { NCF_EMU_READY, NCF_EMU_AT_BLOCK, NCF_EMU_AT_WARP, NCF_EMU_DONE };
+
+struct ncf_emu_fiber {
+	ucontext_t uc;
+	jmp_buf jb;
+	int state, started;
+	dim3 tid;
+	char *stack;
+	size_t size;
+	void *fake; /* ASan's fake stack while switched away */
+};
+
+struct ncf_emu_coop {
+	unsigned n;		      /* threads per block */
+	struct ncf_emu_fiber *f;
+	unsigned cur;		      /* the fiber running */
+	int last;		      /* no more blocks: fibers leave their loop */
+	void (*body)(void *);
+	void *arg;
+	ucontext_t sched_uc;
+	jmp_buf sched;
+	void *sched_fake;
+	const void *main_bottom;      /* the scheduler's stack, for ASan */
+	size_t main_size;
+};
+
+inline thread_local struct ncf_emu_coop *ncf_emu_coop_cur;
+
+[[noreturn]] static inline void ncf_emu_die(const char *what)
+{
+	fprintf(stderr, "cuda emulation: block (%u, %u, %u), thread (%u, %u, %u): %s\n", blockIdx.x,
+		blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+	abort();
+}
+
+/* Fiber -> scheduler (the fiber's state says why); returns when resumed. */
+static inline void ncf_emu_yield(void)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	struct ncf_emu_fiber *me = &C->f[C->cur];
+#if NCF_EMU_ASAN
+	__sanitizer_start_switch_fiber(me->state == NCF_EMU_DONE && C->last ? NULL : &me->fake,
+				       C->main_bottom, C->main_size);
+#endif
+#if NCF_EMU_JMP
+	if (!_setjmp(me->jb))
+		_longjmp(C->sched, 1);
+#else
+	swapcontext(&me->uc, &C->sched_uc);
+#endif
+#if NCF_EMU_ASAN
+	__sanitizer_finish_switch_fiber(me->fake, NULL, NULL);
+#endif
+}
+
+/* A fiber's life: run the kernel body for each block until the launch ends. */
+static inline void ncf_emu_fiber_main(void)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+#if NCF_EMU_ASAN
+	__sanitizer_finish_switch_fiber(NULL, &C->main_bottom, &C->main_size);
+#endif
+	for (;;) { /* the scheduler resumes it for the next block, never after the last */
+		C->body(C->arg);
+		C->f[C->cur].state = NCF_EMU_DONE;
+		ncf_emu_yield();
+	}
+}
+
+/* Scheduler -> fiber k until it yields. */
+static inline void ncf_emu_resume(struct ncf_emu_coop *C, unsigned k)
+{
+	struct ncf_emu_fiber *f = &C->f[k];
+	C->cur = k;
+	threadIdx = f->tid;
+#if NCF_EMU_ASAN
+	__sanitizer_start_switch_fiber(&C->sched_fake, f->stack, f->size);
+#endif
+#if NCF_EMU_JMP
+	if (!_setjmp(C->sched)) {
+		if (!f->started) {
+			f->started = 1;
+			swapcontext(&C->sched_uc, &f->uc);
+		} else {
+			_longjmp(f->jb, 1);
+		}
+	}
+#else
+	f->started = 1;
+	swapcontext(&C->sched_uc, &f->uc);
+#endif
+#if NCF_EMU_ASAN
+	__sanitizer_finish_switch_fiber(C->sched_fake, NULL, NULL);
+#endif
+}
+
+static inline void __syncthreads(void)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	if (!C)
+		ncf_emu_die("__syncthreads in a plain launch (launch it with NCF_LAUNCH_SYNC)");
+	C->f[C->cur].state = NCF_EMU_AT_BLOCK;
+	ncf_emu_yield();
+}
+
+static inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	if (!C)
+		ncf_emu_die("__syncwarp in a plain launch (launch it with NCF_LAUNCH_SYNC)");
+	if (mask != 0xffffffffu)
+		ncf_emu_die("__syncwarp with a partial mask is not emulated");
+	C->f[C->cur].state = NCF_EMU_AT_WARP;
+	ncf_emu_yield();
+}
+
+/* The lane of this thread in its warp (linear thread index mod 32). */
+static inline unsigned ncf_emu_lane(void)
+{
+	return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32u;
+}
+
+/* After a round: open the barriers every thread has reached.  Returns 1
+ * when the block is done, 0 to go on; dies on a barrier that cannot open. */
+static inline int ncf_emu_barriers(struct ncf_emu_coop *C)
+{
+	unsigned n = C->n, done = 0, at_block = 0;
+	for (unsigned k = 0; k < n; k++) {
+		done += C->f[k].state == NCF_EMU_DONE;
+		at_block += C->f[k].state == NCF_EMU_AT_BLOCK;
+	}
+	if (done == n)
+		return 1;
+	if (at_block == n) {
+		for (unsigned k = 0; k < n; k++)
+			C->f[k].state = NCF_EMU_READY;
+		return 0;
+	}
+	int opened = 0;
+	for (unsigned w = 0; w * 32 < n; w++) {
+		unsigned lo = w * 32, hi = lo + 32 < n ? lo + 32 : n, at = 0;
+		for (unsigned k = lo; k < hi; k++)
+			at += C->f[k].state == NCF_EMU_AT_WARP;
+		if (at == hi - lo) {
+			for (unsigned k = lo; k < hi; k++)
+				C->f[k].state = NCF_EMU_READY;
+			opened = 1;
+		}
+	}
+	if (!opened) {
+		threadIdx = dim3(0, 0, 0);
+		ncf_emu_die(at_block ? "__syncthreads not reached by every thread of the block"
+				     : "__syncwarp not reached by every thread of the warp");
+	}
+	return 0;
+}
+
+template <typename F> static inline void ncf_emu_call(void *p)
+{
+	(*(F *)p)();
+}
+
+/* Fiber stacks, kept between launches. */
+static inline char *ncf_emu_stack(unsigned k, size_t size)
+{
+	static thread_local char *stacks[1024];
+	if (!stacks[k]) {
+		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			ncf_emu_die("no memory for a fiber's stack");
+		stacks[k] = (char *)p;
+	}
+	return stacks[k];
+}
+
+/* Run body() once per thread of a (grid, block) launch whose threads
+ * cooperate: blocks in order, the threads of a block as fibers. */
+template <typename F> static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, F body)
+{
+	ncf_emu_count[NCF_EMU_LAUNCHES]++;
+	unsigned n = block.x * block.y * block.z;
+	if (n == 0 || n > 1024)
+		ncf_emu_die("a cooperative launch needs 1..1024 threads per block");
+	if (ncf_emu_coop_cur)
+		ncf_emu_die("a cooperative launch inside another");
+	const size_t size = (size_t)1 << 20; /* lazily committed */
+	struct ncf_emu_coop C;
+	memset(&C, 0, sizeof C);
+	C.n = n;
+	C.f = (struct ncf_emu_fiber *)calloc(n, sizeof *C.f);
+	C.body = ncf_emu_call<F>;
+	C.arg = &body;
+	gridDim = grid;
+	blockDim = block;
+	ncf_emu_coop_cur = &C;
+	for (unsigned k = 0; k < n; k++) {
+		struct ncf_emu_fiber *f = &C.f[k];
+		f->tid = dim3(k % block.x, k / block.x % block.y, k / (block.x * block.y));
+		f->stack = ncf_emu_stack(k, size);
+		f->size = size;
+		getcontext(&f->uc);
+		f->uc.uc_stack.ss_sp = f->stack;
+		f->uc.uc_stack.ss_size = size;
+		f->uc.uc_link = NULL;
+		makecontext(&f->uc, ncf_emu_fiber_main, 0);
+	}
+	unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z, b = 0;
+	for (unsigned bz = 0; bz < grid.z; bz++)
+		for (unsigned by = 0; by < grid.y; by++)
+			for (unsigned bx = 0; bx < grid.x; bx++, b++) {
+				blockIdx = dim3(bx, by, bz);
+				C.last = b + 1 == blocks;
+				for (unsigned k = 0; k < n; k++)
+					C.f[k].state = NCF_EMU_READY;
+				do {
+					for (unsigned k = 0; k < n; k++)
+						if (C.f[k].state == NCF_EMU_READY)
+							ncf_emu_resume(&C, k);
+				} while (!ncf_emu_barriers(&C));
+			}
+	ncf_emu_coop_cur = NULL;
+	free(C.f);
 }
 
 /* Raw 16-byte vector, as CUDA's uint4 (used for vector loads). */
@@ -175,6 +439,146 @@ static inline __half __float2half_rn(float f)
 	h.x = (uint16_t)(sign | r);
 	return h;
 }
+
+/* ---- wmma: tensor-core fragments ----------------------------------------
+ *
+ * nvcuda::wmma as the CUDA C++ Programming Guide documents it (section
+ * "Warp Matrix Functions"), for the shapes the kernels use: matrix_a /
+ * matrix_b / accumulator fragments of m16n16k16 (__half, __nv_bfloat16) and
+ * m16n16k8 (precision::tf32), accumulators in float.
+ *
+ * The layout is an abstraction: CUDA leaves unspecified which elements of
+ * a fragment each thread of the warp holds (num_elements and x[] may only be
+ * used for operations applied alike to every element, such as
+ * __float_to_tf32).  Here every thread's fragment holds the whole tile
+ * (x[], row-major, num_elements = rows x columns).  load_matrix_sync and
+ * fill_fragment fill it; mma_sync computes d = a b + c with each product
+ * formed in float and summed in float in k order onto c (the tensor cores
+ * form and add products in their own order and rounding; tests bound the
+ * difference); store_matrix_sync is collective as on a GPU: thread lane l
+ * of the warp writes the elements e = l, l + 32, ... of the tile only, so
+ * reading the stored tile before a __syncwarp shows the other lanes'
+ * elements unwritten.  A kernel that keeps to the documented semantics
+ * gives here what it gives on a GPU up to the sums' rounding.
+ */
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+}
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K> struct ncf_emu_dims;
+template <int M, int N, int K> struct ncf_emu_dims<matrix_a, M, N, K> {
+	enum { R = M, C = K };
+};
+template <int M, int N, int K> struct ncf_emu_dims<matrix_b, M, N, K> {
+	enum { R = K, C = N };
+};
+template <int M, int N, int K> struct ncf_emu_dims<accumulator, M, N, K> {
+	enum { R = M, C = N };
+};
+template <typename T> struct ncf_emu_elem {
+	typedef T type;
+};
+template <> struct ncf_emu_elem<precision::tf32> {
+	typedef float type;
+};
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+	enum { R = ncf_emu_dims<Use, M, N, K>::R, C = ncf_emu_dims<Use, M, N, K>::C };
+	enum { num_elements = R * C };
+	typename ncf_emu_elem<T>::type x[R * C];
+};
+
+static inline float ncf_emu_f32(float v)
+{
+	return v;
+}
+static inline float ncf_emu_f32(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+static inline float ncf_emu_f32(__half v)
+{
+	return __half2float(v);
+}
+
+/* TF32: float rounded to 10 mantissa bits, to nearest, ties away from zero
+ * (PTX cvt.rna.tf32.f32). */
+static inline float __float_to_tf32(float f)
+{
+	uint32_t u = ncf_emu_f2u(f);
+	if ((u & 0x7f800000u) == 0x7f800000u)
+		return f; /* inf, NaN */
+	u = (u + 0x1000u) & 0xffffe000u;
+	return ncf_emu_u2f(u);
+}
+
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename P>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const P *p,
+				    unsigned ldm)
+{
+	typedef fragment<Use, M, N, K, T, Layout> F;
+	for (int r = 0; r < F::R; r++)
+		for (int c = 0; c < F::C; c++)
+			f.x[r * F::C + c] = std::is_same<Layout, col_major>::value
+						    ? p[(size_t)c * ldm + r]
+						    : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p,
+				    unsigned ldm, layout_t l)
+{
+	for (int r = 0; r < M; r++)
+		for (int c = 0; c < N; c++)
+			f.x[r * N + c] = l == mem_col_major ? p[(size_t)c * ldm + r]
+							    : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K>
+static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
+				     unsigned ldm, layout_t l)
+{
+	for (int e = (int)ncf_emu_lane(); e < M * N; e += 32) {
+		int r = e / N, c = e % N;
+		p[l == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[e];
+	}
+}
+
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, const V &v)
+{
+	for (int e = 0; e < fragment<Use, M, N, K, T, Layout>::num_elements; e++)
+		f.x[e] = v;
+}
+
+template <int M, int N, int K, typename T, typename LA, typename LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
+			    const fragment<matrix_a, M, N, K, T, LA> &a,
+			    const fragment<matrix_b, M, N, K, T, LB> &b,
+			    const fragment<accumulator, M, N, K, float> &c)
+{
+	float out[M * N];
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float acc = c.x[i * N + j];
+			for (int k = 0; k < K; k++)
+				acc += ncf_emu_f32(a.x[i * K + k]) * ncf_emu_f32(b.x[k * N + j]);
+			out[i * N + j] = acc;
+		}
+	memcpy(d.x, out, sizeof out);
+}
+
+} /* namespace wmma */
+} /* namespace nvcuda */
 
 /* ---- runtime ------------------------------------------------------------ */
 

@@ -207,6 +207,45 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t nu, uint32_t N,
 	      uint32_t *ranks, cudaStream_t stream);
 
+/* ---- the fused training step (step_fused.cu) ------------------------------
+ *
+ * Its rows are the slice's samples sorted by user (a stable sort, so a
+ * user's rows keep their sample order): row r is sample rowpos[r] of the
+ * slice, whose dropout position is pos0 + rowpos[r].  Kernels that
+ * cooperate within a block (__shared__ memory, barriers, wmma) are launched
+ * with NCF_LAUNCH_SYNC and run under the emulation as fibers (emu.h), so
+ * they too are checked against reference.c in make check.
+ */
+
+/* The widest hidden layer the fused kernels take (a layer's output in the
+ * forward pass, its input in the backward pass); rows per block of the
+ * kernels that write per-block partial sums. */
+enum { FUSED_MAX_WIDTH = 256, BWD_ROWS = 128, HEAD_ROWS = 128 };
+
+/*
+ * Layer k >= 2 forward, fused (mlp.cu): Y (rows, out) = dropout(relu(X W^T
+ * + b)) of hidden layer `layer` (0-based) at positions dk.pos0 + rowpos[r]
+ * (r when rowpos is NULL); X (rows, in), W (out, in), b (out); out <=
+ * FUSED_MAX_WIDTH.  tf32 (T float): TF32 tensor cores, else exact fp32.
+ */
+template <typename T>
+int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
+		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
+		    int tf32, T *Y, cudaStream_t stream);
+
+/*
+ * Layer k >= 2 backward to its input, fused (mlp.cu): dX (rows, in) =
+ * H > 0 ? (dZ W) * scale : 0, with H (rows, in) the layer's input h_{k-1}
+ * and scale the dropout's 1 / (1 - p); part (ceil(rows / BWD_ROWS), part_ld)
+ * gets per block of BWD_ROWS rows the column sums of dX (in columns; the
+ * bias gradient of layer k - 1 once reduce_partials_cuda has added them).
+ * dZ (rows, out), W (out, in), in <= FUSED_MAX_WIDTH.
+ */
+template <typename T>
+int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		    cudaStream_t stream);
+
 } /* namespace NCF_CUDA_NS */
 
 #endif

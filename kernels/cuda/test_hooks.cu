@@ -178,3 +178,88 @@ int ncf_cuda_debug_emu_counts(unsigned long c[4])
 	return -1;
 #endif
 }
+
+/* ---- the fused dense layers (mlp.cu) ------------------------------------ */
+
+/* Host floats to a device array of T (rounded on the host). */
+template <typename T> static int upload_as(T **dst, const float *x, size_t n, cudaStream_t s)
+{
+	NCF_TRY(DALLOC(*dst, n));
+	T *h = (T *)malloc((n ? n : 1) * sizeof(T));
+	for (size_t j = 0; j < n; j++)
+		h[j] = from_f32<T>(x[j]);
+	int rc = CUDA_CHECK(cudaMemcpyAsync(*dst, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
+	if (rc == 0)
+		rc = CUDA_CHECK(cudaStreamSynchronize(s));
+	free(h);
+	return rc;
+}
+
+template <typename T> static int download_as(float *x, const T *src, size_t n, cudaStream_t s)
+{
+	T *h = (T *)malloc((n ? n : 1) * sizeof(T));
+	int rc = CUDA_CHECK(cudaMemcpyAsync(h, src, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+	if (rc == 0)
+		rc = CUDA_CHECK(cudaStreamSynchronize(s));
+	for (size_t j = 0; rc == 0 && j < n; j++)
+		x[j] = to_f32(h[j]);
+	free(h);
+	return rc;
+}
+
+template <typename T>
+static int linear_run(struct ncf_backend *be, struct cu *c, int backward, int tf32,
+		      uint32_t epoch, uint64_t pos0, uint32_t layer, size_t rows, uint32_t in,
+		      uint32_t out, const float *A, const float *W, const float *bh, float *res,
+		      float *part)
+{
+	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
+	float *b = NULL, *pt = NULL;
+	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
+	int rc = -1;
+	dropout_k dk;
+	memset(&dk, 0, sizeof dk);
+	dk.active = be->hp.dropout > 0.0f;
+	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
+	dk.scale = dk.active ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	dk.seed = be->hp.seed;
+	dk.epoch = epoch;
+	dk.pos0 = pos0;
+	if (upload_as(&a, A, rows * (backward ? out : in), c->s) ||
+	    upload_as(&w, W, (size_t)out * in, c->s))
+		goto done;
+	if (!backward) {
+		if (upload_as(&b, bh, out, c->s) || DALLOC(y, rows * out) ||
+		    linear_fwd_cuda<T>(rows, in, out, a, w, b, dk, layer, NULL, tf32, y, c->s) ||
+		    download_as(res, y, rows * out, c->s))
+			goto done;
+	} else {
+		if (upload_as(&h, bh, rows * in, c->s) || DALLOC(y, rows * in) ||
+		    DALLOC(pt, nb * in) ||
+		    linear_bwd_cuda<T>(rows, in, out, a, w, h, dk.scale, tf32, y, pt, in, c->s) ||
+		    download_as(res, y, rows * in, c->s) || download_as(part, pt, nb * in, c->s))
+			goto done;
+	}
+	rc = 0;
+done:
+	dfree(a), dfree(w), dfree(h), dfree(y), dfree(b), dfree(pt);
+	return rc;
+}
+
+int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
+			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
+			  const float *A, const float *W, const float *bh, float *res, float *part)
+{
+	struct cu *c = impl(be);
+	switch (mode) {
+	case 2:
+		return linear_run<bf16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
+					bh, res, part);
+	case 3:
+		return linear_run<f16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
+				       bh, res, part);
+	default:
+		return linear_run<float>(be, c, backward, mode == 1, epoch, pos0, layer, rows, in,
+					 out, A, W, bh, res, part);
+	}
+}

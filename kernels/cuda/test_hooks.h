@@ -16,6 +16,7 @@
 #define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
 #define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
 #define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
+#define ncf_cuda_debug_linear ncf_cuda_debug_linear_emu
 #endif
 
 #include "cuda.h"
@@ -45,6 +46,19 @@ int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, co
 int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
 			  const float *src, uint32_t H, float *out);
 
+/*
+ * A fused dense layer (mlp.cu) on host data, with be's dropout and seed;
+ * mode 0: fp32 (exact), 1: tf32, 2: bf16, 3: fp16 (inputs rounded to it on
+ * the host, results widened back).  Forward (backward 0): res (rows, out) =
+ * dropout(relu(A W^T + bh)) of hidden layer `layer` at positions pos0 + r;
+ * A (rows, in), W (out, in), bh (out).  Backward: res (rows, in) = bh > 0 ?
+ * (A W) * scale : 0, A (rows, out), bh = H (rows, in); part
+ * (ceil(rows / 128), in) the column sums of res per 128 rows.  Returns 0 or
+ * -1.
+ */
+int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
+			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
+			  const float *A, const float *W, const float *bh, float *res, float *part);
 /* One ncf_backend_train_step with the cost recorder on (cost.cuh, live:
  * the work runs and is recorded): out gets what it noted.  Returns the
  * step's result. */

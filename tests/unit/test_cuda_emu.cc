@@ -80,6 +80,31 @@ extern "C" {
 
 typedef std::vector<float> fvec;
 
+/* x rounded to bf16 / fp16 (nearest even) and back, as the device rounds. */
+static float ncf_test_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	u &= 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+static float ncf_test_f16(float x)
+{
+	/* fp16 has 11 significant bits: round the float's 24 to 11 (nearest
+	 * even); the test's values (|x| in [2^-14, 65504) or 0) stay normal */
+	if (x == 0.0f || fabsf(x) < 6.2e-5f)
+		return fabsf(x) < 6.2e-5f && x != 0.0f ? (float)(nearbyint(x * 16777216.0) / 16777216.0)
+						       : x;
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	u += 0xfffu + ((u >> 13) & 1u);
+	u &= 0xffffe000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
 /* ---- a small data set, built from Philox ------------------------------- */
 
 struct data {
@@ -482,6 +507,153 @@ static void test_segsum(const struct data *d, const struct ncf_shape *s)
 	tap_ok(ok && exact, "segment sums bit-exact for keys within one chunk, 0 for absent keys");
 	tap_ok(ok && near && multi >= 2, "segment sums over several chunks (%d keys) within 1e-6",
 	       multi);
+	close_be(&be);
+}
+
+/* A value in [-1, 1) from Philox (purpose a, index j). */
+static float urand(uint32_t a, uint64_t j)
+{
+	return ((float)rnd(21, a, j, 1u << 20) - 524288.0f) / 524288.0f;
+}
+
+/*
+ * The fused dense layers (kernels/cuda/mlp.cu: tensor-core tiles, wmma
+ * emulated by emu.h, threads of a block as fibers) against their
+ * definition, written here as reference.c writes it (linear_forward,
+ * dropout_mask, relu_dropout_forward; linear_backward's din, then
+ * relu_dropout_backward with the mask read from h > 0):
+ *  - fp32 (MMA_F32): bit for bit: each output sums its products in k order
+ *    in fp32, then adds the bias, as reference.c does; the partial column
+ *    sums (16 rows in order, then 4 row groups, per 128 rows) within 1e-6 of
+ *    the sum of their magnitudes;
+ *  - tf32: |d| <= 2^-10 S + 1e-6 with S = scale sum |a_k b_k|: each input
+ *    rounded to 10 mantissa bits moves each product by at most 2^-10 of it
+ *    (two roundings of 2^-11), and ReLU and dropout do not enlarge a
+ *    difference (a unit whose input changes sign differs by at most that);
+ *  - bf16, fp16: inputs rounded on the host, the same sums on the rounded
+ *    inputs as the reference (in double): |d| <= 2^-8 |x| (bf16; 2^-11
+ *    fp16) for the output's own rounding + 2e-5 S for fp32 sums of up to
+ *    256 products in another order (256 x 2^-24 < 2e-5).
+ * Widths: multiples of 16, of 8, neither; rows not a multiple of 64.
+ */
+static void test_linear(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	const uint32_t dims[][2] = {{32, 24}, {13, 10}, {40, 256}, {256, 128}, {24, 5}};
+	const char *mname[] = {"fp32", "tf32", "bf16", "fp16"};
+	const double rel[] = {0, 0, 1.0 / 256, 1.0 / 2048}, sum_tol[] = {0, 1.0 / 1024, 2e-5, 2e-5};
+	float scale = 1.0f / (1.0f - hp.dropout);
+	uint32_t drop16 = ncf_dropout_threshold(hp.dropout);
+	for (int mode = 0; mode < 4; mode++) {
+		int okf = 1, okb = 1, okp = 1;
+		double worst_f = 0, worst_b = 0;
+		for (const auto &dm : dims) {
+			uint32_t in = dm[0], out = dm[1], layer = 1;
+			size_t rows = 150, nb = (rows + 127) / 128;
+			uint64_t pos0 = 77;
+			fvec X(rows * in), W((size_t)out * in), b(out), Y(rows * out);
+			fvec dZ(rows * out), H(rows * in), dX(rows * in), part(nb * in);
+			for (size_t j = 0; j < X.size(); j++)
+				X[j] = urand(1, j);
+			for (size_t j = 0; j < W.size(); j++)
+				W[j] = urand(2, j) * 0.3f;
+			for (size_t j = 0; j < out; j++)
+				b[j] = urand(3, j) * 0.1f;
+			for (size_t j = 0; j < dZ.size(); j++)
+				dZ[j] = urand(4, j);
+			for (size_t j = 0; j < H.size(); j++)
+				H[j] = urand(5, j) > 0.2f ? urand(6, j) : 0.0f; /* some units off */
+			/* the inputs as the kernel sees them */
+			auto rounded = [&](fvec v) {
+				for (float &x : v)
+					x = mode == 2 ? ncf_test_bf16(x) : mode == 3 ? ncf_test_f16(x) : x;
+				return v;
+			};
+			fvec Xr = rounded(X), Wr = rounded(W), dZr = rounded(dZ), Hr = rounded(H);
+			okf &= !ncf_cuda_debug_linear(&be, 0, mode, 2, pos0, layer, rows, in, out,
+						      X.data(), W.data(), b.data(), Y.data(), NULL);
+			okb &= !ncf_cuda_debug_linear(&be, 1, mode, 2, pos0, layer, rows, in, out,
+						      dZ.data(), W.data(), H.data(), dX.data(),
+						      part.data());
+			for (size_t j = 0; j < rows; j++) {
+				for (uint32_t o = 0; o < out; o++) {
+					float acc = 0.0f;
+					double dacc = 0, S = 0;
+					for (uint32_t q = 0; q < in; q++) {
+						acc += Xr[j * in + q] * Wr[(size_t)o * in + q];
+						dacc += (double)Xr[j * in + q] * Wr[(size_t)o * in + q];
+						S += fabs((double)Xr[j * in + q] * Wr[(size_t)o * in + q]);
+					}
+					ncf_u32x4 bits = ncf_dropout_bits(hp.seed, 2, pos0 + j, layer, o / 8);
+					float mult = ncf_dropout_keep(bits, o % 8, drop16) ? scale : 0.0f;
+					float z = acc + b[o];
+					float want = (z > 0.0f ? z : 0.0f) * mult;
+					double dz = dacc + b[o];
+					double dwant = (dz > 0 ? dz : 0) * mult;
+					float got = Y[j * out + o];
+					double err = mode == 0 ? (got == want ? 0 : INFINITY)
+							       : fabs(got - dwant);
+					double tol = rel[mode] * fabs(dwant) + sum_tol[mode] * S * scale +
+						     (mode ? 1e-6 : 0);
+					if (!(err <= tol) && okf) {
+						tap_diag("%s fwd %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
+							 out, in, j, o, got, mode ? dwant : want);
+						okf = 0;
+					}
+					worst_f = std::max(worst_f, tol > 0 ? err / tol : err);
+				}
+				for (uint32_t q = 0; q < in; q++) {
+					float acc = 0.0f;
+					double dacc = 0, S = 0;
+					for (uint32_t o = 0; o < out; o++) {
+						acc += dZr[j * out + o] * Wr[(size_t)o * in + q];
+						dacc += (double)dZr[j * out + o] * Wr[(size_t)o * in + q];
+						S += fabs((double)dZr[j * out + o] * Wr[(size_t)o * in + q]);
+					}
+					float h = Hr[j * in + q];
+					float want = h > 0.0f ? acc * scale : 0.0f;
+					double dwant = h > 0.0f ? dacc * scale : 0;
+					float got = dX[j * in + q];
+					double err = mode == 0 ? (got == want ? 0 : INFINITY)
+							       : fabs(got - dwant);
+					double tol = rel[mode] * fabs(dwant) + sum_tol[mode] * S * scale +
+						     (mode ? 1e-6 : 0);
+					if (!(err <= tol) && okb) {
+						tap_diag("%s bwd %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
+							 out, in, j, q, got, mode ? dwant : want);
+						okb = 0;
+					}
+					worst_b = std::max(worst_b, tol > 0 ? err / tol : err);
+				}
+			}
+			/* partials against the kernel's own dX: order only */
+			for (size_t p = 0; p < nb; p++)
+				for (uint32_t q = 0; q < in; q++) {
+					double want = 0, mag = 0;
+					for (size_t j = p * 128; j < std::min(rows, (p + 1) * 128); j++) {
+						want += dX[j * in + q];
+						mag += fabs(dX[j * in + q]);
+					}
+					double tol = (mode >= 2 ? 1.0 / 256 : 1e-6) * mag + 1e-7;
+					if (!(fabs(part[p * in + q] - want) <= tol) && okp) {
+						tap_diag("%s partial %u of %ux%u: %.9g, want %.9g", mname[mode],
+							 q, out, in, part[p * in + q], want);
+						okp = 0;
+					}
+				}
+		}
+		tap_ok(okf, "%s: fused forward (matrix product, bias, ReLU, dropout) %s (worst %.3g of "
+			    "the bound)",
+		       mname[mode], mode ? "within its bound" : "bit for bit", worst_f);
+		tap_ok(okb, "%s: fused backward (product, mask from h > 0, scale) %s (worst %.3g)",
+		       mname[mode], mode ? "within its bound" : "bit for bit", worst_b);
+		tap_ok(okp, "%s: per-block column sums of the backward's output", mname[mode]);
+	}
 	close_be(&be);
 }
 
@@ -913,6 +1085,7 @@ int main(void)
 	test_dropout(&d, &s8);
 	test_adam(&d, &s8);
 	test_segsum(&d, &s8);
+	test_linear(&d, &s8);
 	test_forward(&d, &s8, "widths of 8");
 	test_forward(&d, &s5, "odd widths");
 	test_training(&d, &s8, 0.5f, "widths of 8, dropout 0.5");

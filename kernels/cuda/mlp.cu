@@ -1,0 +1,349 @@
+/*
+ * mlp.cu - the fused dense layers of the training step (kernels.cuh,
+ * "fused step"): one kernel per layer and direction that does the layer's
+ * matrix product on tensor cores (mma.cuh) and applies what the unfused
+ * path does in separate passes while the product's tile is still on chip:
+ *
+ *   linear_fwd_cuda:  h_out = dropout(relu(h_in W^T + b))           (rows, out)
+ *   linear_bwd_cuda:  dz_in = h_in > 0 ? (dz_out W) * scale : 0      (rows, in)
+ *                     and per block of BWD_ROWS rows the column sums of
+ *                     dz_in (the bias gradient's partials, summed in a fixed
+ *                     order by reduce_partials_cuda)
+ *
+ * so each activation is written once and read once by the next layer, and
+ * the dropout mask is recomputed from Philox (forward) or read from the sign
+ * of h_in (backward: h_in > 0 exactly where the unit was kept and its input
+ * was positive), never stored.  The weight gradient dW = dz_out^T h_in stays
+ * a cuBLAS GEMM (step_fused.cu).
+ *
+ * Tiles: a block of 256 threads (8 warps, 4 x 2) computes 64 rows by all
+ * `n` columns of its output (n <= FUSED_MAX_WIDTH, padded to 16), the
+ * reduction dimension in chunks of KC staged in shared memory; warp (wm, wn)
+ * owns rows 16 wm .. 16 wm + 16 and the column tiles wn, wn + 2, ...  In the
+ * epilogue a warp stores one 16x16 float tile to its staging area and lane l
+ * finishes row l / 2, columns 8 (l % 2) .. + 8 of it: one Philox block of
+ * dropout bits (ncf_dropout_bits, 8 units) and one 16-byte store.
+ *
+ * Rounding: the forward pass adds the bias to the fp32 product and rounds
+ * once to T (the unfused path rounds the product to T first).  In precision
+ * fp32 (MMA_F32) each output is the sum of its K products in k order, then
+ * the bias: what reference.c's linear_forward computes, bit for bit.
+ */
+#include "kernels.cuh"
+#include "mma.cuh"
+
+namespace NCF_CUDA_NS {
+
+enum { FUSED_BM = 64, FUSED_THREADS = 256 };
+
+/* Chunk of the reduction dimension and shared-memory padding (16 bytes) by
+ * element size. */
+template <typename T> struct tile_dims {
+	enum { KC = sizeof(T) == 2 ? 32 : 16, PAD = 16 / sizeof(T), LDA = KC + PAD };
+};
+
+/*
+ * s[r lds + c] = g[(r0 + r) ldg + c0 + c] where r0 + r < rmax and c0 + c <
+ * cmax, else 0, for r < R, c < C (C a multiple of 8), by the threads of the
+ * block in pieces of 8 elements: one 16-byte copy (two for float) where vec
+ * (g 16-byte aligned, ldg a multiple of 8) and the piece is whole.
+ */
+template <typename T>
+NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
+		      size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
+{
+	unsigned per = C / 8, pieces = R * per;
+	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
+		unsigned r = p / per, c = (p % per) * 8;
+		size_t gr = r0 + r;
+		uint32_t gc = c0 + c;
+		T *dst = s + (size_t)r * lds + c;
+		const T *src = g + gr * ldg + gc;
+		if (gr < rmax && vec && gc + 8 <= cmax) {
+			st16(dst, ld16(src));
+			if (sizeof(T) == 4)
+				st16(dst + 4, ld16(src + 4));
+			continue;
+		}
+		NCF_UNROLL
+		for (unsigned e = 0; e < 8; e++)
+			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
+	}
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS)
+	linear_fwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
+			  const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
+			  uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
+			  int vecy, T *__restrict__ Y)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	__shared__ __align__(32) T xs[FUSED_BM * D::LDA];
+	__shared__ __align__(32) T ws[FUSED_MAX_WIDTH * D::LDA];
+	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	size_t row0 = (size_t)blockIdx.x * FUSED_BM;
+	uint32_t npad = (out + 15) / 16 * 16, nt = npad / 16;
+	typename P::frag_c acc[8];
+	NCF_UNROLL
+	for (int i = 0; i < 8; i++)
+		P::zero(acc[i]);
+	for (uint32_t k0 = 0; k0 < in; k0 += D::KC) {
+		load_tile(xs, D::LDA, X, in, row0, rows, k0, in, FUSED_BM, D::KC, vecx);
+		load_tile(ws, D::LDA, W, in, 0, out, k0, in, npad, D::KC, vecw);
+		__syncthreads();
+		for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < in; kk += P::KSTEP) {
+			typename P::frag_a a;
+			P::load_a(a, xs + 16 * wm * D::LDA + kk, D::LDA);
+			NCF_UNROLL
+			for (uint32_t i = 0; i < 8; i++) {
+				uint32_t t = wn + 2 * i;
+				if (t < nt) {
+					typename P::template frag_b<mma_col>::type bt;
+					P::template load_b<mma_col>(bt, ws + 16 * t * D::LDA + kk,
+								    D::LDA);
+					P::mma(acc[i], a, bt);
+				}
+			}
+		}
+		__syncthreads();
+	}
+	float *st = stage[warp];
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	size_t row = row0 + 16 * wm + r;
+	NCF_UNROLL
+	for (uint32_t i = 0; i < 8; i++) {
+		uint32_t t = wn + 2 * i;
+		if (t >= nt)
+			continue;
+		P::store(st, acc[i], 16);
+		__syncwarp();
+		uint32_t h0 = 16 * t + c0;
+		if (row < rows && h0 < out) {
+			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
+			ncf_u32x4 bits = {{0, 0, 0, 0}};
+			if (dk.active)
+				bits = ncf_dropout_bits(dk.seed, dk.epoch,
+							dk.pos0 + (rowpos ? rowpos[row] : row), layer,
+							h0 / 8);
+			float v[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++) {
+				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
+				float y = x > 0.0f ? x : 0.0f;
+				if (dk.active)
+					y = y * (ncf_dropout_keep(bits, e, dk.drop16) ? dk.scale : 0.0f);
+				v[e] = y;
+			}
+			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
+		}
+		__syncwarp();
+	}
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS)
+	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
+			  const T *__restrict__ W, const T *__restrict__ H, float scale, int vecz,
+			  int vecw, int vech, T *__restrict__ dX, float *__restrict__ part,
+			  uint32_t part_ld)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	__shared__ __align__(32) T zs[FUSED_BM * D::LDA];
+	__shared__ __align__(32) T ws[D::KC * (FUSED_MAX_WIDTH + D::PAD)];
+	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
+	__shared__ float colpart[4][FUSED_MAX_WIDTH];
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	uint32_t npad = (in + 15) / 16 * 16, nt = npad / 16, ldb = npad + D::PAD;
+	float *st = stage[warp];
+	for (unsigned q = threadIdx.x; q < 4 * FUSED_MAX_WIDTH; q += blockDim.x)
+		colpart[q / FUSED_MAX_WIDTH][q % FUSED_MAX_WIDTH] = 0.0f;
+	for (uint32_t rt = 0; rt < BWD_ROWS / FUSED_BM; rt++) {
+		size_t row0 = (size_t)blockIdx.x * BWD_ROWS + rt * FUSED_BM;
+		typename P::frag_c acc[8];
+		NCF_UNROLL
+		for (int i = 0; i < 8; i++)
+			P::zero(acc[i]);
+		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
+			load_tile(zs, D::LDA, dZ, out, row0, rows, k0, out, FUSED_BM, D::KC, vecz);
+			load_tile(ws, ldb, W, in, k0, out, 0, in, D::KC, npad, vecw);
+			__syncthreads();
+			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
+			     kk += P::KSTEP) {
+				typename P::frag_a a;
+				P::load_a(a, zs + 16 * wm * D::LDA + kk, D::LDA);
+				NCF_UNROLL
+				for (uint32_t i = 0; i < 8; i++) {
+					uint32_t t = wn + 2 * i;
+					if (t < nt) {
+						typename P::template frag_b<mma_row>::type bt;
+						P::template load_b<mma_row>(bt, ws + kk * ldb + 16 * t,
+									    ldb);
+						P::mma(acc[i], a, bt);
+					}
+				}
+			}
+			__syncthreads();
+		}
+		size_t row = row0 + 16 * wm + r;
+		NCF_UNROLL
+		for (uint32_t i = 0; i < 8; i++) {
+			uint32_t t = wn + 2 * i;
+			if (t >= nt)
+				continue;
+			P::store(st, acc[i], 16);
+			__syncwarp();
+			uint32_t q0 = 16 * t + c0;
+			float d[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				d[e] = 0.0f;
+			if (row < rows && q0 < in) {
+				uint32_t cnt = in - q0 < 8 ? in - q0 : 8;
+				float hv[8];
+				load_upto8(H + row * in + q0, hv, cnt, vech && cnt == 8);
+				NCF_UNROLL
+				for (uint32_t e = 0; e < 8; e++)
+					d[e] = e < cnt && hv[e] > 0.0f ? st[r * 16 + c0 + e] * scale
+								       : 0.0f;
+				store_upto8(dX + row * in + q0, d, cnt, vech && cnt == 8);
+			}
+			__syncwarp();
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				st[r * 16 + c0 + e] = d[e];
+			__syncwarp();
+			if (lane < 16) {
+				float s = 0.0f;
+				for (unsigned rr = 0; rr < 16; rr++)
+					s += st[rr * 16 + lane];
+				colpart[wm][16 * t + lane] += s;
+			}
+			__syncwarp();
+		}
+	}
+	__syncthreads();
+	for (uint32_t q = threadIdx.x; q < in; q += blockDim.x)
+		part[(size_t)blockIdx.x * part_ld + q] =
+			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
+}
+
+/* ---- launchers ----------------------------------------------------------- */
+
+/* One launch of the kernel for T and its tile mode. */
+template <typename T, int MODE>
+static int fwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
+		      const T *X, const T *W, const float *b, const dropout_k &dk, uint32_t layer,
+		      const uint32_t *rowpos, int vecx, int vecw, int vecy, T *Y)
+{
+	auto kernel = linear_fwd_kernel<T, MODE>;
+	NCF_LAUNCH_SYNC(kernel, nb, FUSED_THREADS, 0, stream, rows, in, out, X, W, b, dk, layer,
+			rowpos, vecx, vecw, vecy, Y);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int MODE>
+static int bwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
+		      const T *dZ, const T *W, const T *H, float scale, int vecz, int vecw,
+		      int vech, T *dX, float *part, uint32_t part_ld)
+{
+	auto kernel = linear_bwd_kernel<T, MODE>;
+	NCF_LAUNCH_SYNC(kernel, nb, FUSED_THREADS, 0, stream, rows, in, out, dZ, W, H, scale, vecz,
+			vecw, vech, dX, part, part_ld);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
+		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
+		    int tf32, T *Y, cudaStream_t stream)
+{
+	if (out > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
+			  (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	size_t nb = (rows + FUSED_BM - 1) / FUSED_BM;
+	if (nb == 0)
+		return 0;
+	if (nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
+		return -1;
+	}
+	double es = sizeof(T);
+	/* X and Y once, W once (it stays in L2), the positions when dropout
+	 * reads them */
+	double bytes = rows * ((double)in + out) * es + (double)in * out * es + out * 4.0 +
+		       (rowpos && dk.active ? rows * 4.0 : 0.0);
+	if (NCF_COST(COST_KERNEL, "linear_fwd", bytes, 2.0 * rows * in * out))
+		return 0;
+	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
+	int vecy = out % 8 == 0 && aligned16(Y);
+	if constexpr (sizeof(T) == 2)
+		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk, layer,
+					     rowpos, vecx, vecw, vecy, Y);
+	else if (tf32)
+		return fwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					       layer, rowpos, vecx, vecw, vecy, Y);
+	else
+		return fwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					      layer, rowpos, vecx, vecw, vecy, Y);
+}
+
+template <typename T>
+int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		    cudaStream_t stream)
+{
+	if (in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
+			  (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
+	if (nb == 0)
+		return 0;
+	if (nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
+		return -1;
+	}
+	double es = sizeof(T);
+	/* dZ, H and dX once, W once (L2), the partials */
+	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
+		       nb * (double)in * 4.0;
+	if (NCF_COST(COST_KERNEL, "linear_bwd", bytes, 2.0 * rows * in * out))
+		return 0;
+	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
+	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
+	if constexpr (sizeof(T) == 2)
+		return bwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					     vecz, vecw, vech, dX, part, part_ld);
+	else if (tf32)
+		return bwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					       vecz, vecw, vech, dX, part, part_ld);
+	else
+		return bwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					      vecz, vecw, vech, dX, part, part_ld);
+}
+
+#define NCF_INSTANTIATE(T)                                                                     \
+	template int linear_fwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
+					const float *, const dropout_k &, uint32_t,            \
+					const uint32_t *, int, T *, cudaStream_t);             \
+	template int linear_bwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
+					const T *, float, int, T *, float *, uint32_t,         \
+					cudaStream_t);
+
+NCF_INSTANTIATE(float)
+NCF_INSTANTIATE(bf16)
+NCF_INSTANTIATE(f16)
+
+} /* namespace NCF_CUDA_NS */
