@@ -167,6 +167,7 @@ static void cuda_free(struct ncf_backend *be)
 	}
 	graphs_free(c);
 	free_rows(c);
+	fused_free(c);
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
 	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
@@ -376,8 +377,11 @@ static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int
 	}
 	struct ncf_adam_k k;
 	ncf_adam_constants(&be->hp, be->step + 1, &k);
-	NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale, skip,
-			  c->s));
+	if (fused_path(be, c))
+		NCF_TRY(adam_fused(be, c, k, 1.0f / c->loss_scale, skip));
+	else
+		NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale,
+				  skip, c->s));
 	mark(c, PH_N);
 	DCOPY_TRY(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s, "read_loss");
 	if (skip)
@@ -399,7 +403,9 @@ static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 	int bad = 0;
 	NCF_TRY(adam_and_read(be, c, &loss, &bad));
 	prof_collect(c);
-	c->plo_valid = c->tables_valid = 0;
+	c->tables_valid = 0;
+	if (!fused_path(be, c))
+		c->plo_valid = 0; /* the fused path's Adam wrote the 16-bit copy */
 	*loss_sum = loss;
 	if (bad) { /* the step was skipped */
 		c->loss_scale *= 0.5f;

@@ -109,7 +109,14 @@ struct cu {
 	struct nccl *nccl; /* NULL until the first all-reduce over several ranks */
 
 	/* ---- the fused training step (step_fused.cu) ---------------------- */
-	int path; /* PATH_FUSED or PATH_UNFUSED */
+	int path;	      /* PATH_FUSED or PATH_UNFUSED */
+	int fused_said;	      /* said once why a shape takes the unfused path */
+	size_t fcap;	      /* rows the buffers below hold */
+	uint32_t *ri;	      /* (fcap) item of each row, rows sorted by user */
+	uint8_t *rlab;	      /* (fcap) label of each row */
+	uint32_t *uoff, *ioff; /* (U + 1), (I + 1) first row (position) of each user (item) */
+	float *fpart;	      /* per-block partial sums of the head and the backward */
+	double *floss;	      /* (ceil(fcap / HEAD_ROWS)) per-block loss sums */
 };
 
 static inline struct cu *impl(const struct ncf_backend *be)
@@ -208,6 +215,28 @@ int grow_red(struct cu *c, size_t floats);
 
 /* ---- step.cu ------------------------------------------------------------ */
 
+/* The parameters as the GEMMs read them: params (fp32) or plo. */
+template <typename T> static inline const T *wts(struct cu *c)
+{
+	return c->act == ACT_F32 ? (const T *)(const void *)c->params : (const T *)c->plo;
+}
+/* plo up to date, then the first-layer tables AU, AI for the current
+ * parameters.  Returns 0 or -1. */
+template <typename T> int make_tables(struct ncf_backend *be, struct cu *c);
+/* Row-major GEMMs through cuBLAS, `what` naming them for the cost recorder:
+ * Y (rows, out) = X (rows, in) W^T;  dW (out, in; leading dimension ldd) =
+ * dY^T X;  dX (rows, in) = dY (rows, out) W; W (out, in) with leading
+ * dimension ldw.  Return 0 or -1. */
+int lin_fwd(struct cu *c, const char *what, size_t rows, size_t in, size_t out, const void *X,
+	    cudaDataType xt, size_t ldx, const void *W, cudaDataType wt, size_t ldw, void *Y,
+	    cudaDataType yt, size_t ldy);
+int lin_wgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out, const void *dY,
+	      cudaDataType dt, size_t lddy, const void *X, cudaDataType xt, size_t ldx, float *dW,
+	      size_t ldd);
+int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out, const void *dY,
+	      cudaDataType dt, size_t lddy, const void *W, cudaDataType wt, size_t ldw, void *dX,
+	      cudaDataType xt, size_t lddx);
+
 /*
  * The gradient of the mean loss over positions [first, first + n) of
  * epoch, this rank's slice, times the loss scale, into c->grad; this rank's
@@ -217,6 +246,22 @@ int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uin
 /* Logits of the n pairs in c->su, c->si into out (device), no dropout.
  * Asynchronous.  Returns 0 or -1. */
 int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out);
+
+/* ---- step_fused.cu ------------------------------------------------------ */
+
+/* Does this step take the fused path (NCF_CUDA_PATH, and a shape the
+ * fused kernels take: hidden widths <= FUSED_MAX_WIDTH)? */
+int fused_path(struct ncf_backend *be, struct cu *c);
+/* compute_grad_any's work on the fused path, for B rows at epoch positions
+ * pos0 .. of an epoch of S samples, global batch n. */
+template <typename T>
+int compute_grad_fused(struct ncf_backend *be, struct cu *c, uint64_t S, uint32_t epoch,
+		       uint64_t pos0, size_t B, uint64_t n, const dropout_k &dk);
+/* The fused path's Adam: adam_cuda and the 16-bit copy of the parameters
+ * from mlp_user on (plo valid after it).  Returns 0 or -1. */
+int adam_fused(struct ncf_backend *be, struct cu *c, const ncf_adam_k &k, float g_scale,
+	       const int *skip);
+void fused_free(struct cu *c);
 
 /* ---- cost.cu ------------------------------------------------------------ */
 

@@ -65,6 +65,9 @@ static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_
 	c->path = path;
 	c->P = positives;
 	c->have_td = 1;
+	/* a step in the middle of training: on the fused path the previous
+	 * step's Adam wrote the 16-bit copy of the parameters */
+	c->plo_valid = fused_path(be, c);
 	/* the state's setup is not part of a step */
 	uintptr_t fake = r->next_fake;
 	memset(r, 0, sizeof *r);

@@ -288,7 +288,8 @@ static inline char *ncf_emu_stack(unsigned k, size_t size)
 {
 	static thread_local char *stacks[1024];
 	if (!stacks[k]) {
-		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			       0);
 		if (p == MAP_FAILED)
 			ncf_emu_die("no memory for a fiber's stack");
 		stacks[k] = (char *)p;

@@ -246,6 +246,83 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
 		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
 		    cudaStream_t stream);
 
+/*
+ * The rows of a slice sorted by user (sort.cu): keys (n) the sorted users,
+ * rowpos (n) the sample of each row; ri, rlab (n) get each row's item and
+ * label from si, lab (n, sample order); off (K + 1) the first row of each
+ * user (off[K] = n; a user without rows has off[u] = off[u + 1]).
+ */
+int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
+		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
+		      uint32_t *off, cudaStream_t stream);
+/* off (K + 1) = the first position of each key in sorted keys (n). */
+int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
+		     cudaStream_t stream);
+
+/* Layer 1 on the sorted rows (layers.cu): layer1_cuda's training form for
+ * rows ru, ri (n) with dropout at positions dk.pos0 + rowpos[r]; users (U)
+ * sizes the cost note only. */
+template <typename T>
+int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
+		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, T *h1, cudaStream_t stream);
+
+/*
+ * The head, fused (head.cu): head_train_cuda's per-row results (dlogit (n),
+ * dz (n, HL); no per-row loss) and, per block of HEAD_ROWS rows, the column
+ * sums part (ceil(n / HEAD_ROWS), F + 2 HL + 1) of [dlogit g | dlogit hL |
+ * dlogit | dz] (the head's weight and bias gradient and the last layer's
+ * bias gradient, once reduce_partials_cuda has added them) and the loss sum
+ * part_loss (ceil(n / HEAD_ROWS)) in double.  Rows ru, ri, lab (n) sorted
+ * by user; users (U) sizes the cost note only.
+ */
+template <typename T>
+int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
+		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
+		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
+		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
+		    cudaStream_t stream);
+
+/*
+ * Sums of per-block partials in a fixed order (reduce.cu), one launch:
+ * dst[c] = sum over r < rows of src[r ld + c] for c < cols of each
+ * segment, and *loss_out = the sum of loss (loss_rows) (also added to
+ * *loss_acc unless NULL).
+ */
+struct part_seg {
+	const float *src;
+	float *dst;
+	uint32_t rows, ld, cols;
+};
+enum { PART_SEGS = 10 }; /* >= the head's two + one per hidden layer (step_fused.cu) */
+struct part_map {
+	uint32_t n;
+	part_seg seg[PART_SEGS];
+	const double *loss;
+	uint32_t loss_rows;
+	double *loss_out, *loss_acc;
+};
+int reduce_partials_cuda(const part_map &m, cudaStream_t stream);
+
+/*
+ * The embedding-side gradients of one key table (reduce.cu), every key
+ * written (no clearing needed): for key k < K with rows at positions off[k]
+ * .. off[k + 1] (row = idx[p], or p when idx is NULL), dA (K, H) = the sum
+ * of dz (n, H) over k's rows (dAU or dAI) and dE (K, F) = wg * the sum of
+ * dl[row] tab[other[row]] (the GMF embedding gradient; tab (., F) the other
+ * side's GMF table).  Rows summed in order.
+ */
+template <typename T>
+int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
+		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
+		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream);
+
+/* Adam (adam_cuda) and, from index lo_from on, plo[j] = p[j] rounded to T:
+ * the 16-bit copy the next step's GEMMs read (plo NULL: none). */
+template <typename T>
+int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
+		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream);
+
 } /* namespace NCF_CUDA_NS */
 
 #endif

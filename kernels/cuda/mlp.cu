@@ -128,15 +128,16 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 			ncf_u32x4 bits = {{0, 0, 0, 0}};
 			if (dk.active)
 				bits = ncf_dropout_bits(dk.seed, dk.epoch,
-							dk.pos0 + (rowpos ? rowpos[row] : row), layer,
-							h0 / 8);
+							dk.pos0 + (rowpos ? rowpos[row] : row),
+							layer, h0 / 8);
 			float v[8];
 			NCF_UNROLL
 			for (uint32_t e = 0; e < 8; e++) {
 				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
 				float y = x > 0.0f ? x : 0.0f;
 				if (dk.active)
-					y = y * (ncf_dropout_keep(bits, e, dk.drop16) ? dk.scale : 0.0f);
+					y = y * (ncf_dropout_keep(bits, e, dk.drop16) ? dk.scale
+										      : 0.0f);
 				v[e] = y;
 			}
 			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
@@ -185,8 +186,8 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 					uint32_t t = wn + 2 * i;
 					if (t < nt) {
 						typename P::template frag_b<mma_row>::type bt;
-						P::template load_b<mma_row>(bt, ws + kk * ldb + 16 * t,
-									    ldb);
+						P::template load_b<mma_row>(
+							bt, ws + kk * ldb + 16 * t, ldb);
 						P::mma(acc[i], a, bt);
 					}
 				}
@@ -288,8 +289,8 @@ int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T 
 	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
 	int vecy = out % 8 == 0 && aligned16(Y);
 	if constexpr (sizeof(T) == 2)
-		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk, layer,
-					     rowpos, vecx, vecw, vecy, Y);
+		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					     layer, rowpos, vecx, vecw, vecy, Y);
 	else if (tf32)
 		return fwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
 					       layer, rowpos, vecx, vecw, vecy, Y);

@@ -364,4 +364,162 @@ NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)
 NCF_INSTANTIATE(f16)
 
+/* ---- the fused step's reductions ------------------------------------------ */
+
+/*
+ * Block b < the columns of all segments: one column c of segment s, dst[c]
+ * = sum over the segment's partial rows; the last block: the loss.  Thread
+ * t sums rows t, t + 64, ... in order, then a tree over the 64 threads
+ * (fixed pairs): an order fixed by the sizes alone.
+ */
+__global__ void __launch_bounds__(64) reduce_partials_kernel(part_map m)
+{
+	__shared__ float sf[64];
+	__shared__ double sd[64];
+	unsigned t = threadIdx.x;
+	uint32_t s = 0, c = blockIdx.x;
+	while (s < m.n && c >= m.seg[s].cols)
+		c -= m.seg[s++].cols;
+	if (s < m.n) {
+		const part_seg &g = m.seg[s];
+		float acc = 0.0f;
+		for (uint32_t r = t; r < g.rows; r += 64)
+			acc += g.src[(size_t)r * g.ld + c];
+		sf[t] = acc;
+		__syncthreads();
+		for (unsigned w = 32; w > 0; w >>= 1) {
+			if (t < w)
+				sf[t] += sf[t + w];
+			__syncthreads();
+		}
+		if (t == 0)
+			g.dst[c] = sf[0];
+	} else {
+		double acc = 0;
+		for (uint32_t r = t; r < m.loss_rows; r += 64)
+			acc += m.loss[r];
+		sd[t] = acc;
+		__syncthreads();
+		for (unsigned w = 32; w > 0; w >>= 1) {
+			if (t < w)
+				sd[t] += sd[t + w];
+			__syncthreads();
+		}
+		if (t == 0) {
+			*m.loss_out = sd[0];
+			if (m.loss_acc)
+				*m.loss_acc += sd[0];
+		}
+	}
+}
+
+int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
+{
+	size_t cols = 0;
+	double bytes = m.loss_rows * 8.0 + 16.0;
+	for (uint32_t s = 0; s < m.n; s++) {
+		cols += m.seg[s].cols;
+		bytes += ((double)m.seg[s].rows + 1) * m.seg[s].cols * 4.0;
+	}
+	if (NCF_COST(COST_KERNEL, "reduce_partials", bytes, 0))
+		return 0;
+	NCF_LAUNCH_SYNC(reduce_partials_kernel, (unsigned)(cols + 1), 64, 0, stream, m);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+/*
+ * Thread t: key k = t / G, piece g = t % G of G = ceil(H / 8) + ceil(F / 8):
+ * g < ceil(H / 8): dA[k][8g .. +8] = sum of dz's rows of key k; else
+ * dE[k][f .. +8] = wg[f..] * sum of dl[row] tab[other[row]][f..], f = 8 (g -
+ * ceil(H / 8)); the rows of key k in order: positions off[k] .. off[k + 1],
+ * row = idx[p] (idx NULL: p).  The next row's ids are loaded before the
+ * current row is added.
+ */
+template <typename T>
+__global__ void key_grad_kernel(uint32_t K, uint32_t H, uint32_t F,
+				const uint32_t *__restrict__ off, const uint32_t *__restrict__ idx,
+				const T *__restrict__ dz, const float *__restrict__ dl,
+				const uint32_t *__restrict__ other, const float *__restrict__ tab,
+				const float *__restrict__ wg, int vecH, int vecF,
+				float *__restrict__ dA, float *__restrict__ dE)
+{
+	uint32_t GH = (H + 7) / 8, G = GH + (F + 7) / 8;
+	size_t t = NCF_TID;
+	if (t >= (size_t)K * G)
+		return;
+	uint32_t k = (uint32_t)(t / G), g = (uint32_t)(t % G);
+	uint32_t lo = off[k], hi = off[k + 1];
+	float acc[8], x[8];
+	NCF_UNROLL
+	for (int e = 0; e < 8; e++)
+		acc[e] = 0.0f;
+	uint32_t next = lo < hi ? (idx ? idx[lo] : lo) : 0;
+	if (g < GH) {
+		uint32_t h0 = 8 * g, cnt = H - h0 < 8 ? H - h0 : 8;
+		for (uint32_t p = lo; p < hi; p++) {
+			uint32_t row = next;
+			if (p + 1 < hi)
+				next = idx ? idx[p + 1] : p + 1;
+			load_upto8(dz + (size_t)row * H + h0, x, cnt, vecH);
+			NCF_UNROLL
+			for (int e = 0; e < 8; e++)
+				acc[e] += x[e];
+		}
+		store_upto8(dA + (size_t)k * H + h0, acc, cnt, vecH);
+		return;
+	}
+	uint32_t f0 = 8 * (g - GH), cnt = F - f0 < 8 ? F - f0 : 8;
+	uint32_t o_next = lo < hi ? other[next] : 0;
+	for (uint32_t p = lo; p < hi; p++) {
+		uint32_t row = next, o = o_next;
+		if (p + 1 < hi) {
+			next = idx ? idx[p + 1] : p + 1;
+			o_next = other[next];
+		}
+		float d = dl[row];
+		load_upto8(tab + (size_t)o * F + f0, x, cnt, vecF);
+		NCF_UNROLL
+		for (int e = 0; e < 8; e++)
+			acc[e] += d * x[e];
+	}
+	NCF_UNROLL
+	for (uint32_t e = 0; e < 8; e++)
+		acc[e] = e < cnt ? wg[f0 + e] * acc[e] : 0.0f;
+	store_upto8(dE + (size_t)k * F + f0, acc, cnt, vecF);
+}
+
+template <typename T>
+int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
+		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
+		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream)
+{
+	uint32_t G = (H + 7) / 8 + (F + 7) / 8;
+	unsigned blocks;
+	if (grid_1d((size_t)K * G, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	/* per row: dz (contiguous, or gathered through idx), dl, the other id,
+	 * the other table's row; per key: offsets, dA and dE written */
+	double bytes = n * ((double)H * sizeof(T) + 8.0 + (idx ? 4.0 : 0.0) + F * 4.0) +
+		       K * (8.0 + 4.0 * H + 4.0 * F);
+	if (NCF_COST(COST_KERNEL, idx ? "key_grad_item" : "key_grad_user", bytes, 0))
+		return 0;
+	int vecH = H % 8 == 0 && aligned16(dz) && aligned16(dA);
+	int vecF = F % 8 == 0 && aligned16(tab) && aligned16(dE);
+	NCF_LAUNCH(key_grad_kernel<T>, blocks, BLOCK, 0, stream, K, H, F, off, idx, dz, dl, other,
+		   tab, wg, vecH, vecF, dA, dE);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template int key_grad_cuda<float>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				  const uint32_t *, const float *, const float *, const uint32_t *,
+				  const float *, const float *, float *, float *, cudaStream_t);
+template int key_grad_cuda<bf16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				 const uint32_t *, const bf16 *, const float *, const uint32_t *,
+				 const float *, const float *, float *, float *, cudaStream_t);
+template int key_grad_cuda<f16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				const uint32_t *, const f16 *, const float *, const uint32_t *,
+				const float *, const float *, float *, float *, cudaStream_t);
+
 } /* namespace NCF_CUDA_NS */

@@ -123,4 +123,67 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 
 #endif
 
+/* ---- the fused step's rows (kernels.cuh) ---------------------------------- */
+
+/* Thread t: row t's item and label from sample rowpos[t]; off[t] for t <= K. */
+__global__ void rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+				    const uint32_t *__restrict__ rowpos,
+				    const uint32_t *__restrict__ si,
+				    const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
+				    uint8_t *__restrict__ rlab, uint32_t *__restrict__ off)
+{
+	size_t t = NCF_TID;
+	if (t < n) {
+		uint32_t j = rowpos[t];
+		ri[t] = si[j];
+		rlab[t] = lab[j];
+	}
+	if (t <= K)
+		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+}
+
+int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
+		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
+		      uint32_t *off, cudaStream_t stream)
+{
+	size_t threads = n > (size_t)K + 1 ? n : (size_t)K + 1;
+	unsigned blocks;
+	if (grid_1d(threads, &blocks))
+		return -1;
+	/* rows: rowpos, then one item and label each, read and written; the
+	 * offsets: a binary search in the sorted keys (cached), one write */
+	double lg = 1;
+	while (((size_t)1 << (int)lg) < n)
+		lg++;
+	if (NCF_COST(COST_KERNEL, "rows_by_user", n * (4.0 + 10.0) + (K + 1.0) * (4.0 + lg * 4.0),
+		     0))
+		return 0;
+	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
+		   rlab, off);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ void seg_offsets_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+				   uint32_t *__restrict__ off)
+{
+	size_t t = NCF_TID;
+	if (t <= K)
+		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+}
+
+int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
+		     cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d((size_t)K + 1, &blocks))
+		return -1;
+	double lg = 1;
+	while (((size_t)1 << (int)lg) < n)
+		lg++;
+	if (NCF_COST(COST_KERNEL, "seg_offsets", n * 4.0 + (K + 1.0) * (4.0 + lg * 4.0), 0))
+		return 0;
+	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
 } /* namespace NCF_CUDA_NS */

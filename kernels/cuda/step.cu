@@ -70,7 +70,7 @@ static int gemm(struct cu *c, const char *what, cublasOperation_t ta, cublasOper
 }
 
 /* Y (rows, out) = X (rows, in) W^T; W (out, in) with leading dimension ldw. */
-static int lin_fwd(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+int lin_fwd(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
 		   const void *X, cudaDataType xt, size_t ldx, const void *W, cudaDataType wt,
 		   size_t ldw, void *Y, cudaDataType yt, size_t ldy)
 {
@@ -79,7 +79,7 @@ static int lin_fwd(struct cu *c, const char *what, size_t rows, size_t in, size_
 }
 
 /* dW (out, in) with leading dimension ldd = dY^T X: dY (rows, out), X (rows, in). */
-static int lin_wgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+int lin_wgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
 		     const void *dY, cudaDataType dt, size_t lddy, const void *X, cudaDataType xt,
 		     size_t ldx, float *dW, size_t ldd)
 {
@@ -88,7 +88,7 @@ static int lin_wgrad(struct cu *c, const char *what, size_t rows, size_t in, siz
 }
 
 /* dX (rows, in) = dY (rows, out) W, W (out, in) with leading dimension ldw. */
-static int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
 		     const void *dY, cudaDataType dt, size_t lddy, const void *W, cudaDataType wt,
 		     size_t ldw, void *dX, cudaDataType xt, size_t lddx)
 {
@@ -98,14 +98,7 @@ static int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, siz
 
 /* ---- forward pieces --------------------------------------------------- */
 
-/* The parameters as the GEMMs read them: params (fp32) or plo. */
-template <typename T> static const T *wts(struct cu *c)
-{
-	return c->act == ACT_F32 ? (const T *)(const void *)c->params : (const T *)c->plo;
-}
-
-/* plo up to date, then AU, AI for the current parameters. */
-template <typename T> static int make_tables(struct ncf_backend *be, struct cu *c)
+template <typename T> int make_tables(struct ncf_backend *be, struct cu *c)
 {
 	if (c->tables_valid)
 		return 0;
@@ -126,6 +119,10 @@ template <typename T> static int make_tables(struct ncf_backend *be, struct cu *
 	c->tables_valid = 1;
 	return 0;
 }
+
+template int make_tables<float>(struct ncf_backend *be, struct cu *c);
+template int make_tables<bf16>(struct ncf_backend *be, struct cu *c);
+template int make_tables<f16>(struct ncf_backend *be, struct cu *c);
 
 /* Layers 2..L on n rows: h[k] = dropout(relu(h[k-1] W_k^T + b_k)). */
 template <typename T>
@@ -300,6 +297,8 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
 	if (S == 0)
 		return -1;
+	if (fused_path(be, c))
+		return compute_grad_fused<T>(be, c, S, epoch, pos0, B, n, dk);
 	NCF_TRY(forward_train<T>(be, c, S, epoch, pos0, B, n, dk)); /* 1-3 */
 	NCF_TRY(mlp_backward<T>(be, c, B, dk.scale));		     /* 3 */
 	NCF_TRY(layer1_backward<T>(be, c, B));			     /* 4 */
