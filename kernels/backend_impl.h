@@ -52,6 +52,9 @@ struct ncf_backend_i {
 	int (*sync)(struct ncf_backend *be);
 	/* (optional) ncf_backend_describe */
 	void (*describe)(struct ncf_backend *be, FILE *out);
+	/* (optional) ncf_backend_take_loss; then train_step takes a NULL
+	 * loss_sum and keeps the loss itself */
+	int (*take_loss)(struct ncf_backend *be, double *loss_sum);
 };
 
 /* The fast cpu backend (kernels/cpu/) and the plain reference it is tested

@@ -172,7 +172,7 @@ static void cuda_free(struct ncf_backend *be)
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
 	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
 	dfree(c->test), dfree(c->neg), dfree(c->counted);
-	dfree(c->red), dfree(c->loss_dev), dfree(c->flag), dfree(c->ranks);
+	dfree(c->red), dfree(c->loss_dev), dfree(c->loss_acc), dfree(c->flag), dfree(c->ranks);
 	nccl_free(c);
 	if (c->have_blas)
 		cublasDestroy(c->blas);
@@ -239,9 +239,11 @@ int alloc_state(struct ncf_backend *be, struct cu *c)
 	NCF_TRY(DALLOC(c->dAU, (size_t)s->users * H1));
 	NCF_TRY(DALLOC(c->dAI, (size_t)s->items * H1));
 	NCF_TRY(DALLOC(c->loss_dev, 1));
+	NCF_TRY(DALLOC(c->loss_acc, 1));
 	NCF_TRY(DALLOC(c->flag, 1));
 	if (c->act != ACT_F32)
 		NCF_TRY(DALLOC_BYTES(&c->plo, total * c->es));
+	DMEMSET_TRY(c->loss_acc, sizeof(double), c->s, "clear_loss");
 	DMEMSET_TRY(c->params, total * sizeof(float), c->s, "clear_params");
 	DMEMSET_TRY(c->m, total * sizeof(float), c->s, "clear_m");
 	DMEMSET_TRY(c->v, total * sizeof(float), c->s, "clear_v");
@@ -366,9 +368,12 @@ static int cuda_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
 
 /* The all-reduced gradient's Adam pass (skipped on the device when fp16
  * found an inf or NaN), then the loss and the skip flag to the host. */
-static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int *bad)
+int step_work(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	size_t total = be->layout.total;
+	NCF_TRY(compute_grad_any(be, epoch, first, n));
+	mark(c, PH_ALLREDUCE_ADAM);
+	NCF_TRY(allreduce(be, c->grad, total));
 	const int *skip = NULL;
 	if (c->act == ACT_F16) {
 		DMEMSET_TRY(c->flag, sizeof(int), c->s, "clear_flag");
@@ -383,30 +388,54 @@ static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int
 		NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale,
 				  skip, c->s));
 	mark(c, PH_N);
+	return 0;
+}
+
+/* The step's loss and (fp16) skip flag to the host. */
+static int read_loss(struct cu *c, double *loss, int *bad)
+{
 	DCOPY_TRY(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s, "read_loss");
-	if (skip)
+	if (c->act == ACT_F16)
 		DCOPY_TRY(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s, "read_flag");
 	DSYNC_TRY(c->s);
 	return 0;
 }
 
+/*
+ * A step: the work (step_work) as one CUDA graph where it can be
+ * (graphs.cu), else launch by launch; then the loss.  With loss_sum NULL
+ * on the fused path (fp16 aside, whose host must see each step's skip
+ * flag; NCF_CUDA_PROFILE aside, which times each step) the loss is added
+ * on the device to c->loss_acc and nothing waits: ncf_backend_take_loss
+ * reads it.
+ */
 static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum)
 {
 	struct cu *c = impl(be);
-	*loss_sum = 0;
+	if (loss_sum)
+		*loss_sum = 0;
 	c->prof_marked = 0;
-	NCF_TRY(compute_grad_any(be, epoch, first, n));
-	mark(c, PH_ALLREDUCE_ADAM);
-	NCF_TRY(allreduce(be, c->grad, be->layout.total));
+	int fused = fused_path(be, c);
+	c->loss_to_acc = !loss_sum && fused && c->act != ACT_F16 && !c->prof;
+	int g = graph_step(be, c, epoch, first, n);
+	if (g < 0)
+		return -1;
+	if (g > 0)
+		NCF_TRY(step_work(be, c, epoch, first, n));
 	double loss = 0;
 	int bad = 0;
-	NCF_TRY(adam_and_read(be, c, &loss, &bad));
+	if (!c->loss_to_acc)
+		NCF_TRY(read_loss(c, &loss, &bad));
+	c->loss_to_acc = 0;
 	prof_collect(c);
 	c->tables_valid = 0;
-	if (!fused_path(be, c))
+	if (!fused)
 		c->plo_valid = 0; /* the fused path's Adam wrote the 16-bit copy */
-	*loss_sum = loss;
+	if (loss_sum)
+		*loss_sum = loss;
+	else
+		c->loss_host += loss;
 	if (bad) { /* the step was skipped */
 		c->loss_scale *= 0.5f;
 		c->good_steps = 0;
@@ -420,6 +449,19 @@ static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 		c->loss_scale *= 2.0f;
 		c->good_steps = 0;
 	}
+	return 0;
+}
+
+/* What the steps given no loss_sum left on the device and the host. */
+static int cuda_take_loss(struct ncf_backend *be, double *loss_sum)
+{
+	struct cu *c = impl(be);
+	double acc = 0;
+	DCOPY_TRY(&acc, c->loss_acc, sizeof acc, cudaMemcpyDeviceToHost, c->s, "read_loss");
+	DMEMSET_TRY(c->loss_acc, sizeof(double), c->s, "clear_loss");
+	DSYNC_TRY(c->s);
+	*loss_sum = acc + c->loss_host;
+	c->loss_host = 0;
 	return 0;
 }
 
@@ -554,6 +596,7 @@ const struct ncf_backend_i ncf_backend_cuda = {
 	cuda_logits,		/* logits */
 	cuda_sync,		/* sync */
 	cuda_describe,		/* describe */
+	cuda_take_loss,		/* take_loss */
 };
 
 void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)

@@ -93,6 +93,9 @@ struct cu {
 	float *red;		    /* column-sum scratch */
 	size_t red_cap;
 	double *dred, *loss_dev; /* loss-sum scratch (sum_scratch(cap)), the sum */
+	double *loss_acc;	 /* (1) losses of steps given no loss_sum (take_loss reads it) */
+	double loss_host;	 /* the same, of such steps whose loss came to the host */
+	int loss_to_acc;	 /* this step adds its loss to loss_acc (step_fused.cu) */
 	int *flag;		 /* fp16: inf/NaN in the gradient */
 	uint32_t *ranks;
 	size_t ranks_cap;
@@ -212,6 +215,9 @@ int path_parse(const char *name, int *path);
 int ensure_rows(struct ncf_backend *be, struct cu *c, size_t n);
 /* At least floats of column-sum scratch in c->red.  Returns 0 or -1. */
 int grow_red(struct cu *c, size_t floats);
+/* A training step's work on the stream: the gradient, the all-reduce, the
+ * fp16 check and Adam (no host synchronisation).  Returns 0 or -1. */
+int step_work(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n);
 
 /* ---- step.cu ------------------------------------------------------------ */
 
@@ -243,6 +249,10 @@ int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out
  * loss sum into c->loss_dev.  Asynchronous.  Returns 0 or -1.
  */
 int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n);
+/* What a step of positions [first, first + n) needs before it runs: its
+ * buffers (allocated here, never while a graph is being captured) and a
+ * valid range of positions.  Returns 0 or -1 (reported). */
+int step_prepare(struct ncf_backend *be, struct cu *c, uint64_t first, uint64_t n);
 /* Logits of the n pairs in c->su, c->si into out (device), no dropout.
  * Asynchronous.  Returns 0 or -1. */
 int forward_logits_any(struct ncf_backend *be, struct cu *c, size_t n, float *out);
@@ -261,6 +271,8 @@ int compute_grad_fused(struct ncf_backend *be, struct cu *c, uint64_t S, uint32_
  * from mlp_user on (plo valid after it).  Returns 0 or -1. */
 int adam_fused(struct ncf_backend *be, struct cu *c, const ncf_adam_k &k, float g_scale,
 	       const int *skip);
+/* The fused path's buffers for B rows.  Returns 0 or -1. */
+int fused_prepare(struct ncf_backend *be, struct cu *c, size_t B);
 void fused_free(struct cu *c);
 
 /* ---- cost.cu ------------------------------------------------------------ */
@@ -278,6 +290,14 @@ void graphs_free(struct cu *c);
  * 1 when the caller should take the plain path instead, -1 on an error. */
 int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
 		const uint32_t *items, size_t n, float *out);
+/* A training step's work (step_work) as one CUDA graph: captured anew each
+ * step (the step's arguments change) and swapped into the instantiated
+ * graph with cudaGraphExecUpdate, then launched: the device runs the step
+ * without a gap between launches.  The fused path only, one rank only
+ * (NCCL stays outside), no NCF_CUDA_PROFILE, not with NCF_CUDA_GRAPH=0.  Returns 0 (launched), 1 when the caller should launch
+ * the work itself (no graphs here, or capture failed once: said then), -1
+ * on an error. */
+int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n);
 
 /* ---- nccl.cu ------------------------------------------------------------ */
 

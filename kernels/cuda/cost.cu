@@ -73,8 +73,8 @@ static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_
 	memset(r, 0, sizeof *r);
 	r->dry = 1;
 	r->next_fake = fake;
-	double loss = 0;
-	return ncf_backend_cuda.train_step(be, 0, 0, n, &loss);
+	/* as ncf-train takes it: the loss left on the device */
+	return ncf_backend_cuda.train_step(be, 0, 0, n, NULL);
 }
 
 } /* namespace NCF_CUDA_NS */

@@ -1,6 +1,7 @@
 /*
- * graphs.cu - small scoring batches replayed as CUDA graphs (see
- * backend.cuh).  At batch 1024 the launch overhead of a dozen kernels and
+ * graphs.cu - the training step as one CUDA graph (graph_step, below), and
+ * small scoring batches replayed as CUDA graphs (see backend.cuh).  At
+ * batch 1024 the launch overhead of a dozen kernels and
  * GEMMs is most of the latency, so a batch of at most GRAPH_MAX pairs is
  * captured once per batch size (copy in, forward, copy out), GRAPH_SLOTS
  * sizes at a time, and replayed.  Capture needs a cuBLAS workspace of our
@@ -31,11 +32,16 @@ struct graphs {
 	uint32_t *pin_u, *pin_i; /* (GRAPH_MAX) pinned staging */
 	float *pin_out;		 /* (GRAPH_MAX) */
 	void *blas_ws;		 /* cuBLAS workspace, fixed for capture */
+	/* the training step (graph_step) */
+	cudaGraphExec_t step_exec;
+	int step_have, step_off;
 };
 
 int graphs_init(struct cu *c)
 {
 	c->graphs = (struct graphs *)ncf_xcalloc(1, sizeof *c->graphs);
+	const char *e = getenv("NCF_CUDA_GRAPH");
+	c->graphs->step_off = e && !strcmp(e, "0"); /* the step launch by launch */
 	NCF_TRY(DALLOC_BYTES(&c->graphs->blas_ws, BLAS_WORKSPACE));
 	CUBLAS_TRY(cublasSetWorkspace(c->blas, c->graphs->blas_ws, BLAS_WORKSPACE));
 	return 0;
@@ -49,6 +55,8 @@ void graphs_free(struct cu *c)
 	for (int k = 0; k < GRAPH_SLOTS; k++)
 		if (g->slot[k].n)
 			cudaGraphExecDestroy(g->slot[k].exec);
+	if (g->step_have)
+		cudaGraphExecDestroy(g->step_exec);
 	if (g->pin_u)
 		cudaFreeHost(g->pin_u);
 	if (g->pin_i)
@@ -166,6 +174,68 @@ int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
 	return 0;
 }
 
+/* ---- the training step ------------------------------------------------- */
+
+/* Capture once more failed: say why once and launch plainly from now on. */
+static int step_graph_off(struct graphs *g, cudaError_t e)
+{
+	ncf_debug("cuda backend: no CUDA graph for the training step (%s); plain launches",
+		  cudaGetErrorString(e));
+	cudaGetLastError();
+	g->step_off = 1;
+	return 1;
+}
+
+/*
+ * The fused path's step only (the unfused path stays as it was before the
+ * graph, for comparison), and not with NCF_CUDA_GRAPH=0.
+ * The step's arguments (positions, epoch, Adam's constants, batch size)
+ * are kernel arguments, so the step is captured anew each time, which costs
+ * the host about what launching it would, and swapped into the
+ * instantiated graph (cudaGraphExecUpdate keeps the instantiation when the
+ * launches are the same with other arguments; a step of another shape, such
+ * as an epoch's short last batch on the unfused path, is instantiated
+ * anew).  The device then runs the whole step from one launch.
+ */
+int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
+{
+	struct graphs *g = c->graphs;
+	if (!g || g->step_off || c->prof || be->dist->size > 1 || !fused_path(be, c))
+		return 1;
+	NCF_TRY(step_prepare(be, c, first, n));
+	cudaGraph_t graph;
+	cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
+	if (e != cudaSuccess)
+		return step_graph_off(g, e);
+	int bad = step_work(be, c, epoch, first, n);
+	e = cudaStreamEndCapture(c->s, &graph);
+	if (e == cudaSuccess && bad) {
+		cudaGraphDestroy(graph);
+		e = cudaErrorStreamCaptureInvalidated;
+	}
+	if (e != cudaSuccess)
+		return step_graph_off(g, e);
+	if (g->step_have) {
+		cudaGraphExecUpdateResultInfo info;
+		if (cudaGraphExecUpdate(g->step_exec, graph, &info) != cudaSuccess) {
+			cudaGetLastError();
+			cudaGraphExecDestroy(g->step_exec);
+			g->step_have = 0;
+		}
+	}
+	if (!g->step_have) {
+		e = cudaGraphInstantiate(&g->step_exec, graph, 0);
+		if (e != cudaSuccess) {
+			cudaGraphDestroy(graph);
+			return step_graph_off(g, e);
+		}
+		g->step_have = 1;
+	}
+	cudaGraphDestroy(graph);
+	CUDA_TRY(cudaGraphLaunch(g->step_exec, c->s));
+	return 0;
+}
+
 #else /* NCF_CUDA_EMULATE: no graphs */
 
 int graphs_init(struct cu *c)
@@ -180,6 +250,11 @@ void graphs_free(struct cu *c)
 
 int score_graph(struct ncf_backend *be, struct cu *c, const uint32_t *users,
 		const uint32_t *items, size_t n, float *out)
+{
+	return 1;
+}
+
+int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	return 1;
 }

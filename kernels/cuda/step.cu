@@ -305,6 +305,25 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 	return gmf_backward_loss(be, c, B);			     /* 5 */
 }
 
+int step_prepare(struct ncf_backend *be, struct cu *c, uint64_t first, uint64_t n)
+{
+	if (!c->have_td) {
+		ncf_error("cuda backend: no training data");
+		return -1;
+	}
+	uint64_t lo, hi;
+	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
+	size_t B = (size_t)(hi - lo);
+	if (B == 0)
+		return 0;
+	NCF_TRY(ensure_rows(be, c, B));
+	if (ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n) == 0)
+		return -1;
+	if (fused_path(be, c))
+		return fused_prepare(be, c, B);
+	return grow_red(c, colsum_scratch(be->shape.users, be->shape.layers[1]));
+}
+
 int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	struct cu *c = impl(be);

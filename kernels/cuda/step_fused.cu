@@ -79,7 +79,7 @@ void fused_free(struct cu *c)
 	c->fcap = 0;
 }
 
-static int ensure_fused(struct ncf_backend *be, struct cu *c, size_t B)
+int fused_prepare(struct ncf_backend *be, struct cu *c, size_t B)
 {
 	if (B <= c->fcap)
 		return 0;
@@ -173,7 +173,7 @@ static int backward_fused(struct ncf_backend *be, struct cu *c, size_t B, const 
 	m.loss = c->floss;
 	m.loss_rows = nbh;
 	m.loss_out = c->loss_dev;
-	m.loss_acc = NULL;
+	m.loss_acc = c->loss_to_acc ? c->loss_acc : NULL;
 	mark(c, PH_SORT); /* the sorts ran with the samples: nothing here */
 	mark(c, PH_LAYER1_BACKWARD);
 	return reduce_partials_cuda(m, c->s);
@@ -210,7 +210,7 @@ int compute_grad_fused(struct ncf_backend *be, struct cu *c, uint64_t S, uint32_
 		       uint64_t pos0, size_t B, uint64_t n, const dropout_k &dk)
 {
 	int tf32 = be->precision == NCF_PRECISION_TF32;
-	NCF_TRY(ensure_fused(be, c, B));
+	NCF_TRY(fused_prepare(be, c, B));
 	NCF_TRY(rows_sorted(be, c, S, epoch, pos0, B));
 	NCF_TRY(forward_fused<T>(be, c, B, n, dk, tf32));
 	NCF_TRY(backward_fused<T>(be, c, B, dk, tf32));

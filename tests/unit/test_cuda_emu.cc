@@ -914,8 +914,8 @@ static void test_cost(const struct data *d, const struct ncf_shape *s, const cha
 		/* a step in the middle of training (the dry run's model of one) */
 		int ok = !ncf_backend_train_step(&emu, 0, B, B, &loss) &&
 			 !ncf_cuda_debug_emu_counts(c0) &&
-			 !ncf_cuda_debug_step_cost(&emu, 0, 0, B, &loss, &live) &&
-			 !ncf_cuda_debug_emu_counts(c1);
+			 !ncf_cuda_debug_step_cost(&emu, 0, 0, B, NULL, &live) &&
+			 !ncf_cuda_debug_emu_counts(c1) && !ncf_backend_take_loss(&emu, &loss);
 		ok &= live.kernels == c1[0] - c0[0] && live.gemms == c1[1] - c0[1] &&
 		      live.memsets == c1[2] - c0[2] && live.copies == c1[3] - c0[3];
 		if (!ok)
@@ -989,6 +989,48 @@ static void test_paths(const struct data *d, const struct ncf_shape *s)
 		       "ml-20m %s at 2^20: fused %.2f GB in %u launches, unfused %.2f GB in %u",
 		       ncf_precision_name(p), cf.bytes / 1e9, cf.launches, cu.bytes / 1e9,
 		       cu.launches);
+	}
+}
+
+/* Steps given no loss_sum keep their losses (on the device, on the fused
+ * path): ncf_backend_take_loss returns their sum, the same double as the
+ * losses returned step by step added in order, and the steps do the same
+ * (parameters bit for bit); for the cpu backend the wrapper keeps it. */
+static void test_deferred_loss(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 256;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	const struct ncf_backend_i *impls[] = {&ncf_backend_cpu, &ncf_backend_cuda,
+					       &ncf_backend_cuda, &ncf_backend_cuda};
+	const char *paths[] = {"", "fused", "unfused", "fused"};
+	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_FP32,
+					    NCF_PRECISION_FP32, NCF_PRECISION_BF16};
+	for (int k = 0; k < 4; k++) {
+		struct ncf_backend a, b;
+		setenv("NCF_CUDA_PATH", k ? paths[k] : "fused", 1);
+		int ok = !open_be(&a, impls[k], s, &hp, precs[k], &one, d) &&
+			 !open_be(&b, impls[k], s, &hp, precs[k], &one, d);
+		unsetenv("NCF_CUDA_PATH");
+		if (!ok) {
+			tap_ok(0, "open the backends");
+			return;
+		}
+		double sum = 0, taken = -1, l;
+		uint64_t S = (uint64_t)d->items.size() * 5;
+		for (uint64_t pos = 0, t = 0; t < 6; t++, pos = (pos + B) % S) {
+			uint64_t n = std::min<uint64_t>(B, S - pos);
+			ok &= !ncf_backend_train_step(&a, 0, pos, n, &l);
+			sum += l;
+			ok &= !ncf_backend_train_step(&b, 0, pos, n, NULL);
+		}
+		ok &= !ncf_backend_take_loss(&b, &taken) && taken == sum;
+		ok &= !ncf_backend_take_loss(&b, &l) && l == 0;
+		fvec pa = get_params(&a), pb = get_params(&b);
+		ok &= !memcmp(pa.data(), pb.data(), pa.size() * 4) && a.step == b.step;
+		tap_ok(ok, "%s%s%s %s: six steps' losses kept and taken at once (%.9g), the same steps",
+		       a.i->name, k ? " " : "", paths[k], ncf_precision_name(precs[k]), taken);
+		close_be(&a);
+		close_be(&b);
 	}
 }
 
@@ -1151,6 +1193,7 @@ int main(void)
 	test_forward(&d, &s5, "odd widths");
 	test_refusals(&d, &s8);
 	test_paths(&d, &s8);
+	test_deferred_loss(&d, &s8);
 	const char *const paths[] = {"fused", "unfused"};
 	for (const char *path : paths) {
 		char l[3][64];
