@@ -189,7 +189,8 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then the unit tests under ASan+UBSan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(CLI_TESTS) tests/gpu/nogpu.t \
+		tests/gpu/cost.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the C unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer

@@ -112,6 +112,27 @@ if build/bin/ncf-prep --synthetic ml-20m -o "$tmp/ml-20m.ncfc"; then
 	else
 		build/bench/bench_gpu "$tmp/ml-20m.ncfc" || status=1
 	fi
+	# issue 12: the fused training step (NCF_CUDA_PATH=fused, the default,
+	# which check-gpu and the benchmark above ran) against the unfused one,
+	# so that a wrong fused kernel shows apart from a slow one: the cost
+	# model, parity with the cpu backend (not with --quick) and the speed of
+	# each path; the fused one also without its CUDA graph (NCF_CUDA_GRAPH=0)
+	for path in unfused fused fused-nograph; do
+		p=${path%-nograph}
+		g=1
+		[ "$path" = fused-nograph ] && g=0
+		stage "NCF_CUDA_PATH=$p NCF_CUDA_GRAPH=$g: cost model, parity, speed"
+		build/bench/bench_gpu --cost ml-20m --precision bf16 --path "$p" |
+			grep -E '^(bytes_per_step|launches_per_step|samples_per_s_at)'
+		if [ $quick = 0 ] && [ "$path" = unfused ]; then
+			NCF_CUDA_PATH=$p NCF_BIN=$root/build/bin NCF_ROOT=$root sh tests/gpu/parity.t ||
+				status=1
+		fi
+		NCF_CUDA_PATH=$p NCF_CUDA_GRAPH=$g build/bench/bench_gpu --precisions bf16,tf32 \
+			--no-epoch --steps 10 "$tmp/ml-20m.ncfc" >"$tmp/path.out" || status=1
+		grep -E '^(bf16|tf32)_(samples_per_s|seconds_per_step|memory_bandwidth_fraction)' \
+			"$tmp/path.out"
+	done
 	# issue 5: inference on the GPU (bars: >= 500M samples/s bf16 at 2^20,
 	# p99 <= 50 us at 1024; small batches run as CUDA graphs)
 	stage "ncf-infer --bench on the GPU (bf16, tf32)"
