@@ -10,8 +10,10 @@
  * Everything lives on the device: parameters, Adam moments and the gradient
  * (fp32 always), the training CSR (so that the sample stream is generated
  * there), the evaluation candidates, the activations.  The host only
- * launches work and reads back the step's loss (one synchronisation per
- * step).
+ * launches work (on the fused path one CUDA graph per step) and reads back
+ * the loss: once per step on the unfused path and in fp16 (whose loss
+ * scaling needs each step's skip flag), else when ncf_backend_take_loss
+ * asks (ncf-train: once per epoch).
  *
  * Precision (be->precision): fp32 (cuBLAS pinned to fp32 math, no TF32: the
  * parity tests use it), tf32 (fp32 storage, TF32 tensor-core GEMMs; the

@@ -3,13 +3,17 @@
  * files share (not for outside kernels/cuda/):
  *   backend.cu     the interface (ncf_backend_cuda): init, state, data,
  *                  the step's all-reduce and Adam, evaluation, scoring;
- *   step.cu        the GEMMs and the forward and backward pass of a step;
- *   graphs.cu      small scoring batches replayed as CUDA graphs;
+ *   step.cu        the GEMMs and the forward and backward pass of a step
+ *                  (the unfused path, NCF_CUDA_PATH=unfused);
+ *   step_fused.cu  the fused step (the default);
+ *   graphs.cu      the fused step as one CUDA graph; small scoring batches
+ *                  replayed as CUDA graphs;
+ *   cost.cu        the cost recorder and the cost model of a step (cost.cuh);
  *   nccl.cu        the gradient's all-reduce across ranks;
  *   device.cu      device queries (usable, versions, facts for benchmarks);
  *   test_hooks.cu  single operations for the tests (tests only);
- * and the kernels (kernels.cuh), the sort (sort.cu), the CPU emulation
- * (emu.h).
+ * and the kernels (kernels.cuh, mma.cuh), the sort (sort.cu), the CPU
+ * emulation (emu.h).
  *
  * Legend: B rows of a step (this rank's slice), U users, I items, F GMF
  * factors, H1..HL the hidden widths, M the MLP embedding width, P training

@@ -1,21 +1,27 @@
 /*
  * kernels.cuh - the GPU operations of the cuda backend, one file per group:
  * sample.cu (the sample stream, evaluation candidates and ranks), layers.cu
- * (first layer, bias + ReLU + dropout and its backward, casts), head.cu
- * (head, loss, dlogit), reduce.cu (column sums, the head's weight gradient,
- * the loss sum, segment sums), adam.cu (Adam, the inf/NaN check), sort.cu.
+ * (first layer, bias + ReLU + dropout and its backward, casts), mlp.cu
+ * (the fused dense layers, on tensor cores through mma.cuh), head.cu
+ * (head, loss, dlogit; the fused head), reduce.cu (column sums, the head's
+ * weight gradient, the loss sum, segment sums; the fused step's partial
+ * sums and per-key sums), adam.cu (Adam, the inf/NaN check, Adam with the
+ * 16-bit copy), sort.cu (the sort, the sorted rows and their offsets).
  *
  * Each op has three levels (STYLE.md 4): <op>_kernel, the __global__ in
- * its .cu file; <op>_cuda, declared here, which sizes the grid, launches
- * on the given stream through NCF_LAUNCH and checks the launch (returns 0, or
- * -1 after reporting); and its CPU twin.  Every op but one needs no
- * cooperation between the threads of a block (no shared memory, no
- * __syncthreads, no warp shuffles), so its CPU twin is the kernel itself:
- * under NCF_CUDA_EMULATE the launch macro runs it on the CPU, and
- * tests/unit/test_cuda_emu.cc compares the results with the reference
- * (kernels/cpu/reference.c) and the fast cpu backend (kernels/cpu/), whose
- * step is named in each comment below.  The exception is the radix sort
- * (sort_by_key_cuda: CUB, shared memory and warp primitives), whose CPU twin
+ * its .cu file; <op>_cuda, declared here, which sizes the grid, notes what
+ * the launch moves for the cost recorder (cost.cuh), launches on the given
+ * stream through NCF_LAUNCH or NCF_LAUNCH_SYNC and checks the launch
+ * (returns 0, or -1 after reporting); and its CPU twin.  Under
+ * NCF_CUDA_EMULATE the kernel itself is the twin: NCF_LAUNCH runs a plain
+ * kernel (each thread computes its own outputs: no shared memory, barriers
+ * or warp primitives) thread by thread, and NCF_LAUNCH_SYNC runs a kernel
+ * whose threads cooperate (__shared__ memory, __syncthreads, __syncwarp,
+ * wmma fragments: mlp.cu, the fused head, reduce_partials) with each thread
+ * of a block as a fiber (emu.h); tests/unit/test_cuda_emu.cc compares the
+ * results with the reference (kernels/cpu/reference.c) and the fast cpu
+ * backend (kernels/cpu/), whose step is named in each comment below.  The
+ * exception is the radix sort (sort_by_key_cuda: CUB), whose CPU twin
  * sort_by_key_cpu is what runs under emulation; the sort is covered by the
  * real-GPU tests (tests/gpu).
  *
