@@ -50,15 +50,19 @@ extern "C" {
  * block (__shared__ memory, __syncthreads, __syncwarp, wmma fragments).
  * nvcc: the same launch.  Emulation: each thread of a block runs as a fiber
  * until its next barrier (emu.h), so the barriers mean what they mean on a
- * GPU.  shmem (dynamic shared memory) must be 0: the kernels use __shared__
- * arrays of fixed size.
+ * GPU; shmem bytes of dynamic shared memory, which the kernel names with
+ * NCF_DYN_SHARED(name): an unsigned char * to them, 128-byte aligned.
  */
 #ifdef NCF_CUDA_EMULATE
 #define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...) \
-	ncf_emu_launch_sync(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); })
+	ncf_emu_launch_sync(dim3(grid), dim3(block), (shmem), [&]() { kernel(__VA_ARGS__); })
+#define NCF_DYN_SHARED(name) unsigned char *name = ncf_emu_dyn_smem()
 #else
 #define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...) \
 	kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#define NCF_DYN_SHARED(name)                                          \
+	extern __shared__ __align__(128) unsigned char ncf_dyn_smem_[]; \
+	unsigned char *name = ncf_dyn_smem_
 #endif
 
 /* Host+device helper functions. */

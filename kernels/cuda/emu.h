@@ -15,7 +15,9 @@
  *    fiber (its own stack) on the calling thread: a thread runs until it
  *    reaches __syncthreads() or __syncwarp(), then the next thread runs, and
  *    a barrier opens when every thread of its block (or warp) has reached
- *    it.  __shared__ variables are static (one block runs at a time).  A
+ *    it.  __shared__ variables are static (one block runs at a time);
+ *    dynamic shared memory is one buffer per launch, filled with 0xFF bytes
+ *    (NaNs) before each block.  A
  *    thread that reads what another thread writes without a barrier in
  *    between reads what was there before (the other has not run yet), so
  *    missing barriers show as wrong results; a barrier that some threads of
@@ -145,6 +147,8 @@ struct ncf_emu_coop {
 	void *sched_fake;
 	const void *main_bottom;      /* the scheduler's stack, for ASan */
 	size_t main_size;
+	unsigned char *smem;	      /* the launch's dynamic shared memory */
+	size_t smem_bytes;
 };
 
 inline thread_local struct ncf_emu_coop *ncf_emu_coop_cur;
@@ -299,7 +303,8 @@ static inline char *ncf_emu_stack(unsigned k, size_t size)
 
 /* Run body() once per thread of a (grid, block) launch whose threads
  * cooperate: blocks in order, the threads of a block as fibers. */
-template <typename F> static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, F body)
+template <typename F>
+static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, size_t shmem, F body)
 {
 	ncf_emu_count[NCF_EMU_LAUNCHES]++;
 	unsigned n = block.x * block.y * block.z;
@@ -314,6 +319,9 @@ template <typename F> static inline void ncf_emu_launch_sync(dim3 grid, dim3 blo
 	C.f = (struct ncf_emu_fiber *)calloc(n, sizeof *C.f);
 	C.body = ncf_emu_call<F>;
 	C.arg = &body;
+	C.smem_bytes = shmem;
+	if (shmem && posix_memalign((void **)&C.smem, 128, shmem) != 0)
+		ncf_emu_die("no memory for a launch's dynamic shared memory");
 	gridDim = grid;
 	blockDim = block;
 	ncf_emu_coop_cur = &C;
@@ -334,6 +342,8 @@ template <typename F> static inline void ncf_emu_launch_sync(dim3 grid, dim3 blo
 			for (unsigned bx = 0; bx < grid.x; bx++, b++) {
 				blockIdx = dim3(bx, by, bz);
 				C.last = b + 1 == blocks;
+				if (shmem) /* each block finds garbage there (NaNs) */
+					memset(C.smem, 0xFF, shmem);
 				for (unsigned k = 0; k < n; k++)
 					C.f[k].state = NCF_EMU_READY;
 				do {
@@ -344,7 +354,17 @@ template <typename F> static inline void ncf_emu_launch_sync(dim3 grid, dim3 blo
 			}
 	ncf_emu_coop_cur = NULL;
 	free(C.f);
+	free(C.smem);
 }
+
+/* The dynamic shared memory of the running cooperative launch. */
+static inline unsigned char *ncf_emu_dyn_smem(void)
+{
+	if (!ncf_emu_coop_cur || !ncf_emu_coop_cur->smem)
+		ncf_emu_die("dynamic shared memory outside a launch that has some");
+	return ncf_emu_coop_cur->smem;
+}
+
 
 /* Raw 16-byte vector, as CUDA's uint4 (used for vector loads). */
 struct uint4 {
@@ -623,6 +643,13 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 	}
 }
 static inline cudaError_t cudaGetLastError(void)
+{
+	return cudaSuccess;
+}
+/* Kernel attributes: only the dynamic shared memory limit, which the
+ * emulation does not have. */
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename K> static inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int)
 {
 	return cudaSuccess;
 }

@@ -227,6 +227,10 @@ int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t 
  * forward pass, its input in the backward pass); rows per block of the
  * kernels that write per-block partial sums. */
 enum { FUSED_MAX_WIDTH = 256, BWD_ROWS = 128, HEAD_ROWS = 128 };
+/* linear_bwdw_cuda: the widest layer output it takes, the columns of the
+ * input one block computes, the most row groups (blocks per column group,
+ * each summing its rows' weight gradient in registers). */
+enum { BWDW_MAX_OUT = 128, BWDW_COLS = 128, BWDW_GROUPS = 256 };
 
 /*
  * Layer k >= 2 forward, fused (mlp.cu): Y (rows, out) = dropout(relu(X W^T
@@ -251,6 +255,20 @@ template <typename T>
 int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
 		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
 		    cudaStream_t stream);
+
+/*
+ * linear_bwd_cuda and the layer's weight gradient in the same pass
+ * (mlp.cu): dX and part as linear_bwd_cuda, except that part has
+ * bwdw_groups(rows) rows, one per group of row tiles, and partw
+ * (bwdw_groups(rows), out, in) gets each group's dZ^T H (the weight
+ * gradient dW (out, in) once reduce_partials_cuda has added the groups);
+ * out <= BWDW_MAX_OUT, in <= FUSED_MAX_WIDTH.
+ */
+uint32_t bwdw_groups(size_t rows);
+template <typename T>
+int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		     float *partw, cudaStream_t stream);
 
 /*
  * The rows of a slice sorted by user (sort.cu): keys (n) the sorted users,
@@ -300,7 +318,7 @@ struct part_seg {
 	float *dst;
 	uint32_t rows, ld, cols;
 };
-enum { PART_SEGS = 10 }; /* >= the head's two + one per hidden layer (step_fused.cu) */
+enum { PART_SEGS = 16 }; /* >= the head's two + two per hidden layer (step_fused.cu) */
 struct part_map {
 	uint32_t n;
 	part_seg seg[PART_SEGS];

@@ -237,6 +237,163 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
 }
 
+/* ---- backward with the weight gradient ----------------------------------- */
+
+/* Shared memory of linear_bwdw_kernel: the dZ tile (64, out), the H tile
+ * (64, 128 columns of in), a chunk of W (KC, 128), the warps' staging and
+ * the column partials.  Offsets stay 32-byte aligned (every piece is a
+ * multiple of 32 bytes). */
+template <typename T> struct bwdw_smem {
+	uint32_t ldz, ldh, zs, hs, ws, st, cp, bytes;
+	NCF_DI bwdw_smem(uint32_t out, uint32_t qpad)
+	{
+		typedef tile_dims<T> D;
+		ldz = (out + 15) / 16 * 16 + D::PAD;
+		ldh = qpad + D::PAD;
+		zs = 0;
+		hs = zs + FUSED_BM * ldz * (uint32_t)sizeof(T);
+		ws = hs + FUSED_BM * ldh * (uint32_t)sizeof(T);
+		st = ws + D::KC * ldh * (uint32_t)sizeof(T);
+		cp = st + FUSED_THREADS / 32 * 256 * 4;
+		bytes = cp + 4 * BWDW_COLS * 4;
+	}
+};
+
+/*
+ * Block b = y + Y g (Y = ceil(in / BWDW_COLS)): columns q0 = BWDW_COLS y ..
+ * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  Per tile: the dZ tile
+ * and H's columns in shared memory; dX's columns = H > 0 ? (dZ W) * scale :
+ * 0 (k over out in chunks of KC, as linear_bwd_kernel), and dW's columns +=
+ * dZ^T H (k over the tile's rows; rows past the end are zeros).  The block
+ * then writes its column sums of dX (part, row g) and its dW (partw, (G,
+ * out, in), row g).  Warp w: dX rows 16 (w / 2), column tiles w % 2 + 2 i;
+ * dW tiles w + 8 j of the (out / 16) x (BWDW_COLS / 16) grid.
+ */
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
+	linear_bwdw_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
+			   const T *__restrict__ W, const T *__restrict__ H, float scale,
+			   uint32_t G, int vecz, int vecw, int vech, T *__restrict__ dX,
+			   float *__restrict__ part, uint32_t part_ld, float *__restrict__ partw)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	NCF_DYN_SHARED(smem);
+	uint32_t Y = (in + BWDW_COLS - 1) / BWDW_COLS, y = blockIdx.x % Y, g = blockIdx.x / Y;
+	uint32_t q0 = BWDW_COLS * y, qn = in - q0 < BWDW_COLS ? in - q0 : (uint32_t)BWDW_COLS;
+	uint32_t qpad = (qn + 15) / 16 * 16, qt = qpad / 16, opad = (out + 15) / 16 * 16;
+	uint32_t ot = opad / 16;
+	bwdw_smem<T> L(out, qpad);
+	T *zs = (T *)(smem + L.zs), *hs = (T *)(smem + L.hs), *ws = (T *)(smem + L.ws);
+	float(*colpart)[BWDW_COLS] = (float(*)[BWDW_COLS])(smem + L.cp);
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	float *st = (float *)(smem + L.st) + warp * 256;
+	for (unsigned q = threadIdx.x; q < 4 * BWDW_COLS; q += blockDim.x)
+		colpart[q / BWDW_COLS][q % BWDW_COLS] = 0.0f;
+	typename P::frag_c accw[8];
+	NCF_UNROLL
+	for (int j = 0; j < 8; j++)
+		P::zero(accw[j]);
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM;
+	for (size_t tile = g; tile < tiles; tile += G) {
+		size_t row0 = tile * FUSED_BM;
+		load_tile(zs, L.ldz, dZ, out, row0, rows, 0, out, FUSED_BM, opad, vecz);
+		load_tile(hs, L.ldh, H, in, row0, rows, q0, in, FUSED_BM, qpad, vech);
+		typename P::frag_c accx[4];
+		NCF_UNROLL
+		for (int i = 0; i < 4; i++)
+			P::zero(accx[i]);
+		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
+			load_tile(ws, L.ldh, W, in, k0, out, q0, in, D::KC, qpad, vecw);
+			__syncthreads();
+			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
+			     kk += P::KSTEP) {
+				typename P::frag_a a;
+				P::load_a(a, zs + 16 * wm * L.ldz + k0 + kk, L.ldz);
+				NCF_UNROLL
+				for (uint32_t i = 0; i < 4; i++) {
+					uint32_t t = wn + 2 * i;
+					if (t < qt) {
+						typename P::template frag_b<mma_row>::type bt;
+						P::template load_b<mma_row>(
+							bt, ws + kk * L.ldh + 16 * t, L.ldh);
+						P::mma(accx[i], a, bt);
+					}
+				}
+			}
+			__syncthreads();
+		}
+		/* dW += dZ^T H over the tile's rows */
+		for (uint32_t kr = 0; kr < FUSED_BM; kr += P::KSTEP) {
+			NCF_UNROLL
+			for (uint32_t j = 0; j < 8; j++) {
+				uint32_t i = warp + 8 * j;
+				if (i < ot * qt) {
+					typename P::frag_at at;
+					P::load_at(at, zs + kr * L.ldz + 16 * (i / qt), L.ldz);
+					typename P::template frag_b<mma_row>::type bt;
+					P::template load_b<mma_row>(bt, hs + kr * L.ldh + 16 * (i % qt),
+								    L.ldh);
+					P::mma(accw[j], at, bt);
+				}
+			}
+		}
+		/* dX: the mask from H's tile, the column sums */
+		size_t row = row0 + 16 * wm + r;
+		NCF_UNROLL
+		for (uint32_t i = 0; i < 4; i++) {
+			uint32_t t = wn + 2 * i;
+			if (t >= qt)
+				continue;
+			P::store(st, accx[i], 16);
+			__syncwarp();
+			uint32_t c = 16 * t + c0, q = q0 + c;
+			float d[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++) {
+				float h = to_f32(hs[(16 * wm + r) * L.ldh + c + e]);
+				d[e] = row < rows && c + e < qn && h > 0.0f
+					       ? st[r * 16 + c0 + e] * scale
+					       : 0.0f;
+			}
+			if (row < rows && c < qn) {
+				uint32_t cnt = qn - c < 8 ? qn - c : 8;
+				store_upto8(dX + row * in + q, d, cnt, vech && cnt == 8);
+			}
+			__syncwarp();
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				st[r * 16 + c0 + e] = d[e];
+			__syncwarp();
+			if (lane < 16) {
+				float sum = 0.0f;
+				for (unsigned rr = 0; rr < 16; rr++)
+					sum += st[rr * 16 + lane];
+				colpart[wm][16 * t + lane] += sum;
+			}
+			__syncwarp();
+		}
+		__syncthreads(); /* the next tile overwrites zs, hs */
+	}
+	for (uint32_t q = threadIdx.x; q < qn; q += blockDim.x)
+		part[(size_t)g * part_ld + q0 + q] =
+			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
+	NCF_UNROLL
+	for (uint32_t j = 0; j < 8; j++) {
+		uint32_t i = warp + 8 * j;
+		if (i >= ot * qt)
+			continue;
+		P::store(st, accw[j], 16);
+		__syncwarp();
+		uint32_t o = 16 * (i / qt) + r, c = 16 * (i % qt) + c0;
+		if (o < out)
+			for (uint32_t e = 0; e < 8 && c + e < qn; e++)
+				partw[((size_t)g * out + o) * in + q0 + c + e] = st[r * 16 + c0 + e];
+		__syncwarp();
+	}
+}
+
 /* ---- launchers ----------------------------------------------------------- */
 
 /* One launch of the kernel for T and its tile mode. */
@@ -335,13 +492,75 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
 					      vecz, vecw, vech, dX, part, part_ld);
 }
 
+template <typename T, int MODE>
+static int bwdw_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t rows, uint32_t in,
+		       uint32_t out, const T *dZ, const T *W, const T *H, float scale, uint32_t G,
+		       int vecz, int vecw, int vech, T *dX, float *part, uint32_t part_ld,
+		       float *partw)
+{
+	auto kernel = linear_bwdw_kernel<T, MODE>;
+	if (!cost_dry())
+		CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					      (int)smem));
+	NCF_LAUNCH_SYNC(kernel, nb, FUSED_THREADS, smem, stream, rows, in, out, dZ, W, H, scale, G,
+			vecz, vecw, vech, dX, part, part_ld, partw);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+uint32_t bwdw_groups(size_t rows)
+{
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM;
+	return tiles < BWDW_GROUPS ? (uint32_t)(tiles ? tiles : 1) : (uint32_t)BWDW_GROUPS;
+}
+
+template <typename T>
+int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		     float *partw, cudaStream_t stream)
+{
+	if (out > BWDW_MAX_OUT || in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u with its weight gradient (the "
+			  "limits are %u x %u)",
+			  out, in, (unsigned)BWDW_MAX_OUT, (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	if (rows == 0)
+		return 0;
+	uint32_t G = bwdw_groups(rows), Y = (in + BWDW_COLS - 1) / BWDW_COLS;
+	double es = sizeof(T);
+	/* dZ (once per column group: the groups of a row tile run side by
+	 * side, so the second read comes from L2) and H once, dX written; W
+	 * once (L2); the partials of the bias gradient and of dW */
+	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
+		       G * ((double)in + (double)out * in) * 4.0;
+	if (NCF_COST(COST_KERNEL, "linear_bwdw", bytes, 4.0 * rows * in * out))
+		return 0;
+	uint32_t qpad = (in < BWDW_COLS ? (in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
+	size_t smem = bwdw_smem<T>(out, qpad).bytes;
+	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
+	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
+	unsigned nb = G * Y;
+	if constexpr (sizeof(T) == 2)
+		return bwdw_launch<T, MMA_16>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+					      vecz, vecw, vech, dX, part, part_ld, partw);
+	else if (tf32)
+		return bwdw_launch<T, MMA_TF32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+						vecz, vecw, vech, dX, part, part_ld, partw);
+	else
+		return bwdw_launch<T, MMA_F32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+					       vecz, vecw, vech, dX, part, part_ld, partw);
+}
+
 #define NCF_INSTANTIATE(T)                                                                     \
 	template int linear_fwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
 					const float *, const dropout_k &, uint32_t,            \
 					const uint32_t *, int, T *, cudaStream_t);             \
 	template int linear_bwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
 					const T *, float, int, T *, float *, uint32_t,         \
-					cudaStream_t);
+					cudaStream_t);                                         \
+	template int linear_bwdw_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,     \
+					 const T *, float, int, T *, float *, uint32_t,        \
+					 float *, cudaStream_t);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)

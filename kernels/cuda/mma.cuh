@@ -2,8 +2,10 @@
  * mma.cuh - 16x16 tiles of a matrix product for the fused MLP kernels
  * (mlp.cu), one warp per tile, behind one interface for the precisions:
  *
- *   mma_tile<T, MODE>: frag_a, frag_b<L>, frag_c; zero(c);
+ *   mma_tile<T, MODE>: frag_a, frag_at, frag_b<L>, frag_c; zero(c);
  *       load_a(a, p, ld)        a = A (16, KSTEP), row-major at p (shared memory)
+ *       load_at(a, p, ld)       a = A (16, KSTEP) with A[i][k] at p[k ld + i]
+ *                               (a row-major matrix read as its transpose)
  *       load_b<L>(b, p, ld)     b = B (KSTEP, 16): L = mma_col: B[k][n] at p[n ld + k]
  *                               (a row-major W read as W^T), mma_row: at p[k ld + n]
  *       mma(c, a, b)            c += a b
@@ -72,7 +74,14 @@ template <typename T> struct mma_tile<T, MMA_16> {
 	{
 		nvcuda::wmma::fill_fragment(c, 0.0f);
 	}
+	typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, T,
+				       nvcuda::wmma::col_major>
+		frag_at;
 	static __device__ __forceinline__ void load_a(frag_a &a, const T *p, unsigned ld)
+	{
+		nvcuda::wmma::load_matrix_sync(a, p, ld);
+	}
+	static __device__ __forceinline__ void load_at(frag_at &a, const T *p, unsigned ld)
 	{
 		nvcuda::wmma::load_matrix_sync(a, p, ld);
 	}
@@ -82,8 +91,8 @@ template <typename T> struct mma_tile<T, MMA_16> {
 	{
 		nvcuda::wmma::load_matrix_sync(b, p, ld);
 	}
-	template <typename FB>
-	static __device__ __forceinline__ void mma(frag_c &c, const frag_a &a, const FB &b)
+	template <typename FA, typename FB>
+	static __device__ __forceinline__ void mma(frag_c &c, const FA &a, const FB &b)
 	{
 		nvcuda::wmma::mma_sync(c, a, b, c);
 	}
@@ -116,7 +125,15 @@ template <> struct mma_tile<float, MMA_TF32> {
 		for (int t = 0; t < f.num_elements; t++)
 			f.x[t] = nvcuda::wmma::__float_to_tf32(f.x[t]);
 	}
+	typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8,
+				       nvcuda::wmma::precision::tf32, nvcuda::wmma::col_major>
+		frag_at;
 	static __device__ __forceinline__ void load_a(frag_a &a, const float *p, unsigned ld)
+	{
+		nvcuda::wmma::load_matrix_sync(a, p, ld);
+		round_tf32(a);
+	}
+	static __device__ __forceinline__ void load_at(frag_at &a, const float *p, unsigned ld)
 	{
 		nvcuda::wmma::load_matrix_sync(a, p, ld);
 		round_tf32(a);
@@ -128,8 +145,8 @@ template <> struct mma_tile<float, MMA_TF32> {
 		nvcuda::wmma::load_matrix_sync(b, p, ld);
 		round_tf32(b);
 	}
-	template <typename FB>
-	static __device__ __forceinline__ void mma(frag_c &c, const frag_a &a, const FB &b)
+	template <typename FA, typename FB>
+	static __device__ __forceinline__ void mma(frag_c &c, const FA &a, const FB &b)
 	{
 		nvcuda::wmma::mma_sync(c, a, b, c);
 	}
@@ -144,6 +161,10 @@ template <> struct mma_tile<float, MMA_TF32> {
 template <> struct mma_tile<float, MMA_F32> {
 	enum { KSTEP = 8 };
 	struct frag_a {
+		const float *p;
+		unsigned ld;
+	};
+	struct frag_at {
 		const float *p;
 		unsigned ld;
 	};
@@ -167,6 +188,20 @@ template <> struct mma_tile<float, MMA_F32> {
 		a.p = p;
 		a.ld = ld;
 	}
+	static NCF_DI void load_at(frag_at &a, const float *p, unsigned ld)
+	{
+		a.p = p;
+		a.ld = ld;
+	}
+	/* A[i][k] of a frag_a, a frag_at */
+	static NCF_DI float a_at(const frag_a &a, unsigned i, unsigned k)
+	{
+		return a.p[i * a.ld + k];
+	}
+	static NCF_DI float a_at(const frag_at &a, unsigned i, unsigned k)
+	{
+		return a.p[k * a.ld + i];
+	}
 	template <typename L>
 	static NCF_DI void load_b(typename frag_b<L>::type &b, const float *p, unsigned ld)
 	{
@@ -182,11 +217,12 @@ template <> struct mma_tile<float, MMA_F32> {
 	{
 		return b.p[k * b.ld + n];
 	}
-	template <typename FB> static NCF_DI void mma(frag_c &c, const frag_a &a, const FB &b)
+	template <typename FA, typename FB>
+	static NCF_DI void mma(frag_c &c, const FA &a, const FB &b)
 	{
 		unsigned l = lane_id(), r = l / 2, n0 = (l % 2) * 8;
 		for (unsigned k = 0; k < KSTEP; k++) {
-			float av = a.p[r * a.ld + k];
+			float av = a_at(a, r, k);
 			NCF_UNROLL
 			for (unsigned e = 0; e < 8; e++)
 				c.x[e] += av * b_at(b, k, n0 + e);

@@ -21,11 +21,13 @@
  *  4. the head, loss and dlogit, dz of the last layer, with per-block
  *     partials of the head's gradient, the last bias gradient and the loss
  *     (head_fused_cuda; no per-row loss, no separate head-gradient pass);
- *  5. layers L..2 backward: dW_k = dz_k^T h_{k-1} (cuBLAS), then
- *     linear_bwd_cuda: dz_{k-1} with the mask from h_{k-1} > 0 and the
- *     partials of its column sums (bias gradient of layer k - 1);
- *  6. one reduce_partials_cuda for every bias gradient, the head's gradient
- *     and the loss (fixed order);
+ *  5. layers L..2 backward: linear_bwdw_cuda: dz_{k-1} with the mask from
+ *     h_{k-1} > 0, the partials of its column sums (bias gradient of layer
+ *     k - 1) and of dW_k = dz_k^T h_{k-1}, from one read of dz_k and
+ *     h_{k-1} (for a layer wider than BWDW_MAX_OUT: dW_k by cuBLAS, then
+ *     linear_bwd_cuda without it);
+ *  6. one reduce_partials_cuda for every bias gradient, the fused weight
+ *     gradients, the head's gradient and the loss (fixed order);
  *  7. per user: dAU = the sum of dz1 over its rows (contiguous) and the GMF
  *     gradient dgmf_user (key_grad_cuda); per item the same through the item
  *     order; every key written, so nothing is cleared first.  db1 came with
@@ -62,13 +64,21 @@ int fused_path(struct ncf_backend *be, struct cu *c)
 	return 1;
 }
 
-/* Floats of partials: the head's, then layer k's backward for k = L..2. */
+/* Does layer k's backward compute its weight gradient too (linear_bwdw)? */
+static int with_dw(const struct ncf_shape *s, uint32_t k)
+{
+	return s->layers[k] <= BWDW_MAX_OUT;
+}
+
+/* Floats of partials: the head's, then layer k's backward for k = L..2
+ * (the bias gradient's, and dW's where the backward computes it). */
 static size_t part_floats(const struct ncf_shape *s, size_t B)
 {
 	size_t nbh = (B + HEAD_ROWS - 1) / HEAD_ROWS, nbb = (B + BWD_ROWS - 1) / BWD_ROWS;
-	size_t HL = ncf_shape_last(s), f = nbh * (s->factors + 2 * HL + 1);
+	size_t HL = ncf_shape_last(s), f = nbh * (s->factors + 2 * HL + 1), G = bwdw_groups(B);
 	for (uint32_t k = 2; k < s->n_layers; k++)
-		f += nbb * s->layers[k - 1];
+		f += with_dw(s, k) ? G * s->layers[k - 1] * (1 + (size_t)s->layers[k])
+				   : nbb * s->layers[k - 1];
 	return f;
 }
 
@@ -160,8 +170,19 @@ static int backward_fused(struct ncf_backend *be, struct cu *c, size_t B, const 
 	m.seg[m.n++] = {c->fpart + F + HL + 1, g + L->b[last], nbh, ch, HL};
 	float *part = c->fpart + (size_t)nbh * ch;
 	mark(c, PH_MLP_BACKWARD);
+	uint32_t G = bwdw_groups(B);
 	for (uint32_t k = last; k >= 2; k--) {
 		uint32_t in = s->layers[k - 1], out = s->layers[k];
+		if (with_dw(s, k)) {
+			float *pw = part + (size_t)G * in;
+			NCF_TRY(linear_bwdw_cuda<T>(B, in, out, (const T *)c->d[k], w + L->w[k],
+						    (const T *)c->h[k - 1], dk.scale, tf32,
+						    (T *)c->d[k - 1], part, in, pw, c->s));
+			m.seg[m.n++] = {part, g + L->b[k - 1], G, in, in};
+			m.seg[m.n++] = {pw, g + L->w[k], G, out * in, out * in};
+			part = pw + (size_t)G * out * in;
+			continue;
+		}
 		NCF_TRY(lin_wgrad(c, "gemm_wgrad", B, in, out, c->d[k], dt, out, c->h[k - 1], dt,
 				  in, g + L->w[k], in));
 		NCF_TRY(linear_bwd_cuda<T>(B, in, out, (const T *)c->d[k], w + L->w[k],

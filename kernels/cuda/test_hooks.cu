@@ -263,3 +263,54 @@ int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32
 					 out, A, W, bh, res, part);
 	}
 }
+
+template <typename T>
+static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t rows, uint32_t in,
+			uint32_t out, const float *dZ, const float *W, const float *H, float *dX,
+			float *db, float *dW)
+{
+	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
+	float *pt = NULL, *pw = NULL, *odb = NULL, *odw = NULL;
+	double *ls = NULL, *lo = NULL;
+	uint32_t G = bwdw_groups(rows);
+	float scale = be->hp.dropout > 0.0f ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	int rc = -1;
+	part_map m;
+	memset(&m, 0, sizeof m);
+	if (upload_as(&a, dZ, rows * out, c->s) || upload_as(&w, W, (size_t)out * in, c->s) ||
+	    upload_as(&h, H, rows * in, c->s) || DALLOC(y, rows * in) || DALLOC(pt, G * in) ||
+	    DALLOC(pw, (size_t)G * out * in) || DALLOC(odb, in) || DALLOC(odw, (size_t)out * in) ||
+	    DALLOC(ls, 1) || DALLOC(lo, 1))
+		goto done;
+	if (CUDA_CHECK(cudaMemsetAsync(ls, 0, sizeof(double), c->s)))
+		goto done;
+	m.seg[m.n++] = {pt, odb, G, in, in};
+	m.seg[m.n++] = {pw, odw, G, out * in, out * in};
+	m.loss = ls;
+	m.loss_rows = 1;
+	m.loss_out = lo;
+	if (linear_bwdw_cuda<T>(rows, in, out, a, w, h, scale, tf32, y, pt, in, pw, c->s) ||
+	    reduce_partials_cuda(m, c->s) || download_as(dX, y, rows * in, c->s) ||
+	    download_as(db, odb, in, c->s) || download_as(dW, odw, (size_t)out * in, c->s))
+		goto done;
+	rc = 0;
+done:
+	dfree(a), dfree(w), dfree(h), dfree(y), dfree(pt), dfree(pw), dfree(odb), dfree(odw);
+	dfree(ls), dfree(lo);
+	return rc;
+}
+
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
+			    uint32_t out, const float *dZ, const float *W, const float *H,
+			    float *dX, float *db, float *dW)
+{
+	struct cu *c = impl(be);
+	switch (mode) {
+	case 2:
+		return linear_w_run<bf16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+	case 3:
+		return linear_w_run<f16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+	default:
+		return linear_w_run<float>(be, c, mode == 1, rows, in, out, dZ, W, H, dX, db, dW);
+	}
+}

@@ -17,6 +17,7 @@
 #define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
 #define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
 #define ncf_cuda_debug_linear ncf_cuda_debug_linear_emu
+#define ncf_cuda_debug_linear_w ncf_cuda_debug_linear_w_emu
 #endif
 
 #include "cuda.h"
@@ -59,6 +60,13 @@ int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n
 int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
 			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
 			  const float *A, const float *W, const float *bh, float *res, float *part);
+/* The backward of a fused dense layer with its weight gradient
+ * (linear_bwdw_cuda, then reduce_partials_cuda), modes as above: dX (rows,
+ * in) = H > 0 ? (dZ W) * scale : 0, db (in) its column sums, dW (out, in)
+ * = dZ^T H.  Returns 0 or -1. */
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
+			    uint32_t out, const float *dZ, const float *W, const float *H,
+			    float *dX, float *db, float *dW);
 /* One ncf_backend_train_step with the cost recorder on (cost.cuh, live:
  * the work runs and is recorded): out gets what it noted.  Returns the
  * step's result. */

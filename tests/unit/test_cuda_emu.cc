@@ -661,6 +661,115 @@ static void test_linear(const struct data *d, const struct ncf_shape *s)
 	close_be(&be);
 }
 
+/*
+ * The backward with the weight gradient (mlp.cu linear_bwdw: one pass
+ * gives dX, the bias gradient's and dW's per-group partials; then
+ * reduce_partials adds the groups) against the definitions in double:
+ *  - dX: fp32 bit for bit (the same k order as linear_backward's din), the
+ *    other modes within test_linear's bounds;
+ *  - dW = dZ^T H and db = column sums of dX: |d| <= 1e-6 S (fp32: sums of
+ *    up to 2000 terms in other orders, 2000 x 2^-24 < 1.2e-4 of S at worst,
+ *    in practice ~sqrt(2000) x 2^-24 = 3e-6: the bound allows 1e-5 S), TF32
+ *    2^-10 S (inputs rounded), bf16 / fp16 2^-8 S / 2^-11 S (inputs rounded
+ *    on the host already: only the sums' order and dX's rounding), with S
+ *    the sum of the terms' magnitudes.
+ * Rows span several row groups of a block (rows > 64 x groups) and blocks
+ * of two column groups (in > 128).
+ */
+static void test_linear_w(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
+		tap_ok(0, "open the emulated cuda backend");
+		return;
+	}
+	const uint32_t dims[][2] = {{32, 24}, {13, 10}, {200, 64}, {24, 5}};
+	const char *mname[] = {"fp32", "tf32", "bf16", "fp16"};
+	const double tolx[] = {0, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
+	const double tolw[] = {1e-5, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
+	float scale = 1.0f / (1.0f - hp.dropout);
+	for (int mode = 0; mode < 4; mode++) {
+		int okx = 1, okw = 1;
+		double worst = 0;
+		for (const auto &dm : dims) {
+			uint32_t in = dm[0], out = dm[1];
+			size_t rows = in > 100 ? 150 : 16700; /* > 256 groups of 64 rows */
+			fvec dZ(rows * out), W((size_t)out * in), H(rows * in), dX(rows * in);
+			fvec db(in), dW((size_t)out * in);
+			for (size_t j = 0; j < dZ.size(); j++)
+				dZ[j] = urand(7, j);
+			for (size_t j = 0; j < W.size(); j++)
+				W[j] = urand(8, j) * 0.3f;
+			for (size_t j = 0; j < H.size(); j++)
+				H[j] = urand(9, j) > 0.2f ? urand(10, j) : 0.0f;
+			auto rounded = [&](fvec v) {
+				for (float &x : v)
+					x = mode == 2 ? ncf_test_bf16(x) : mode == 3 ? ncf_test_f16(x) : x;
+				return v;
+			};
+			fvec dZr = rounded(dZ), Wr = rounded(W), Hr = rounded(H);
+			int ok = !ncf_cuda_debug_linear_w(&be, mode, rows, in, out, dZ.data(), W.data(),
+							  H.data(), dX.data(), db.data(), dW.data());
+			okx &= ok;
+			okw &= ok;
+			std::vector<double> sdb(in, 0), mdb(in, 0);
+			for (size_t j = 0; j < rows && okx; j++)
+				for (uint32_t q = 0; q < in; q++) {
+					float acc = 0.0f;
+					double dacc = 0, S = 0;
+					for (uint32_t o = 0; o < out; o++) {
+						acc += dZr[j * out + o] * Wr[(size_t)o * in + q];
+						dacc += (double)dZr[j * out + o] * Wr[(size_t)o * in + q];
+						S += fabs((double)dZr[j * out + o] * Wr[(size_t)o * in + q]);
+					}
+					float h = Hr[j * in + q];
+					float want = h > 0.0f ? acc * scale : 0.0f;
+					double dwant = h > 0.0f ? dacc * scale : 0;
+					float got = dX[j * in + q];
+					double err = mode == 0 ? (got == want ? 0 : INFINITY) : fabs(got - dwant);
+					double tol = tolx[mode] * (fabs(dwant) + 2 * S * scale) + (mode ? 1e-6 : 0);
+					if (!(err <= tol)) {
+						tap_diag("%s bwdw dX %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
+							 out, in, j, q, got, mode ? dwant : want);
+						okx = 0;
+						break;
+					}
+					sdb[q] += got;
+					mdb[q] += fabs(got);
+				}
+			for (uint32_t q = 0; q < in && okw; q++)
+				if (!(fabs(db[q] - sdb[q]) <= tolw[mode] * mdb[q] + 1e-7)) {
+					tap_diag("%s bwdw db[%u]: %.9g, want %.9g", mname[mode], q, db[q],
+						 sdb[q]);
+					okw = 0;
+				}
+			for (uint32_t o = 0; o < out && okw; o++)
+				for (uint32_t q = 0; q < in && okw; q++) {
+					double want = 0, S = 0;
+					for (size_t j = 0; j < rows; j++) {
+						double t = (double)dZr[j * out + o] * Hr[j * in + q];
+						want += t;
+						S += fabs(t);
+					}
+					double err = fabs(dW[(size_t)o * in + q] - want);
+					worst = std::max(worst, S > 0 ? err / S : err);
+					if (!(err <= tolw[mode] * S + 1e-7)) {
+						tap_diag("%s bwdw dW %ux%u [%u][%u]: %.9g, want %.9g", mname[mode],
+							 out, in, o, q, dW[(size_t)o * in + q], want);
+						okw = 0;
+					}
+				}
+		}
+		tap_ok(okx, "%s: fused backward with dW: dX %s", mname[mode],
+		       mode ? "within its bound" : "bit for bit");
+		tap_ok(okw, "%s: fused backward with dW: dW and the bias gradient after the "
+			    "fixed-order reduction (worst dW error %.2g of its terms' magnitude)",
+		       mname[mode], worst);
+	}
+	close_be(&be);
+}
+
 /* Logits, scores and ranks of emu against cpu on the same parameters. */
 static void test_forward(const struct data *d, const struct ncf_shape *s, const char *label)
 {
@@ -1189,6 +1298,7 @@ int main(void)
 	test_adam(&d, &s8);
 	test_segsum(&d, &s8);
 	test_linear(&d, &s8);
+	test_linear_w(&d, &s8);
 	test_forward(&d, &s8, "widths of 8");
 	test_forward(&d, &s5, "odd widths");
 	test_refusals(&d, &s8);
