@@ -135,18 +135,25 @@ struct ncf_emu_fiber {
 	void *fake; /* ASan's fake stack while switched away */
 };
 
-struct ncf_emu_coop {
-	unsigned n;		      /* threads per block */
-	struct ncf_emu_fiber *f;
-	unsigned cur;		      /* the fiber running */
-	int last;		      /* no more blocks: fibers leave their loop */
-	void (*body)(void *);
-	void *arg;
+/* The fibers of a host thread, kept from launch to launch (each waits in
+ * its loop for the next block to run), and the scheduler's context. */
+enum { NCF_EMU_STACK = 256 << 10 }; /* bytes of a fiber's stack (lazily committed) */
+struct ncf_emu_pool {
+	struct ncf_emu_fiber f[1024];
 	ucontext_t sched_uc;
 	jmp_buf sched;
 	void *sched_fake;
-	const void *main_bottom;      /* the scheduler's stack, for ASan */
+	const void *main_bottom; /* the scheduler's stack, for ASan */
 	size_t main_size;
+};
+inline thread_local struct ncf_emu_pool *ncf_emu_pool_cur;
+
+struct ncf_emu_coop {
+	unsigned n;		      /* threads per block */
+	struct ncf_emu_fiber *f;      /* the pool's */
+	unsigned cur;		      /* the fiber running */
+	void (*body)(void *);
+	void *arg;
 	unsigned char *smem;	      /* the launch's dynamic shared memory */
 	size_t smem_bytes;
 };
@@ -164,30 +171,33 @@ inline thread_local struct ncf_emu_coop *ncf_emu_coop_cur;
 static inline void ncf_emu_yield(void)
 {
 	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
 	struct ncf_emu_fiber *me = &C->f[C->cur];
 #if NCF_EMU_ASAN
-	__sanitizer_start_switch_fiber(me->state == NCF_EMU_DONE && C->last ? NULL : &me->fake,
-				       C->main_bottom, C->main_size);
+	__sanitizer_start_switch_fiber(&me->fake, P->main_bottom, P->main_size);
 #endif
 #if NCF_EMU_JMP
 	if (!_setjmp(me->jb))
-		_longjmp(C->sched, 1);
+		_longjmp(P->sched, 1);
 #else
-	swapcontext(&me->uc, &C->sched_uc);
+	swapcontext(&me->uc, &P->sched_uc);
 #endif
 #if NCF_EMU_ASAN
 	__sanitizer_finish_switch_fiber(me->fake, NULL, NULL);
 #endif
 }
 
-/* A fiber's life: run the kernel body for each block until the launch ends. */
+/* A fiber's life: run the kernel body of the current launch for each block
+ * the scheduler resumes it for (the fiber never ends; it waits, DONE,
+ * between blocks and between launches). */
 static inline void ncf_emu_fiber_main(void)
 {
-	struct ncf_emu_coop *C = ncf_emu_coop_cur;
 #if NCF_EMU_ASAN
-	__sanitizer_finish_switch_fiber(NULL, &C->main_bottom, &C->main_size);
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
+	__sanitizer_finish_switch_fiber(NULL, &P->main_bottom, &P->main_size);
 #endif
-	for (;;) { /* the scheduler resumes it for the next block, never after the last */
+	for (;;) {
+		struct ncf_emu_coop *C = ncf_emu_coop_cur;
 		C->body(C->arg);
 		C->f[C->cur].state = NCF_EMU_DONE;
 		ncf_emu_yield();
@@ -197,27 +207,28 @@ static inline void ncf_emu_fiber_main(void)
 /* Scheduler -> fiber k until it yields. */
 static inline void ncf_emu_resume(struct ncf_emu_coop *C, unsigned k)
 {
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
 	struct ncf_emu_fiber *f = &C->f[k];
 	C->cur = k;
 	threadIdx = f->tid;
 #if NCF_EMU_ASAN
-	__sanitizer_start_switch_fiber(&C->sched_fake, f->stack, f->size);
+	__sanitizer_start_switch_fiber(&P->sched_fake, f->stack, f->size);
 #endif
 #if NCF_EMU_JMP
-	if (!_setjmp(C->sched)) {
+	if (!_setjmp(P->sched)) {
 		if (!f->started) {
 			f->started = 1;
-			swapcontext(&C->sched_uc, &f->uc);
+			swapcontext(&P->sched_uc, &f->uc);
 		} else {
 			_longjmp(f->jb, 1);
 		}
 	}
 #else
 	f->started = 1;
-	swapcontext(&C->sched_uc, &f->uc);
+	swapcontext(&P->sched_uc, &f->uc);
 #endif
 #if NCF_EMU_ASAN
-	__sanitizer_finish_switch_fiber(C->sched_fake, NULL, NULL);
+	__sanitizer_finish_switch_fiber(P->sched_fake, NULL, NULL);
 #endif
 }
 
@@ -287,18 +298,29 @@ template <typename F> static inline void ncf_emu_call(void *p)
 	(*(F *)p)();
 }
 
-/* Fiber stacks, kept between launches. */
-static inline char *ncf_emu_stack(unsigned k, size_t size)
+/* Fiber k of this thread's pool, made on first use. */
+static inline struct ncf_emu_fiber *ncf_emu_fiber_get(unsigned k)
 {
-	static thread_local char *stacks[1024];
-	if (!stacks[k]) {
-		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-			       0);
+	if (!ncf_emu_pool_cur) {
+		ncf_emu_pool_cur = (struct ncf_emu_pool *)calloc(1, sizeof *ncf_emu_pool_cur);
+		if (!ncf_emu_pool_cur)
+			ncf_emu_die("no memory for the fibers");
+	}
+	struct ncf_emu_fiber *f = &ncf_emu_pool_cur->f[k];
+	if (!f->stack) {
+		void *p = mmap(NULL, NCF_EMU_STACK, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			ncf_emu_die("no memory for a fiber's stack");
-		stacks[k] = (char *)p;
+		f->stack = (char *)p;
+		f->size = NCF_EMU_STACK;
+		getcontext(&f->uc);
+		f->uc.uc_stack.ss_sp = f->stack;
+		f->uc.uc_stack.ss_size = f->size;
+		f->uc.uc_link = NULL;
+		makecontext(&f->uc, ncf_emu_fiber_main, 0);
 	}
-	return stacks[k];
+	return f;
 }
 
 /* Run body() once per thread of a (grid, block) launch whose threads
@@ -312,11 +334,12 @@ static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, size_t shmem, F bo
 		ncf_emu_die("a cooperative launch needs 1..1024 threads per block");
 	if (ncf_emu_coop_cur)
 		ncf_emu_die("a cooperative launch inside another");
-	const size_t size = (size_t)1 << 20; /* lazily committed */
 	struct ncf_emu_coop C;
 	memset(&C, 0, sizeof C);
 	C.n = n;
-	C.f = (struct ncf_emu_fiber *)calloc(n, sizeof *C.f);
+	for (unsigned k = 0; k < n; k++)
+		ncf_emu_fiber_get(k)->tid = dim3(k % block.x, k / block.x % block.y, k / (block.x * block.y));
+	C.f = ncf_emu_pool_cur->f;
 	C.body = ncf_emu_call<F>;
 	C.arg = &body;
 	C.smem_bytes = shmem;
@@ -325,23 +348,10 @@ static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, size_t shmem, F bo
 	gridDim = grid;
 	blockDim = block;
 	ncf_emu_coop_cur = &C;
-	for (unsigned k = 0; k < n; k++) {
-		struct ncf_emu_fiber *f = &C.f[k];
-		f->tid = dim3(k % block.x, k / block.x % block.y, k / (block.x * block.y));
-		f->stack = ncf_emu_stack(k, size);
-		f->size = size;
-		getcontext(&f->uc);
-		f->uc.uc_stack.ss_sp = f->stack;
-		f->uc.uc_stack.ss_size = size;
-		f->uc.uc_link = NULL;
-		makecontext(&f->uc, ncf_emu_fiber_main, 0);
-	}
-	unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z, b = 0;
 	for (unsigned bz = 0; bz < grid.z; bz++)
 		for (unsigned by = 0; by < grid.y; by++)
-			for (unsigned bx = 0; bx < grid.x; bx++, b++) {
+			for (unsigned bx = 0; bx < grid.x; bx++) {
 				blockIdx = dim3(bx, by, bz);
-				C.last = b + 1 == blocks;
 				if (shmem) /* each block finds garbage there (NaNs) */
 					memset(C.smem, 0xFF, shmem);
 				for (unsigned k = 0; k < n; k++)
@@ -353,7 +363,6 @@ static inline void ncf_emu_launch_sync(dim3 grid, dim3 block, size_t shmem, F bo
 				} while (!ncf_emu_barriers(&C));
 			}
 	ncf_emu_coop_cur = NULL;
-	free(C.f);
 	free(C.smem);
 }
 
@@ -587,12 +596,18 @@ static inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
 			    const fragment<matrix_b, M, N, K, T, LB> &b,
 			    const fragment<accumulator, M, N, K, float> &c)
 {
-	float out[M * N];
+	float out[M * N], fa[M * K], fb[N * K]; /* fb transposed: fb[j K + k] = b[k][j] */
+	for (int e = 0; e < M * K; e++)
+		fa[e] = ncf_emu_f32(a.x[e]);
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < N; j++)
+			fb[j * K + k] = ncf_emu_f32(b.x[k * N + j]);
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < N; j++) {
 			float acc = c.x[i * N + j];
+			const float *ra = fa + i * K, *rb = fb + j * K;
 			for (int k = 0; k < K; k++)
-				acc += ncf_emu_f32(a.x[i * K + k]) * ncf_emu_f32(b.x[k * N + j]);
+				acc += ra[k] * rb[k];
 			out[i * N + j] = acc;
 		}
 	memcpy(d.x, out, sizeof out);

@@ -367,49 +367,53 @@ NCF_INSTANTIATE(f16)
 /* ---- the fused step's reductions ------------------------------------------ */
 
 /*
- * Block b < the columns of all segments: one column c of segment s, dst[c]
- * = sum over the segment's partial rows; the last block: the loss.  Thread
- * t sums rows t, t + 64, ... in order, then a tree over the 64 threads
- * (fixed pairs): an order fixed by the sizes alone.
+ * Blocks of 256 threads, 32 columns by 8 row lanes: thread (j, c) of block
+ * b takes column 32 b + c of the segments' columns side by side and sums
+ * its rows j, j + 8, j + 16, ... in order (a warp reads 32 neighbouring
+ * columns of a row: one coalesced access), then the 8 lanes' sums are
+ * added in a fixed tree.  The last block sums the loss (256 lanes, then a
+ * tree) in double.  An order fixed by the sizes alone.
  */
-__global__ void __launch_bounds__(64) reduce_partials_kernel(part_map m)
+enum { RP_COLS = 32, RP_LANES = 8, RP_THREADS = RP_COLS * RP_LANES };
+
+__global__ void __launch_bounds__(RP_THREADS) reduce_partials_kernel(part_map m, uint32_t blocks)
 {
-	__shared__ float sf[64];
-	__shared__ double sd[64];
-	unsigned t = threadIdx.x;
-	uint32_t s = 0, c = blockIdx.x;
-	while (s < m.n && c >= m.seg[s].cols)
-		c -= m.seg[s++].cols;
-	if (s < m.n) {
-		const part_seg &g = m.seg[s];
+	__shared__ float sf[RP_LANES][RP_COLS];
+	__shared__ double sd[RP_THREADS];
+	unsigned t = threadIdx.x, c = t % RP_COLS, j = t / RP_COLS;
+	if (blockIdx.x + 1 < blocks) {
+		uint32_t s = 0, col = blockIdx.x * RP_COLS + c;
+		while (s < m.n && col >= m.seg[s].cols)
+			col -= m.seg[s++].cols;
 		float acc = 0.0f;
-		for (uint32_t r = t; r < g.rows; r += 64)
-			acc += g.src[(size_t)r * g.ld + c];
-		sf[t] = acc;
+		if (s < m.n)
+			for (uint32_t r = j; r < m.seg[s].rows; r += RP_LANES)
+				acc += m.seg[s].src[(size_t)r * m.seg[s].ld + col];
+		sf[j][c] = acc;
 		__syncthreads();
-		for (unsigned w = 32; w > 0; w >>= 1) {
-			if (t < w)
-				sf[t] += sf[t + w];
+		for (unsigned w = RP_LANES / 2; w > 0; w >>= 1) {
+			if (j < w)
+				sf[j][c] += sf[j + w][c];
 			__syncthreads();
 		}
-		if (t == 0)
-			g.dst[c] = sf[0];
-	} else {
-		double acc = 0;
-		for (uint32_t r = t; r < m.loss_rows; r += 64)
-			acc += m.loss[r];
-		sd[t] = acc;
+		if (j == 0 && s < m.n)
+			m.seg[s].dst[col] = sf[0][c];
+		return;
+	}
+	double acc = 0;
+	for (uint32_t r = t; r < m.loss_rows; r += RP_THREADS)
+		acc += m.loss[r];
+	sd[t] = acc;
+	__syncthreads();
+	for (unsigned w = RP_THREADS / 2; w > 0; w >>= 1) {
+		if (t < w)
+			sd[t] += sd[t + w];
 		__syncthreads();
-		for (unsigned w = 32; w > 0; w >>= 1) {
-			if (t < w)
-				sd[t] += sd[t + w];
-			__syncthreads();
-		}
-		if (t == 0) {
-			*m.loss_out = sd[0];
-			if (m.loss_acc)
-				*m.loss_acc += sd[0];
-		}
+	}
+	if (t == 0) {
+		*m.loss_out = sd[0];
+		if (m.loss_acc)
+			*m.loss_acc += sd[0];
 	}
 }
 
@@ -421,9 +425,15 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
 		cols += m.seg[s].cols;
 		bytes += ((double)m.seg[s].rows + 1) * m.seg[s].cols * 4.0;
 	}
+	size_t blocks = (cols + RP_COLS - 1) / RP_COLS + 1;
+	if (blocks > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu partial sums are more than one launch takes", cols);
+		return -1;
+	}
 	if (NCF_COST(COST_KERNEL, "reduce_partials", bytes, 0))
 		return 0;
-	NCF_LAUNCH_SYNC(reduce_partials_kernel, (unsigned)(cols + 1), 64, 0, stream, m);
+	NCF_LAUNCH_SYNC(reduce_partials_kernel, (unsigned)blocks, RP_THREADS, 0, stream, m,
+			(uint32_t)blocks);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
