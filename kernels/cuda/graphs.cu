@@ -40,8 +40,10 @@ struct graphs {
 int graphs_init(struct cu *c)
 {
 	c->graphs = (struct graphs *)ncf_xcalloc(1, sizeof *c->graphs);
-	const char *e = getenv("NCF_CUDA_GRAPH");
-	c->graphs->step_off = e && !strcmp(e, "0"); /* the step launch by launch */
+	/* the step launch by launch: asked for, or each launch checked by a
+	 * synchronisation (NCF_CUDA_SYNC), which a capture cannot hold */
+	const char *e = getenv("NCF_CUDA_GRAPH"), *sync = getenv("NCF_CUDA_SYNC");
+	c->graphs->step_off = (e && !strcmp(e, "0")) || (sync && *sync && strcmp(sync, "0"));
 	NCF_TRY(DALLOC_BYTES(&c->graphs->blas_ws, BLAS_WORKSPACE));
 	CUBLAS_TRY(cublasSetWorkspace(c->blas, c->graphs->blas_ws, BLAS_WORKSPACE));
 	return 0;
