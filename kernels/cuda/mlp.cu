@@ -499,12 +499,28 @@ static int bwdw_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t row
 		       float *partw)
 {
 	auto kernel = linear_bwdw_kernel<T, MODE>;
-	if (!cost_dry())
-		CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-					      (int)smem));
 	NCF_LAUNCH_SYNC(kernel, nb, FUSED_THREADS, smem, stream, rows, in, out, dZ, W, H, scale, G,
 			vecz, vecw, vech, dX, part, part_ld, partw);
 	return CUDA_CHECK(cudaGetLastError());
+}
+
+/* The most dynamic shared memory a launch of kernel<T, MODE> asks for. */
+template <typename T, int MODE> static int bwdw_allow(void)
+{
+	size_t bytes = bwdw_smem<T>(BWDW_MAX_OUT, BWDW_COLS).bytes;
+	return CUDA_CHECK(cudaFuncSetAttribute(linear_bwdw_kernel<T, MODE>,
+					       cudaFuncAttributeMaxDynamicSharedMemorySize,
+					       (int)bytes));
+}
+
+int bwdw_setup(void)
+{
+	if (cost_dry())
+		return 0;
+	NCF_TRY((bwdw_allow<bf16, MMA_16>()));
+	NCF_TRY((bwdw_allow<f16, MMA_16>()));
+	NCF_TRY((bwdw_allow<float, MMA_TF32>()));
+	return bwdw_allow<float, MMA_F32>();
 }
 
 uint32_t bwdw_groups(size_t rows)

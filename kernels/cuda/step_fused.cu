@@ -95,6 +95,7 @@ int fused_prepare(struct ncf_backend *be, struct cu *c, size_t B)
 		return 0;
 	const struct ncf_shape *s = &be->shape;
 	fused_free(c);
+	NCF_TRY(bwdw_setup());
 	NCF_TRY(DALLOC(c->ri, B));
 	NCF_TRY(DALLOC(c->rlab, B));
 	NCF_TRY(DALLOC(c->uoff, (size_t)s->users + 1));

@@ -277,7 +277,8 @@ static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t r
 	int rc = -1;
 	part_map m;
 	memset(&m, 0, sizeof m);
-	if (upload_as(&a, dZ, rows * out, c->s) || upload_as(&w, W, (size_t)out * in, c->s) ||
+	if (bwdw_setup() || upload_as(&a, dZ, rows * out, c->s) ||
+	    upload_as(&w, W, (size_t)out * in, c->s) ||
 	    upload_as(&h, H, rows * in, c->s) || DALLOC(y, rows * in) || DALLOC(pt, G * in) ||
 	    DALLOC(pw, (size_t)G * out * in) || DALLOC(odb, in) || DALLOC(odw, (size_t)out * in) ||
 	    DALLOC(ls, 1) || DALLOC(lo, 1))
