@@ -307,7 +307,8 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
 ## check: run every test (unit, CLI, man page examples), then check-asan
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
+		tests/gpu/cost.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan

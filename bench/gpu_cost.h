@@ -3,9 +3,10 @@
  * the device's peak rates, and the nominal device memory traffic and matrix
  * FLOPs of the cuda backend's training step and evaluation, so that the
  * benchmark can say what fraction of the GPU a step uses.  A model, not a
- * measurement: every kernel's reads and writes counted once, caches
- * ignored, from the order of operations of kernels/cuda/step.cu.  Keep it
- * in step with that file.
+ * measurement.  The training step's count is the backend's own
+ * (ncf_cuda_step_cost: its step code run dry, every launch noting what it
+ * moves), so it follows the code; the evaluation's is a formula kept in
+ * step with the scoring path by hand.
  *
  * Legend: n rows of a step (or pairs scored), U users, I items, F GMF
  * factors, M the MLP embedding width, H1..HL the hidden widths, es bytes
@@ -15,6 +16,7 @@
 #define NCF_BENCH_GPU_COST_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -82,37 +84,21 @@ static double gpu_act_bytes(const struct ncf_backend *be)
 	return be->precision == NCF_PRECISION_BF16 || be->precision == NCF_PRECISION_FP16 ? 2 : 4;
 }
 
-/* Bytes and matrix FLOPs of one training step on n rows. */
-static void gpu_step_cost(const struct ncf_backend *be, uint64_t n_, double *bytes, double *flops)
+/* Bytes and matrix FLOPs of one training step of be (its shape, batch,
+ * precision, and the code path NCF_CUDA_PATH picks) on a data set of
+ * `positives` training positives: the backend's own count
+ * (ncf_cuda_step_cost, kernels/cuda/cost.cuh).  Returns 0 or -1. */
+static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double *bytes,
+			 double *flops)
 {
-	const struct ncf_shape *s = &be->shape;
-	const struct ncf_layout *L = &be->layout;
-	double es = gpu_act_bytes(be), n = (double)n_, U = s->users, I = s->items, F = s->factors;
-	double M = ncf_shape_m(s), H1 = s->layers[1], HL = ncf_shape_last(s);
-	double b = 0, f = 0;
-	b += n * 25;					   /* samples: ids, labels, CSR reads */
-	if (es != 4)
-		b += (double)(L->total - L->pm) * (4 + es); /* 16-bit copy */
-	b += (U + I) * (M + H1) * es;			   /* tables */
-	f += 2 * (U + I) * M * H1;
-	b += n * (8 + 3 * H1 * es); /* layer 1 */
-	for (uint32_t k = 2; k < s->n_layers; k++) {
-		double in = s->layers[k - 1], out = s->layers[k];
-		b += n * (in + out) * es + 2 * n * out * es;	 /* GEMM, bias+ReLU+dropout */
-		b += 2 * n * (in + out) * es + n * out * es;	 /* dW, dX GEMMs, bias grad */
-		b += 3 * n * in * es;				 /* ReLU/dropout backward */
-		f += 3 * 2 * n * in * out;
-	}
-	b += n * (2 * F * 4 + 2 * HL * es + 17); /* head */
-	b += n * (2 * F * 4 + HL * es + 12);	 /* head gradient */
-	b += 2 * 3 * 16 * n;			 /* two radix sorts, ~3 passes of 16 bytes */
-	b += 2 * n * (8 + H1 * es) + 2 * (U + I) * H1 * 4; /* segment sums, clear */
-	b += 2 * (U + I) * (H1 + M) * 4 + U * H1 * 4;	   /* first-layer backward */
-	f += 2 * 2 * (U + I) * M * H1;
-	b += (U + I) * F * 4 * 2 + 2 * n * (12 + F * 4); /* GMF */
-	b += (double)L->total * 28;			  /* Adam */
-	*bytes = b;
-	*flops = f;
+	struct ncf_cuda_cost *c = (struct ncf_cuda_cost *)calloc(1, sizeof *c);
+	int rc = c ? ncf_cuda_step_cost(&be->shape, &be->hp, be->precision,
+					getenv("NCF_CUDA_PATH"), positives, c)
+		   : -1;
+	*bytes = rc == 0 ? c->bytes : 0;
+	*flops = rc == 0 ? c->flops : 0;
+	free(c);
+	return rc;
 }
 
 /* Bytes and matrix FLOPs of scoring `pairs` (user, item) pairs. */

@@ -183,7 +183,23 @@ int ncf_backend_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
 int ncf_backend_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum)
 {
-	return be->i->train_step(be, epoch, first, n, loss_sum);
+	if (loss_sum || be->i->take_loss)
+		return be->i->train_step(be, epoch, first, n, loss_sum);
+	double ls = 0;
+	if (be->i->train_step(be, epoch, first, n, &ls) != 0)
+		return -1;
+	be->loss_kept += ls;
+	return 0;
+}
+
+int ncf_backend_take_loss(struct ncf_backend *be, double *loss_sum)
+{
+	*loss_sum = 0;
+	if (be->i->take_loss)
+		return be->i->take_loss(be, loss_sum);
+	*loss_sum = be->loss_kept;
+	be->loss_kept = 0;
+	return 0;
 }
 
 int ncf_backend_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,

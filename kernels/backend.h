@@ -66,6 +66,7 @@ struct ncf_backend {
 	int threads;		       /* CPU threads to use */
 	enum ncf_precision precision;
 	uint64_t step;		       /* Adam steps taken */
+	double loss_kept;	       /* losses of steps given no loss_sum (backend.c) */
 	void *impl;		       /* the implementation's state */
 	struct ncf_resident *resident; /* kept pairs where the implementation keeps none (backend.c) */
 };
@@ -107,10 +108,15 @@ int ncf_backend_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
  * One optimizer step on positions [first, first + n) of epoch's stream
  * (the global batch; this rank takes its slice, gradients are averaged
  * over the n samples of all ranks).  *loss_sum gets this rank's sum of
- * per-sample losses.  Returns 0 or -1.
+ * per-sample losses; loss_sum NULL: the backend keeps it, added to what
+ * ncf_backend_take_loss returns next (a GPU then need not wait for the step
+ * to end).  Returns 0 or -1.
  */
 int ncf_backend_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum);
+/* *loss_sum = this rank's loss sum over the steps given no loss_sum since
+ * the last call (0 if none), waiting for them to end.  Returns 0 or -1. */
+int ncf_backend_take_loss(struct ncf_backend *be, double *loss_sum);
 /* The gradient of the mean loss over positions [first, first + n) of
  * epoch (this rank's slice) into grad (layout.total floats), no update, no
  * all-reduce; for tests.  Returns 0, or -1 (reported; also when the

@@ -58,6 +58,9 @@ struct ncf_backend_i {
 	/* (optional, with resident_set) ncf_backend_score_resident: NULL scores
 	 * the host copy with score */
 	int (*score_resident)(struct ncf_backend *be, size_t n, float *out);
+	/* (optional) ncf_backend_take_loss; then train_step takes a NULL
+	 * loss_sum and keeps the loss itself */
+	int (*take_loss)(struct ncf_backend *be, double *loss_sum);
 };
 
 /* The fast cpu backend (kernels/cpu/) and the plain reference it is tested

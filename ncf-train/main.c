@@ -522,10 +522,20 @@ int main(int argc, char **argv)
 		uint64_t start_pos = pos;
 		double t0 = ncf_now();
 		snprintf(label, sizeof label, "epoch %u/%u", e + 1, r.epochs);
+		/* on a GPU the steps' losses stay on the device until the epoch
+		 * ends, progress shows them or a signal stops it: no wait per step */
+		int keep = ncf_backend_device(&r.be) == NCF_DEVICE_CUDA;
+		int show = ncf_dist_max_int(&r.dist, prog.enabled);
 		while (pos < S) {
 			uint64_t n = S - pos < hp.batch ? S - pos : hp.batch;
 			double ls = 0;
-			if (ncf_backend_train_step(&r.be, e, pos, n, &ls) != 0)
+			if (ncf_backend_train_step(&r.be, e, pos, n, keep ? NULL : &ls) != 0)
+				FAIL(NCF_EXIT_FAIL);
+			pos += n;
+			int sig = ncf_dist_max_int(&r.dist, (int)got_signal);
+			if (keep && pos < S && !sig && !show)
+				continue;
+			if (keep && ncf_backend_take_loss(&r.be, &ls) != 0)
 				FAIL(NCF_EXIT_FAIL);
 			double gl = ls;
 			ncf_dist_sum_f64(&r.dist, &gl, 1);
@@ -534,14 +544,13 @@ int main(int argc, char **argv)
 				int saved = r.ck.epochs_done > 0 || resume;
 				ncf_error("epoch %u, step %llu: the loss is %s; stopping (%s%s; try a "
 					  "lower --learning-rate)",
-					  e + 1, (unsigned long long)(pos / hp.batch + 1),
+					  e + 1, (unsigned long long)((pos - n) / hp.batch + 1),
 					  isnan(gl) ? "NaN" : "infinite",
 					  saved ? "left as it was: " : "no checkpoint was written",
 					  saved ? (resume && !r.ck.epochs_done ? resume : r.checkpoint) : "");
 				FAIL(NCF_EXIT_FAIL);
 			}
 			loss += ls;
-			pos += n;
 			if (prog.enabled) {
 				char extra[64], rate[16];
 				double dt = ncf_now() - t0;
@@ -550,7 +559,6 @@ int main(int argc, char **argv)
 					 loss / (double)pos * (double)r.dist.size, rate);
 				ncf_progress_update(&prog, label, (double)pos, (double)S, extra);
 			}
-			int sig = ncf_dist_max_int(&r.dist, (int)got_signal);
 			if (sig && pos < S) {
 				ncf_progress_clear(&prog);
 				r.ck.epoch = e;

@@ -5,12 +5,14 @@
 # speed per precision, the GPU tests, time to the HR target.  Each stage
 # has its own time limit and prints its time; a stage that fails or runs out
 # of time is recorded and the next one runs; at the end one summary table
-# (samples/s per precision, inference per batch size, parity, time to the
-# target, what was skipped).
+# (samples/s per precision and per step path, inference per batch size,
+# parity, time to the target, what was skipped).
 #
 #   sh scripts/gpu-check.sh --quick      build, parity, sanitizer smoke, one
 #                                        epoch of ml-1m per precision,
-#                                        inference at two batch sizes: <= 4 min
+#                                        inference at two batch sizes, the
+#                                        fused and unfused steps' speed:
+#                                        <= 4 min
 #   sh scripts/gpu-check.sh              all of it: <= 9 min
 #   sh scripts/gpu-check.sh --dry-run    the stages, their limits and commands;
 #                                        runs nothing
@@ -211,12 +213,77 @@ st_mpi() {
 }
 
 # ---- issue 12: the fused and the unfused training step --------------------
-# Parity and speed of both paths go here, as stages of their own, e.g.
-#   stage step-paths 60 gpu st_step_paths
-# (in the plan below, after "epochs"), with st_step_paths writing lines
+#
+# The fused step (NCF_CUDA_PATH=fused, the default, which the stages above
+# ran) against the unfused one, so that a wrong fused kernel shows apart
+# from a slow one: for the unfused step, the fused one and the fused one
+# without its CUDA graph (NCF_CUDA_GRAPH=0), the cost model (bench_gpu
+# --cost at ml-20m's shape, batch 2^20, bf16: no GPU needed) and the speed
+# (bench_gpu, NCF_CUDA_PROFILE=0 so that the fused step runs as its graph);
+# then parity (not with --quick): tests/gpu/paths.t (the fused step is
+# deterministic, with and without its graph, and trains as well as the
+# unfused one) and tests/gpu/parity.t on the unfused path (the parity stage
+# ran the fused one).  For the summary:
 #   metric train_path PATH PRECISION SAMPLES_PER_S NOTE
 #   metric path_parity PATH PASSED TOTAL
-# which the summary prints as they come.
+
+# tap_metric NAME FILE: a path_parity line from a TAP file; 0 when all passed.
+tap_metric() {
+	n=$(grep -c '^ok' "$2")
+	t=$(grep -c '^\(not \)\{0,1\}ok' "$2")
+	metric path_parity "$1" "$n" "$t"
+	[ "$n" = "$t" ] && [ "$t" -gt 0 ]
+}
+
+# step_paths DATA PRECISIONS STEPS: cost model and speed of each path.
+step_paths() {
+	data=$1
+	precs=$2
+	steps=$3
+	st=0
+	for path in unfused fused fused-nograph; do
+		p=${path%-nograph}
+		g=1
+		[ "$path" = fused-nograph ] && g=0
+		echo "--- NCF_CUDA_PATH=$p NCF_CUDA_GRAPH=$g"
+		build/bench/bench_gpu --cost ml-20m --precision bf16 --path "$p" >"$work/cost.$path" ||
+			st=1
+		grep -E '^(bytes_per_step|launches_per_step|samples_per_s_at)' "$work/cost.$path"
+		gb=$(awk -F'\t' '$1 == "bytes_per_step" { printf "%.2f", $2 / 1e9 }' "$work/cost.$path")
+		nl=$(awk -F'\t' '$1 == "launches_per_step" { print $2 }' "$work/cost.$path")
+		NCF_CUDA_PROFILE=0 NCF_CUDA_PATH=$p NCF_CUDA_GRAPH=$g build/bench/bench_gpu \
+			--precisions "$precs" --no-epoch --steps "$steps" "$data" >"$work/speed.$path" ||
+			st=1
+		grep -E '_(samples_per_s|seconds_per_step|memory_bandwidth_fraction)	' "$work/speed.$path"
+		for prec in $(echo "$precs" | tr , ' '); do
+			v=$(awk -F'\t' -v k="${prec}_samples_per_s" '$1 == k { print $2 }' "$work/speed.$path")
+			[ -n "$v" ] || st=1 # no figure: the benchmark did not run (no usable GPU?)
+			metric train_path "$path" "$prec" "${v:--}" \
+				"$(basename "$data" .ncfc), batch 2^20, $steps steps; model (ml-20m bf16): ${gb:-?} GB, ${nl:-?} launches"
+		done
+	done
+	return $st
+}
+
+st_step_paths() {
+	step_paths "$work/ml-20m.ncfc" bf16,tf32 10
+	st=$?
+	NCF_BIN=$root/build/bin NCF_ROOT=$root sh tests/gpu/paths.t >"$work/paths.tap" 2>&1
+	rc=$?
+	cat "$work/paths.tap"
+	if ! tap_metric fused "$work/paths.tap" || [ $rc -ne 0 ]; then st=1; fi
+	NCF_CUDA_PATH=unfused NCF_BIN=$root/build/bin NCF_ROOT=$root sh tests/gpu/parity.t \
+		>"$work/uparity.tap" 2>&1
+	rc=$?
+	cat "$work/uparity.tap"
+	if ! tap_metric unfused "$work/uparity.tap" || [ $rc -ne 0 ]; then st=1; fi
+	return $st
+}
+
+# --quick: no ml-20m there; synthetic ml-1m at the same batch, bf16.
+st_step_paths_quick() {
+	step_paths "$work/ml-1m.ncfc" bf16 5
+}
 
 if [ "${1:-}" = "--run-stage" ]; then
 	"$2"
@@ -376,13 +443,13 @@ if [ $mode = quick ]; then
 	stage parity 75 gpu st_parity
 	stage epochs 45 gpu st_epochs
 	stage inference 40 gpu st_infer_quick
-	# (issue 12's quick stages: here)
+	stage step_paths 40 gpu st_step_paths_quick
 	stage sanitizer 120 gpu st_sanitizer
 else
 	stage data 90 gpu st_data
 	stage parity 90 gpu st_parity
 	stage epochs 45 gpu st_epochs
-	# (issue 12's stages: here)
+	stage step_paths 150 gpu st_step_paths
 	stage inference 75 gpu st_infer
 	stage bench_gpu 90 gpu st_bench_gpu
 	stage target 150 gpu st_target
@@ -410,7 +477,12 @@ if grep -q '^train	' "$m"; then
 else
 	echo "  (not run)"
 fi
-awk -F'\t' '$1 == "train_path" { printf "  %-8s %-6s %14s  %s\n", $2, $3, $4, $5 }' "$m"
+if grep -q '^train_path	' "$m"; then
+	echo "training samples/s per step path (NCF_CUDA_PATH, NCF_CUDA_GRAPH=0 for fused-nograph):"
+	awk -F'\t' '$1 == "train_path" { printf "  %-13s %-6s %14s  %s\n", $2, $3, $4, $5 }' "$m"
+else
+	echo "training samples/s per step path: not run"
+fi
 echo "inference (ncf-infer --bench, random ml-20m model): samples/s and p99 latency"
 if grep -q '^infer	' "$m"; then
 	printf '  %-6s %8s %16s %12s %16s %12s\n' prec batch device_samples/s p99_s host_samples/s host_p99_s
@@ -423,7 +495,7 @@ if grep -q '^parity	' "$m"; then
 else
 	echo "parity: not run"
 fi
-awk -F'\t' '$1 == "path_parity" { printf "parity of the %s step: %s of %s\n", $2, $3, $4 }' "$m"
+awk -F'\t' '$1 == "path_parity" { printf "parity of the %s step (%s): %s, %s of %s checks\n", $2, $2 == "fused" ? "tests/gpu/paths.t" : "tests/gpu/parity.t", ($3 == $4 && $4 > 0) ? "PASS" : "FAIL", $3, $4 }' "$m"
 if grep -q '^target	' "$m"; then
 	awk -F'\t' '$1 == "target" {
 		if ($3 == "-") printf "time to HR@10 %s on synthetic ml-20m (bf16): not reached in %s epochs (best %s)\n", $2, $4, $5

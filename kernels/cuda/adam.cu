@@ -31,6 +31,8 @@ int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "adam", 28.0 * n, 0))
+		return 0;
 	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
 	return CUDA_CHECK(cudaGetLastError());
 }
@@ -52,8 +54,53 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "nonfinite", 4.0 * n, 0))
+		return 0;
 	NCF_LAUNCH(nonfinite_kernel, blocks, BLOCK, 0, stream, g, n, flag);
 	return CUDA_CHECK(cudaGetLastError());
 }
+
+/* ---- Adam with the 16-bit copy (the fused step) -------------------------- */
+
+template <typename T>
+__global__ void adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
+				 float *__restrict__ v, const float *__restrict__ g, size_t n,
+				 ncf_adam_k k, float g_scale, const int *__restrict__ skip,
+				 T *__restrict__ plo, size_t lo_from)
+{
+	size_t j = NCF_TID;
+	if (j >= n || (skip && *skip))
+		return;
+	ncf_adam_update(&p[j], &m[j], &v[j], g[j] * g_scale, &k);
+	if (plo && j >= lo_from)
+		plo[j] = from_f32<T>(p[j]);
+}
+
+template <typename T>
+int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
+		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(n, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	double lo = plo && lo_from < n ? (double)(n - lo_from) * sizeof(T) : 0.0;
+	if (NCF_COST(COST_KERNEL, plo ? "adam_cast" : "adam", 28.0 * n + lo, 0))
+		return 0;
+	NCF_LAUNCH(adam_cast_kernel<T>, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip,
+		   plo, lo_from);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template int adam_cast_cuda<float>(float *, float *, float *, const float *, size_t,
+				   const ncf_adam_k &, float, const int *, float *, size_t,
+				   cudaStream_t);
+template int adam_cast_cuda<bf16>(float *, float *, float *, const float *, size_t,
+				  const ncf_adam_k &, float, const int *, bf16 *, size_t,
+				  cudaStream_t);
+template int adam_cast_cuda<f16>(float *, float *, float *, const float *, size_t,
+				 const ncf_adam_k &, float, const int *, f16 *, size_t,
+				 cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

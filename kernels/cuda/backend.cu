@@ -10,8 +10,10 @@
  * Everything lives on the device: parameters, Adam moments and the gradient
  * (fp32 always), the training CSR (so that the sample stream is generated
  * there), the evaluation candidates, the activations.  The host only
- * launches work and reads back the step's loss (one synchronisation per
- * step).
+ * launches work (on the fused path one CUDA graph per step) and reads back
+ * the loss: once per step on the unfused path and in fp16 (whose loss
+ * scaling needs each step's skip flag), else when ncf_backend_take_loss
+ * asks (ncf-train: once per epoch).
  *
  * Precision (be->precision): fp32 (cuBLAS pinned to fp32 math, no TF32: the
  * parity tests use it), tf32 (fp32 storage, TF32 tensor-core GEMMs; the
@@ -178,11 +180,12 @@ static void cuda_free(struct ncf_backend *be)
 	scorer_free(c);
 	graphs_free(c);
 	free_rows(c);
+	fused_free(c);
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
 	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
 	dfree(c->test), dfree(c->neg), dfree(c->counted);
-	dfree(c->red), dfree(c->loss_dev), dfree(c->flag), dfree(c->ranks);
+	dfree(c->red), dfree(c->loss_dev), dfree(c->loss_acc), dfree(c->flag), dfree(c->ranks);
 	nccl_free(c);
 	if (c->have_blas)
 		cublasDestroy(c->blas);
@@ -226,10 +229,7 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 		return -3; /* a feature the device lacks: exit 3 */
 	}
 	be->precision = p;
-	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
-	c->es = c->act == ACT_F32 ? 4 : 2;
-	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
-							     : CUBLAS_COMPUTE_32F_FAST_TF32;
+	set_precision(be, c, ampere);
 	CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
 	c->have_stream = 1;
 	CUBLAS_TRY(cublasCreate(&c->blas));
@@ -238,6 +238,54 @@ static int open_device(struct ncf_backend *be, struct cu *c)
 	CUBLAS_TRY(cublasSetMathMode(c->blas, p == NCF_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
 								 : CUBLAS_TF32_TENSOR_OP_MATH));
 	return graphs_init(c);
+}
+
+void set_precision(struct ncf_backend *be, struct cu *c, int ampere)
+{
+	enum ncf_precision p = be->precision;
+	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
+	c->es = c->act == ACT_F32 ? 4 : 2;
+	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
+							     : CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+int alloc_state(struct ncf_backend *be, struct cu *c)
+{
+	const struct ncf_shape *s = &be->shape;
+	size_t total = be->layout.total, H1 = s->layers[1];
+	NCF_TRY(DALLOC(c->params, total));
+	NCF_TRY(DALLOC(c->m, total));
+	NCF_TRY(DALLOC(c->v, total));
+	NCF_TRY(DALLOC(c->grad, total));
+	NCF_TRY(DALLOC_BYTES(&c->AU, (size_t)s->users * H1 * c->es));
+	NCF_TRY(DALLOC_BYTES(&c->AI, (size_t)s->items * H1 * c->es));
+	NCF_TRY(DALLOC(c->dAU, (size_t)s->users * H1));
+	NCF_TRY(DALLOC(c->dAI, (size_t)s->items * H1));
+	NCF_TRY(DALLOC(c->loss_dev, 1));
+	NCF_TRY(DALLOC(c->loss_acc, 1));
+	NCF_TRY(DALLOC(c->flag, 1));
+	if (c->act != ACT_F32)
+		NCF_TRY(DALLOC_BYTES(&c->plo, total * c->es));
+	DMEMSET_TRY(c->loss_acc, sizeof(double), c->s, "clear_loss");
+	DMEMSET_TRY(c->params, total * sizeof(float), c->s, "clear_params");
+	DMEMSET_TRY(c->m, total * sizeof(float), c->s, "clear_m");
+	DMEMSET_TRY(c->v, total * sizeof(float), c->s, "clear_v");
+	c->loss_scale = c->act == ACT_F16 ? 32768.0f : 1.0f;
+	c->growth_interval = 2000;
+	return 0;
+}
+
+int path_parse(const char *name, int *path)
+{
+	*path = PATH_FUSED;
+	if (!name || !*name || !strcmp(name, "fused"))
+		return 0;
+	if (!strcmp(name, "unfused")) {
+		*path = PATH_UNFUSED;
+		return 0;
+	}
+	ncf_error("cuda backend: NCF_CUDA_PATH=%s: not fused or unfused", name);
+	return -1;
 }
 
 /* Is the environment variable name set to something other than "" or "0"? */
@@ -252,28 +300,11 @@ static int cuda_init(struct ncf_backend *be)
 	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
 	be->impl = c;
 	g_sync = env_on("NCF_CUDA_SYNC");
-	const struct ncf_shape *s = &be->shape;
-	size_t total = be->layout.total, H1 = s->layers[1];
 	int rc = open_device(be, c);
 	if (rc != 0)
 		return rc;
-	NCF_TRY(DALLOC(c->params, total));
-	NCF_TRY(DALLOC(c->m, total));
-	NCF_TRY(DALLOC(c->v, total));
-	NCF_TRY(DALLOC(c->grad, total));
-	NCF_TRY(DALLOC_BYTES(&c->AU, (size_t)s->users * H1 * c->es));
-	NCF_TRY(DALLOC_BYTES(&c->AI, (size_t)s->items * H1 * c->es));
-	NCF_TRY(DALLOC(c->dAU, (size_t)s->users * H1));
-	NCF_TRY(DALLOC(c->dAI, (size_t)s->items * H1));
-	NCF_TRY(DALLOC(c->loss_dev, 1));
-	NCF_TRY(DALLOC(c->flag, 1));
-	if (c->act != ACT_F32)
-		NCF_TRY(DALLOC_BYTES(&c->plo, total * c->es));
-	CUDA_TRY(cudaMemsetAsync(c->params, 0, total * sizeof(float), c->s));
-	CUDA_TRY(cudaMemsetAsync(c->m, 0, total * sizeof(float), c->s));
-	CUDA_TRY(cudaMemsetAsync(c->v, 0, total * sizeof(float), c->s));
-	c->loss_scale = c->act == ACT_F16 ? 32768.0f : 1.0f;
-	c->growth_interval = 2000;
+	NCF_TRY(alloc_state(be, c));
+	NCF_TRY(path_parse(getenv("NCF_CUDA_PATH"), &c->path));
 	NCF_TRY(nccl_open(be, c));
 	if (env_on("NCF_CUDA_PROFILE")) {
 		for (int k = 0; k <= PH_N; k++)
@@ -368,42 +399,74 @@ static int cuda_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
 
 /* The all-reduced gradient's Adam pass (skipped on the device when fp16
  * found an inf or NaN), then the loss and the skip flag to the host. */
-static int adam_and_read(struct ncf_backend *be, struct cu *c, double *loss, int *bad)
+int step_work(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	size_t total = be->layout.total;
+	NCF_TRY(compute_grad_any(be, epoch, first, n));
+	mark(c, PH_ALLREDUCE_ADAM);
+	NCF_TRY(allreduce(be, c->grad, total));
 	const int *skip = NULL;
 	if (c->act == ACT_F16) {
-		CUDA_TRY(cudaMemsetAsync(c->flag, 0, sizeof(int), c->s));
+		DMEMSET_TRY(c->flag, sizeof(int), c->s, "clear_flag");
 		NCF_TRY(nonfinite_cuda(c->grad, total, c->flag, c->s));
 		skip = c->flag;
 	}
 	struct ncf_adam_k k;
 	ncf_adam_constants(&be->hp, be->step + 1, &k);
-	NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale, skip,
-			  c->s));
+	if (fused_path(be, c))
+		NCF_TRY(adam_fused(be, c, k, 1.0f / c->loss_scale, skip));
+	else
+		NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale,
+				  skip, c->s));
 	mark(c, PH_N);
-	CUDA_TRY(cudaMemcpyAsync(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s));
-	if (skip)
-		CUDA_TRY(cudaMemcpyAsync(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s));
-	CUDA_TRY(cudaStreamSynchronize(c->s));
 	return 0;
 }
 
+/* The step's loss and (fp16) skip flag to the host. */
+static int read_loss(struct cu *c, double *loss, int *bad)
+{
+	DCOPY_TRY(loss, c->loss_dev, sizeof *loss, cudaMemcpyDeviceToHost, c->s, "read_loss");
+	if (c->act == ACT_F16)
+		DCOPY_TRY(bad, c->flag, sizeof *bad, cudaMemcpyDeviceToHost, c->s, "read_flag");
+	DSYNC_TRY(c->s);
+	return 0;
+}
+
+/*
+ * A step: the work (step_work) as one CUDA graph where it can be
+ * (graphs.cu), else launch by launch; then the loss.  With loss_sum NULL
+ * on the fused path (fp16 aside, whose host must see each step's skip
+ * flag; NCF_CUDA_PROFILE aside, which times each step) the loss is added
+ * on the device to c->loss_acc and nothing waits: ncf_backend_take_loss
+ * reads it.
+ */
 static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum)
 {
 	struct cu *c = impl(be);
-	*loss_sum = 0;
+	if (loss_sum)
+		*loss_sum = 0;
 	c->prof_marked = 0;
-	NCF_TRY(compute_grad_any(be, epoch, first, n));
-	mark(c, PH_ALLREDUCE_ADAM);
-	NCF_TRY(allreduce(be, c->grad, be->layout.total));
+	int fused = fused_path(be, c);
+	c->loss_to_acc = !loss_sum && fused && c->act != ACT_F16 && !c->prof;
+	int g = graph_step(be, c, epoch, first, n);
+	if (g < 0)
+		return -1;
+	if (g > 0)
+		NCF_TRY(step_work(be, c, epoch, first, n));
 	double loss = 0;
 	int bad = 0;
-	NCF_TRY(adam_and_read(be, c, &loss, &bad));
+	if (!c->loss_to_acc)
+		NCF_TRY(read_loss(c, &loss, &bad));
+	c->loss_to_acc = 0;
 	prof_collect(c);
-	c->plo_valid = c->tables_valid = 0;
-	*loss_sum = loss;
+	c->tables_valid = 0;
+	if (!fused)
+		c->plo_valid = 0; /* the fused path's Adam wrote the 16-bit copy */
+	if (loss_sum)
+		*loss_sum = loss;
+	else
+		c->loss_host += loss;
 	if (bad) { /* the step was skipped */
 		c->loss_scale *= 0.5f;
 		c->good_steps = 0;
@@ -417,6 +480,19 @@ static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 		c->loss_scale *= 2.0f;
 		c->good_steps = 0;
 	}
+	return 0;
+}
+
+/* What the steps given no loss_sum left on the device and the host. */
+static int cuda_take_loss(struct ncf_backend *be, double *loss_sum)
+{
+	struct cu *c = impl(be);
+	double acc = 0;
+	DCOPY_TRY(&acc, c->loss_acc, sizeof acc, cudaMemcpyDeviceToHost, c->s, "read_loss");
+	DMEMSET_TRY(c->loss_acc, sizeof(double), c->s, "clear_loss");
+	DSYNC_TRY(c->s);
+	*loss_sum = acc + c->loss_host;
+	c->loss_host = 0;
 	return 0;
 }
 
@@ -536,6 +612,7 @@ const struct ncf_backend_i ncf_backend_cuda = {
 	cuda_describe,		/* describe */
 	cuda_resident_set,	/* resident_set */
 	cuda_score_resident,	/* score_resident */
+	cuda_take_loss,		/* take_loss */
 };
 
 void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)

@@ -68,6 +68,36 @@ extern "C" {
 		NCF_CUDA_NS::launch_done(#kernel, __FILE__, __LINE__, (stream));              \
 	} while (0)
 #endif
+/*
+ * NCF_LAUNCH_SYNC: the same for a kernel whose threads cooperate within a
+ * block (__shared__ memory, __syncthreads, __syncwarp, wmma fragments),
+ * also followed by launch_done.  nvcc: the same launch.  Emulation: the
+ * arguments are taken now, as NCF_LAUNCH's, and when the stream gets to
+ * it each thread of a block runs as a fiber until its next barrier
+ * (emu.h), so the barriers mean what they mean on a GPU; shmem bytes of
+ * dynamic shared memory, which the kernel names with NCF_DYN_SHARED(name):
+ * an unsigned char * to them, 128-byte aligned.  kernel is a name or a
+ * variable (a template kernel of two parameters goes through a variable,
+ * whose name is then the one NCF_CUDA_SYNC reports, with file and line).
+ */
+#ifdef NCF_CUDA_EMULATE
+#define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...)                              \
+	do {                                                                                  \
+		ncf_emu_launch_sync((stream), dim3(grid), dim3(block), (shmem), kernel,       \
+				    __VA_ARGS__);                                             \
+		NCF_CUDA_NS::launch_done(#kernel, __FILE__, __LINE__, (stream));              \
+	} while (0)
+#define NCF_DYN_SHARED(name) unsigned char *name = ncf_emu_dyn_smem()
+#else
+#define NCF_LAUNCH_SYNC(kernel, grid, block, shmem, stream, ...)                              \
+	do {                                                                                  \
+		kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__);                  \
+		NCF_CUDA_NS::launch_done(#kernel, __FILE__, __LINE__, (stream));              \
+	} while (0)
+#define NCF_DYN_SHARED(name)                                          \
+	extern __shared__ __align__(128) unsigned char ncf_dyn_smem_[]; \
+	unsigned char *name = ncf_dyn_smem_
+#endif
 
 /* Host+device helper functions. */
 #define NCF_DI __host__ __device__ __forceinline__

@@ -20,6 +20,7 @@
 #define ncf_cuda_set_loss_scale ncf_cuda_set_loss_scale_emu
 #define ncf_cuda_loss_scale ncf_cuda_loss_scale_emu
 #define ncf_cuda_device_info ncf_cuda_device_info_emu
+#define ncf_cuda_step_cost ncf_cuda_step_cost_emu
 #endif
 
 #ifdef __cplusplus
@@ -59,6 +60,38 @@ struct ncf_cuda_device {
 };
 /* Fill d for be's device.  Returns 0 or -1 (reported). */
 int ncf_cuda_device_info(const struct ncf_backend *be, struct ncf_cuda_device *d);
+
+/*
+ * The cost model of one training step (bench/bench_gpu --cost): what each
+ * launch of the step moves (bytes read + written in device memory, caches
+ * ignored but for gathers over rows sorted by their key, see
+ * kernels/cuda/cost.cuh) and computes (matrix FLOPs), in launch order, as
+ * the backend's own step code says it while it runs dry (nothing launched,
+ * no device needed).
+ */
+#define NCF_CUDA_COST_ITEMS 512
+struct ncf_cuda_cost_item {
+	const char *name;  /* the op: a kernel's launcher, a GEMM, a memset, ... */
+	const char *kind;  /* "kernel", "gemm", "memset", "copy", "sort" (iota and CUB) */
+	double bytes, flops;
+};
+struct ncf_cuda_cost {
+	double bytes, flops;	/* of the whole step */
+	unsigned launches;	/* kernels + gemms + memsets + sorts: every launch on the stream */
+	unsigned kernels, gemms, memsets, copies, sorts;
+	unsigned n, dropped;	/* items kept; past NCF_CUDA_COST_ITEMS */
+	struct ncf_cuda_cost_item item[NCF_CUDA_COST_ITEMS];
+};
+/*
+ * The cost of one step of hp->batch rows (one rank) of shape s, hp and
+ * precision, on the code path `path` ("fused", "unfused"; NULL: the
+ * default, as NCF_CUDA_PATH would pick) for a data set of `positives`
+ * training positives.  Returns 0 or -1 (reported: a bad path name, a batch
+ * the epoch cannot hold).
+ */
+int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
+		       enum ncf_precision precision, const char *path, int64_t positives,
+		       struct ncf_cuda_cost *out);
 
 #ifdef __cplusplus
 }

@@ -19,17 +19,37 @@
  *    choose, so a host read, a host write or a cross-stream use that is not
  *    ordered by a synchronisation or an event shows as a wrong result; eager
  *    mode is the least delayed, so work issued before its inputs were ready
- *    shows too.  Tests of the overlapped scoring path run both;
+ *    shows too.  Tests of the overlapped scoring path and of the training
+ *    step run both;
  *  - a kernel launch (NCF_LAUNCH in common.cuh) evaluates its arguments when
  *    it is issued, as CUDA does, and later runs nested loops over the blocks
  *    and threads of the grid calling the kernel once per thread, one at a
  *    time, with blockIdx, threadIdx, blockDim and gridDim as thread_local
  *    globals;
+ *  - a cooperative launch (NCF_LAUNCH_SYNC) takes its arguments the same
+ *    way and, when it runs, runs each thread of a block as a fiber (its own
+ *    stack) on the calling thread: a thread runs until it reaches
+ *    __syncthreads() or __syncwarp(), then the next thread runs, and a
+ *    barrier opens when every thread of its block (or warp) has reached it.
+ *    __shared__ variables are static (one block runs at a time); dynamic
+ *    shared memory is one buffer per launch, filled with 0xFF bytes (NaNs)
+ *    before each block.  A thread that reads what another thread writes
+ *    without a barrier in between reads what was there before (the other
+ *    has not run yet), so missing barriers show as wrong results; a barrier
+ *    that some threads of the block never reach (one returned early, or
+ *    waits at another barrier) stops the program with a message, as it
+ *    would hang a GPU;
+ *  - the tensor-core fragments of nvcuda::wmma (16x16x16 bf16/fp16 and
+ *    16x16x8 tf32, fp32 accumulators) with load_matrix_sync, mma_sync,
+ *    store_matrix_sync and fill_fragment, see "wmma" below;
  *  - graph capture (cudaStreamBeginCapture / EndCapture) records the
  *    operations issued to the capturing stream instead of running them;
- *    cudaGraphLaunch issues them as one operation.  As on a GPU, a
- *    synchronisation of the capturing stream, cudaMalloc or cudaFree while
- *    this thread captures fails and invalidates the capture;
+ *    cudaGraphLaunch issues them as one operation, and cudaGraphExecUpdate
+ *    swaps in the operations of a graph of the same kinds of operations in
+ *    the same order (else it fails, as CUDA does for another topology).  As
+ *    on a GPU, a synchronisation of the capturing stream, cudaMalloc,
+ *    cudaFree or cudaFuncSetAttribute while this thread captures fails and
+ *    invalidates the capture;
  *  - faults: __trap() in a kernel leaves cudaErrorLaunchFailure pending; the
  *    next synchronisation returns it and from then on it is sticky (every
  *    call returns it), as after a real device fault;
@@ -38,15 +58,19 @@
  *    widened to float and the result is rounded back, so those precisions
  *    run too (with fp32 products instead of the tensor cores' rounding);
  *  - __nv_bfloat16 and __half are 16-bit structs whose conversions round to
- *    nearest even exactly as NVIDIA's __float2bfloat16_rn / __float2half_rn.
+ *    nearest even exactly as NVIDIA's __float2bfloat16_rn / __float2half_rn;
+ *  - counters of what ran (kernel launches, GEMMs, memsets, copies), which
+ *    the emulation test compares with the cost recorder's notes.
  *
- * What it is not: the threads of a block never run concurrently, so
- * __syncthreads, shared memory and warp shuffles cannot work here.  Kernels
- * that need them are not compiled under emulation; each has a CPU twin
- * (<op>_cpu), issued on the stream with ncf_emu_enqueue, and a real-GPU
- * test (tests/gpu).  Operations of different streams never overlap in time,
- * and a bad device pointer is an ordinary bad pointer (the ASan build of
- * the emulation test finds those).
+ * What it is not: threads never run concurrently, so races that need two
+ * threads at once do not show (what shows is a read before the barrier that
+ * should have preceded it); warp shuffles and votes are not there (no kernel
+ * compiled here uses them).  Kernels that need them are not compiled under
+ * emulation; each has a CPU twin (<op>_cpu, such as sort_by_key_cpu for
+ * CUB's radix sort), issued on the stream with ncf_emu_enqueue, and a
+ * real-GPU test (tests/gpu).  Operations of different streams never overlap
+ * in time, and a bad device pointer is an ordinary bad pointer (the ASan
+ * build of the emulation test finds those).
  */
 #ifndef NCF_CUDA_EMU_H
 #define NCF_CUDA_EMU_H
@@ -56,6 +80,10 @@
 #endif
 
 #include <cblas.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #undef I /* <complex.h>, pulled in by OpenBLAS */
 #include <math.h>
 #include <stdint.h>
@@ -78,6 +106,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
 	unsigned x, y, z;
@@ -87,10 +116,19 @@ struct dim3 {
 inline thread_local dim3 threadIdx(0, 0, 0), blockIdx(0, 0, 0), blockDim(1, 1, 1),
 	gridDim(1, 1, 1);
 
+/* What ran since the start: kernel launches, cublasGemmEx calls,
+ * cudaMemsetAsync and cudaMemcpyAsync operations (the blocking forms are
+ * those on stream 0), each counted when it runs, so a graph's operations
+ * count at each replay (the emulation test compares them with the cost
+ * recorder's notes, kernels/cuda/cost.cuh). */
+enum { NCF_EMU_LAUNCHES, NCF_EMU_GEMMS, NCF_EMU_MEMSETS, NCF_EMU_COPIES, NCF_EMU_COUNTS };
+inline unsigned long ncf_emu_count[NCF_EMU_COUNTS];
+
 /* Run body() once per thread of a (grid, block) launch, blocks in order,
  * threads in order within a block. */
 template <typename F> static inline void ncf_emu_grid(dim3 grid, dim3 block, F body)
 {
+	ncf_emu_count[NCF_EMU_LAUNCHES]++;
 	gridDim = grid;
 	blockDim = block;
 	for (unsigned bz = 0; bz < grid.z; bz++)
@@ -104,6 +142,276 @@ template <typename F> static inline void ncf_emu_grid(dim3 grid, dim3 block, F b
 							body();
 						}
 			}
+}
+
+/* ---- cooperative launches (NCF_LAUNCH_SYNC): fibers and barriers ------ */
+
+#define __shared__ static
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define NCF_EMU_ASAN 1
+#else
+#define NCF_EMU_ASAN 0
+#endif
+/* Switching stacks: _setjmp/_longjmp after a fiber's first entry
+ * (makecontext), unless _FORTIFY_SOURCE makes _longjmp refuse to jump to a
+ * deeper stack; then swapcontext, which is slower (a system call each). */
+#if defined(_FORTIFY_SOURCE) && _FORTIFY_SOURCE > 0
+#define NCF_EMU_JMP 0
+#else
+#define NCF_EMU_JMP 1
+#endif
+
+enum { NCF_EMU_READY, NCF_EMU_AT_BLOCK, NCF_EMU_AT_WARP, NCF_EMU_DONE };
+
+struct ncf_emu_fiber {
+	ucontext_t uc;
+	jmp_buf jb;
+	int state, started;
+	dim3 tid;
+	char *stack;
+	size_t size;
+	void *fake; /* ASan's fake stack while switched away */
+};
+
+/* The fibers of a host thread, kept from launch to launch (each waits in
+ * its loop for the next block to run), and the scheduler's context. */
+enum { NCF_EMU_STACK = 256 << 10 }; /* bytes of a fiber's stack (lazily committed) */
+struct ncf_emu_pool {
+	struct ncf_emu_fiber f[1024];
+	ucontext_t sched_uc;
+	jmp_buf sched;
+	void *sched_fake;
+	const void *main_bottom; /* the scheduler's stack, for ASan */
+	size_t main_size;
+};
+inline thread_local struct ncf_emu_pool *ncf_emu_pool_cur;
+
+struct ncf_emu_coop {
+	unsigned n;		      /* threads per block */
+	struct ncf_emu_fiber *f;      /* the pool's */
+	unsigned cur;		      /* the fiber running */
+	void (*body)(void *);
+	void *arg;
+	unsigned char *smem;	      /* the launch's dynamic shared memory */
+	size_t smem_bytes;
+};
+
+inline thread_local struct ncf_emu_coop *ncf_emu_coop_cur;
+
+[[noreturn]] static inline void ncf_emu_die(const char *what)
+{
+	fprintf(stderr, "cuda emulation: block (%u, %u, %u), thread (%u, %u, %u): %s\n", blockIdx.x,
+		blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+	abort();
+}
+
+/* Fiber -> scheduler (the fiber's state says why); returns when resumed. */
+static inline void ncf_emu_yield(void)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
+	struct ncf_emu_fiber *me = &C->f[C->cur];
+#if NCF_EMU_ASAN
+	__sanitizer_start_switch_fiber(&me->fake, P->main_bottom, P->main_size);
+#endif
+#if NCF_EMU_JMP
+	if (!_setjmp(me->jb))
+		_longjmp(P->sched, 1);
+#else
+	swapcontext(&me->uc, &P->sched_uc);
+#endif
+#if NCF_EMU_ASAN
+	__sanitizer_finish_switch_fiber(me->fake, NULL, NULL);
+#endif
+}
+
+/* A fiber's life: run the kernel body of the current launch for each block
+ * the scheduler resumes it for (the fiber never ends; it waits, DONE,
+ * between blocks and between launches). */
+static inline void ncf_emu_fiber_main(void)
+{
+#if NCF_EMU_ASAN
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
+	__sanitizer_finish_switch_fiber(NULL, &P->main_bottom, &P->main_size);
+#endif
+	for (;;) {
+		struct ncf_emu_coop *C = ncf_emu_coop_cur;
+		C->body(C->arg);
+		C->f[C->cur].state = NCF_EMU_DONE;
+		ncf_emu_yield();
+	}
+}
+
+/* Scheduler -> fiber k until it yields. */
+static inline void ncf_emu_resume(struct ncf_emu_coop *C, unsigned k)
+{
+	struct ncf_emu_pool *P = ncf_emu_pool_cur;
+	struct ncf_emu_fiber *f = &C->f[k];
+	C->cur = k;
+	threadIdx = f->tid;
+#if NCF_EMU_ASAN
+	__sanitizer_start_switch_fiber(&P->sched_fake, f->stack, f->size);
+#endif
+#if NCF_EMU_JMP
+	if (!_setjmp(P->sched)) {
+		if (!f->started) {
+			f->started = 1;
+			swapcontext(&P->sched_uc, &f->uc);
+		} else {
+			_longjmp(f->jb, 1);
+		}
+	}
+#else
+	f->started = 1;
+	swapcontext(&P->sched_uc, &f->uc);
+#endif
+#if NCF_EMU_ASAN
+	__sanitizer_finish_switch_fiber(P->sched_fake, NULL, NULL);
+#endif
+}
+
+static inline void __syncthreads(void)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	if (!C)
+		ncf_emu_die("__syncthreads in a plain launch (launch it with NCF_LAUNCH_SYNC)");
+	C->f[C->cur].state = NCF_EMU_AT_BLOCK;
+	ncf_emu_yield();
+}
+
+static inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	if (!C)
+		ncf_emu_die("__syncwarp in a plain launch (launch it with NCF_LAUNCH_SYNC)");
+	if (mask != 0xffffffffu)
+		ncf_emu_die("__syncwarp with a partial mask is not emulated");
+	C->f[C->cur].state = NCF_EMU_AT_WARP;
+	ncf_emu_yield();
+}
+
+/* The lane of this thread in its warp (linear thread index mod 32). */
+static inline unsigned ncf_emu_lane(void)
+{
+	return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32u;
+}
+
+/* After a round: open the barriers every thread has reached.  Returns 1
+ * when the block is done, 0 to go on; dies on a barrier that cannot open. */
+static inline int ncf_emu_barriers(struct ncf_emu_coop *C)
+{
+	unsigned n = C->n, done = 0, at_block = 0;
+	for (unsigned k = 0; k < n; k++) {
+		done += C->f[k].state == NCF_EMU_DONE;
+		at_block += C->f[k].state == NCF_EMU_AT_BLOCK;
+	}
+	if (done == n)
+		return 1;
+	if (at_block == n) {
+		for (unsigned k = 0; k < n; k++)
+			C->f[k].state = NCF_EMU_READY;
+		return 0;
+	}
+	int opened = 0;
+	for (unsigned w = 0; w * 32 < n; w++) {
+		unsigned lo = w * 32, hi = lo + 32 < n ? lo + 32 : n, at = 0;
+		for (unsigned k = lo; k < hi; k++)
+			at += C->f[k].state == NCF_EMU_AT_WARP;
+		if (at == hi - lo) {
+			for (unsigned k = lo; k < hi; k++)
+				C->f[k].state = NCF_EMU_READY;
+			opened = 1;
+		}
+	}
+	if (!opened) {
+		threadIdx = dim3(0, 0, 0);
+		ncf_emu_die(at_block ? "__syncthreads not reached by every thread of the block"
+				     : "__syncwarp not reached by every thread of the warp");
+	}
+	return 0;
+}
+
+template <typename F> static inline void ncf_emu_call(void *p)
+{
+	(*(F *)p)();
+}
+
+/* Fiber k of this thread's pool, made on first use. */
+static inline struct ncf_emu_fiber *ncf_emu_fiber_get(unsigned k)
+{
+	if (!ncf_emu_pool_cur) {
+		ncf_emu_pool_cur = (struct ncf_emu_pool *)calloc(1, sizeof *ncf_emu_pool_cur);
+		if (!ncf_emu_pool_cur)
+			ncf_emu_die("no memory for the fibers");
+	}
+	struct ncf_emu_fiber *f = &ncf_emu_pool_cur->f[k];
+	if (!f->stack) {
+		void *p = mmap(NULL, NCF_EMU_STACK, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			ncf_emu_die("no memory for a fiber's stack");
+		f->stack = (char *)p;
+		f->size = NCF_EMU_STACK;
+		getcontext(&f->uc);
+		f->uc.uc_stack.ss_sp = f->stack;
+		f->uc.uc_stack.ss_size = f->size;
+		f->uc.uc_link = NULL;
+		makecontext(&f->uc, ncf_emu_fiber_main, 0);
+	}
+	return f;
+}
+
+/* Run body() once per thread of a (grid, block) launch whose threads
+ * cooperate: blocks in order, the threads of a block as fibers. */
+template <typename F>
+static inline void ncf_emu_grid_sync(dim3 grid, dim3 block, size_t shmem, F body)
+{
+	ncf_emu_count[NCF_EMU_LAUNCHES]++;
+	unsigned n = block.x * block.y * block.z;
+	if (n == 0 || n > 1024)
+		ncf_emu_die("a cooperative launch needs 1..1024 threads per block");
+	if (ncf_emu_coop_cur)
+		ncf_emu_die("a cooperative launch inside another");
+	struct ncf_emu_coop C;
+	memset(&C, 0, sizeof C);
+	C.n = n;
+	for (unsigned k = 0; k < n; k++)
+		ncf_emu_fiber_get(k)->tid = dim3(k % block.x, k / block.x % block.y, k / (block.x * block.y));
+	C.f = ncf_emu_pool_cur->f;
+	C.body = ncf_emu_call<F>;
+	C.arg = &body;
+	C.smem_bytes = shmem;
+	if (shmem && posix_memalign((void **)&C.smem, 128, shmem) != 0)
+		ncf_emu_die("no memory for a launch's dynamic shared memory");
+	gridDim = grid;
+	blockDim = block;
+	ncf_emu_coop_cur = &C;
+	for (unsigned bz = 0; bz < grid.z; bz++)
+		for (unsigned by = 0; by < grid.y; by++)
+			for (unsigned bx = 0; bx < grid.x; bx++) {
+				blockIdx = dim3(bx, by, bz);
+				if (shmem) /* each block finds garbage there (NaNs) */
+					memset(C.smem, 0xFF, shmem);
+				for (unsigned k = 0; k < n; k++)
+					C.f[k].state = NCF_EMU_READY;
+				do {
+					for (unsigned k = 0; k < n; k++)
+						if (C.f[k].state == NCF_EMU_READY)
+							ncf_emu_resume(&C, k);
+				} while (!ncf_emu_barriers(&C));
+			}
+	ncf_emu_coop_cur = NULL;
+	free(C.smem);
+}
+
+/* The dynamic shared memory of the running cooperative launch. */
+static inline unsigned char *ncf_emu_dyn_smem(void)
+{
+	if (!ncf_emu_coop_cur || !ncf_emu_coop_cur->smem)
+		ncf_emu_die("dynamic shared memory outside a launch that has some");
+	return ncf_emu_coop_cur->smem;
 }
 
 /* Raw 16-byte vector, as CUDA's uint4 (used for vector loads). */
@@ -201,6 +509,152 @@ static inline __half __float2half_rn(float f)
 	return h;
 }
 
+/* ---- wmma: tensor-core fragments ----------------------------------------
+ *
+ * nvcuda::wmma as the CUDA C++ Programming Guide documents it (section
+ * "Warp Matrix Functions"), for the shapes the kernels use: matrix_a /
+ * matrix_b / accumulator fragments of m16n16k16 (__half, __nv_bfloat16) and
+ * m16n16k8 (precision::tf32), accumulators in float.
+ *
+ * The layout is an abstraction: CUDA leaves unspecified which elements of
+ * a fragment each thread of the warp holds (num_elements and x[] may only be
+ * used for operations applied alike to every element, such as
+ * __float_to_tf32).  Here every thread's fragment holds the whole tile
+ * (x[], row-major, num_elements = rows x columns).  load_matrix_sync and
+ * fill_fragment fill it; mma_sync computes d = a b + c with each product
+ * formed in float and summed in float in k order onto c (the tensor cores
+ * form and add products in their own order and rounding; tests bound the
+ * difference); store_matrix_sync is collective as on a GPU: thread lane l
+ * of the warp writes the elements e = l, l + 32, ... of the tile only, so
+ * reading the stored tile before a __syncwarp shows the other lanes'
+ * elements unwritten.  A kernel that keeps to the documented semantics
+ * gives here what it gives on a GPU up to the sums' rounding.
+ */
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+}
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K> struct ncf_emu_dims;
+template <int M, int N, int K> struct ncf_emu_dims<matrix_a, M, N, K> {
+	enum { R = M, C = K };
+};
+template <int M, int N, int K> struct ncf_emu_dims<matrix_b, M, N, K> {
+	enum { R = K, C = N };
+};
+template <int M, int N, int K> struct ncf_emu_dims<accumulator, M, N, K> {
+	enum { R = M, C = N };
+};
+template <typename T> struct ncf_emu_elem {
+	typedef T type;
+};
+template <> struct ncf_emu_elem<precision::tf32> {
+	typedef float type;
+};
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+	enum { R = ncf_emu_dims<Use, M, N, K>::R, C = ncf_emu_dims<Use, M, N, K>::C };
+	enum { num_elements = R * C };
+	typename ncf_emu_elem<T>::type x[R * C];
+};
+
+static inline float ncf_emu_f32(float v)
+{
+	return v;
+}
+static inline float ncf_emu_f32(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+static inline float ncf_emu_f32(__half v)
+{
+	return __half2float(v);
+}
+
+/* TF32: float rounded to 10 mantissa bits, to nearest, ties away from zero
+ * (PTX cvt.rna.tf32.f32). */
+static inline float __float_to_tf32(float f)
+{
+	uint32_t u = ncf_emu_f2u(f);
+	if ((u & 0x7f800000u) == 0x7f800000u)
+		return f; /* inf, NaN */
+	u = (u + 0x1000u) & 0xffffe000u;
+	return ncf_emu_u2f(u);
+}
+
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename P>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const P *p,
+				    unsigned ldm)
+{
+	typedef fragment<Use, M, N, K, T, Layout> F;
+	for (int r = 0; r < F::R; r++)
+		for (int c = 0; c < F::C; c++)
+			f.x[r * F::C + c] = std::is_same<Layout, col_major>::value
+						    ? p[(size_t)c * ldm + r]
+						    : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p,
+				    unsigned ldm, layout_t l)
+{
+	for (int r = 0; r < M; r++)
+		for (int c = 0; c < N; c++)
+			f.x[r * N + c] = l == mem_col_major ? p[(size_t)c * ldm + r]
+							    : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K>
+static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
+				     unsigned ldm, layout_t l)
+{
+	for (int e = (int)ncf_emu_lane(); e < M * N; e += 32) {
+		int r = e / N, c = e % N;
+		p[l == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[e];
+	}
+}
+
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, const V &v)
+{
+	for (int e = 0; e < fragment<Use, M, N, K, T, Layout>::num_elements; e++)
+		f.x[e] = v;
+}
+
+template <int M, int N, int K, typename T, typename LA, typename LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
+			    const fragment<matrix_a, M, N, K, T, LA> &a,
+			    const fragment<matrix_b, M, N, K, T, LB> &b,
+			    const fragment<accumulator, M, N, K, float> &c)
+{
+	float out[M * N], fa[M * K], fb[N * K]; /* fb transposed: fb[j K + k] = b[k][j] */
+	for (int e = 0; e < M * K; e++)
+		fa[e] = ncf_emu_f32(a.x[e]);
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < N; j++)
+			fb[j * K + k] = ncf_emu_f32(b.x[k * N + j]);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float acc = c.x[i * N + j];
+			const float *ra = fa + i * K, *rb = fb + j * K;
+			for (int k = 0; k < K; k++)
+				acc += ra[k] * rb[k];
+			out[i * N + j] = acc;
+		}
+	memcpy(d.x, out, sizeof out);
+}
+
+} /* namespace wmma */
+} /* namespace nvcuda */
+
 /* ---- runtime: errors ---------------------------------------------------- */
 
 typedef int cudaError_t;
@@ -221,6 +675,7 @@ enum {
 	cudaErrorLaunchFailure = 719,
 	cudaErrorStreamCaptureUnsupported = 900,
 	cudaErrorStreamCaptureInvalidated = 901,
+	cudaErrorGraphExecUpdateFailure = 910,
 };
 
 static inline const char *cudaGetErrorString(cudaError_t e)
@@ -240,6 +695,9 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 		return "operation not permitted when stream is capturing";
 	case cudaErrorStreamCaptureInvalidated:
 		return "operation failed due to a previous error during capture";
+	case cudaErrorGraphExecUpdateFailure:
+		return "the graph update was not performed because it included changes which "
+		       "violated constraints specific to instantiated graph update";
 	default:
 		return "invalid argument";
 	}
@@ -261,6 +719,8 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 		return "cudaErrorStreamCaptureUnsupported";
 	case cudaErrorStreamCaptureInvalidated:
 		return "cudaErrorStreamCaptureInvalidated";
+	case cudaErrorGraphExecUpdateFailure:
+		return "cudaErrorGraphExecUpdateFailure";
 	default:
 		return "cudaErrorInvalidValue";
 	}
@@ -308,8 +768,14 @@ static inline cudaError_t ncf_emu_ret(cudaError_t e)
 
 /* ---- runtime: streams, events, graphs ----------------------------------- */
 
+/* What an operation is, for cudaGraphExecUpdate (a graph's topology): a
+ * kernel launch, a copy, a memset, a GEMM, or other work of the host (a CPU
+ * twin, a graph launched inside a capture). */
+enum { NCF_EMU_OP_KERNEL, NCF_EMU_OP_COPY, NCF_EMU_OP_MEMSET, NCF_EMU_OP_GEMM, NCF_EMU_OP_HOST };
+
 struct ncf_emu_graph {
 	std::vector<std::function<void()>> ops;
+	std::vector<int> kinds; /* NCF_EMU_OP_*, one per operation */
 };
 
 /* One queued operation: fn, or (wait != NULL) a wait for the first seq
@@ -372,12 +838,15 @@ static inline void ncf_emu_run_all(void)
 }
 
 /* Issue fn on stream st: recorded when st captures, else run now (eager)
- * or queued (lazy).  CPU twins of GPU-only kernels use it too. */
-static inline cudaError_t ncf_emu_enqueue(cudaStream_t st, std::function<void()> fn)
+ * or queued (lazy).  CPU twins of GPU-only kernels use it too.  kind: what
+ * the operation is (NCF_EMU_OP_*). */
+static inline cudaError_t ncf_emu_enqueue(cudaStream_t st, std::function<void()> fn,
+					  int kind = NCF_EMU_OP_HOST)
 {
 	ncf_emu_stream *s = ncf_emu_s(st);
 	if (s->capture) {
 		s->capture->ops.push_back(std::move(fn));
+		s->capture->kinds.push_back(kind);
 		return cudaSuccess;
 	}
 	s->issued++;
@@ -411,7 +880,24 @@ static inline void ncf_emu_launch(cudaStream_t st, dim3 grid, dim3 block, void (
 				  A &&...a)
 {
 	std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
-	ncf_emu_enqueue(st, [=]() { ncf_emu_grid(grid, block, [&]() { std::apply(kernel, args); }); });
+	ncf_emu_enqueue(
+		st, [=]() { ncf_emu_grid(grid, block, [&]() { std::apply(kernel, args); }); },
+		NCF_EMU_OP_KERNEL);
+}
+
+/* A cooperative launch (NCF_LAUNCH_SYNC): the same, with shmem bytes of
+ * dynamic shared memory, its threads run as fibers. */
+template <typename... P, typename... A>
+static inline void ncf_emu_launch_sync(cudaStream_t st, dim3 grid, dim3 block, size_t shmem,
+				       void (*kernel)(P...), A &&...a)
+{
+	std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+	ncf_emu_enqueue(
+		st,
+		[=]() {
+			ncf_emu_grid_sync(grid, block, shmem, [&]() { std::apply(kernel, args); });
+		},
+		NCF_EMU_OP_KERNEL);
 }
 
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned)
@@ -514,6 +1000,7 @@ enum cudaStreamCaptureStatus {
 typedef ncf_emu_graph *cudaGraph_t;
 struct ncf_emu_graph_exec {
 	std::shared_ptr<std::vector<std::function<void()>>> ops;
+	std::vector<int> kinds;
 };
 typedef ncf_emu_graph_exec *cudaGraphExec_t;
 
@@ -557,6 +1044,36 @@ static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g
 		return ncf_emu_ret(cudaErrorInvalidValue);
 	*x = new ncf_emu_graph_exec;
 	(*x)->ops = std::make_shared<std::vector<std::function<void()>>>(g->ops);
+	(*x)->kinds = g->kinds;
+	return ncf_emu_ret(cudaSuccess);
+}
+
+enum cudaGraphExecUpdateResult {
+	cudaGraphExecUpdateSuccess = 0,
+	cudaGraphExecUpdateError = 1,
+	cudaGraphExecUpdateErrorTopologyChanged = 2,
+};
+struct cudaGraphExecUpdateResultInfo {
+	cudaGraphExecUpdateResult result;
+	void *errorNode, *errorFromNode;
+};
+/* The operations of g into x, when g has x's kinds of operations in x's
+ * order (CUDA's rule is per node and edge; one stream's operations in order
+ * are what a graph is here); else cudaErrorGraphExecUpdateFailure and x as
+ * it was.  A launch of x already issued keeps the operations it had. */
+static inline cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g,
+					      cudaGraphExecUpdateResultInfo *info)
+{
+	if (info)
+		memset(info, 0, sizeof *info);
+	if (!x || !g)
+		return ncf_emu_ret(cudaErrorInvalidValue);
+	if (x->kinds != g->kinds) {
+		if (info)
+			info->result = cudaGraphExecUpdateErrorTopologyChanged;
+		return ncf_emu_ret(cudaErrorGraphExecUpdateFailure);
+	}
+	x->ops = std::make_shared<std::vector<std::function<void()>>>(g->ops);
 	return ncf_emu_ret(cudaSuccess);
 }
 static inline cudaError_t cudaGraphDestroy(cudaGraph_t g)
@@ -628,13 +1145,25 @@ static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, 
 {
 	if (!n)
 		return ncf_emu_ret(cudaSuccess);
-	return ncf_emu_enqueue(s, [=]() { memmove(dst, src, n); });
+	return ncf_emu_enqueue(
+		s,
+		[=]() {
+			ncf_emu_count[NCF_EMU_COPIES]++;
+			memmove(dst, src, n);
+		},
+		NCF_EMU_OP_COPY);
 }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
 	if (!n)
 		return ncf_emu_ret(cudaSuccess);
-	return ncf_emu_enqueue(s, [=]() { memset(p, v, n); });
+	return ncf_emu_enqueue(
+		s,
+		[=]() {
+			ncf_emu_count[NCF_EMU_MEMSETS]++;
+			memset(p, v, n);
+		},
+		NCF_EMU_OP_MEMSET);
 }
 /* The blocking forms: after everything issued so far. */
 static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
@@ -646,6 +1175,17 @@ static inline cudaError_t cudaMemset(void *p, int v, size_t n)
 {
 	cudaError_t e = cudaMemsetAsync(p, v, n, NULL);
 	return e ? e : cudaDeviceSynchronize();
+}
+
+/* Kernel attributes: only the dynamic shared memory limit, which the
+ * emulation does not have; not while this thread captures (as on a GPU,
+ * where the step sets it before any capture, step_prepare). */
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename K> static inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int)
+{
+	if (ncf_emu_capture_forbids())
+		return ncf_emu_ret(cudaErrorStreamCaptureUnsupported);
+	return ncf_emu_ret(cudaSuccess);
 }
 
 /* Integer atomics (threads run one at a time). */
@@ -893,9 +1433,13 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 	if (m == 0 || n == 0)
 		return CUBLAS_STATUS_SUCCESS;
 	float al = *(const float *)alpha, be = *(const float *)beta;
-	ncf_emu_enqueue(h->s, [=]() {
-		ncf_emu_gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, C, ct, ldc);
-	});
+	ncf_emu_enqueue(
+		h->s,
+		[=]() {
+			ncf_emu_count[NCF_EMU_GEMMS]++;
+			ncf_emu_gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, C, ct, ldc);
+		},
+		NCF_EMU_OP_GEMM);
 	return CUBLAS_STATUS_SUCCESS;
 }
 

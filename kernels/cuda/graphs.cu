@@ -1,5 +1,6 @@
 /*
- * graphs.cu - scoring chunks replayed as CUDA graphs (see backend.cuh and
+ * graphs.cu - the fused training step as one CUDA graph (graph_step,
+ * below), and scoring chunks replayed as CUDA graphs (see backend.cuh and
  * score.cu).  A chunk is a dozen launches and GEMMs (the id check, the
  * first layer, the MLP, the head with its sigmoid); at batch 1024 their
  * launch overhead is most of the latency, and at every size it is host time
@@ -18,8 +19,9 @@
  *
  * Capture is an optimization: when it fails (capture_begin keeps its errors
  * quiet), the backend says why once at -v and goes on with plain launches.
- * Under NCF_CUDA_SYNC=1 there are no graphs.  The emulation (emu.h)
- * captures and replays too, so the tests exercise all of this.
+ * Under NCF_CUDA_SYNC=1 there are no graphs (neither the step's nor
+ * scoring's).  The emulation (emu.h) captures, updates and replays too, so
+ * the tests exercise all of this.
  */
 #include "backend.cuh"
 
@@ -38,6 +40,11 @@ struct graphs {
 	uint64_t tick;
 	int off;       /* graphs are not used (NCF_CUDA_SYNC, or a capture failed) */
 	void *blas_ws; /* cuBLAS workspace, fixed for capture */
+	/* the training step (graph_step) */
+	cudaGraphExec_t step_exec;
+	int step_have; /* step_exec is instantiated */
+	int step_off;  /* the step launch by launch: NCF_CUDA_GRAPH=0, NCF_CUDA_SYNC=1,
+			  or a capture failed */
 };
 
 int graphs_init(struct cu *c)
@@ -46,9 +53,12 @@ int graphs_init(struct cu *c)
 	NCF_TRY(DALLOC_BYTES(&c->graphs->blas_ws, BLAS_WORKSPACE));
 	CUBLAS_TRY(cublasSetWorkspace(c->blas, c->graphs->blas_ws, BLAS_WORKSPACE));
 	if (!graphs_allowed()) {
-		c->graphs->off = 1;
+		c->graphs->off = c->graphs->step_off = 1;
 		ncf_debug("cuda backend: NCF_CUDA_SYNC=1: no CUDA graphs");
 	}
+	const char *e = getenv("NCF_CUDA_GRAPH");
+	if (e && !strcmp(e, "0"))
+		c->graphs->step_off = 1;
 	return 0;
 }
 
@@ -60,6 +70,8 @@ void graphs_free(struct cu *c)
 	for (int k = 0; k < GRAPH_SLOTS; k++)
 		if (g->slot[k].key.n)
 			cudaGraphExecDestroy(g->slot[k].exec);
+	if (g->step_have)
+		cudaGraphExecDestroy(g->step_exec);
 	dfree(g->blas_ws);
 	free(g);
 	c->graphs = NULL;
@@ -144,6 +156,74 @@ int graph_chunk(struct ncf_backend *be, struct cu *c, const struct chunk *k)
 	g->slot[q].used = ++g->tick;
 	CUDA_TRY(cudaGraphLaunch(g->slot[q].exec, c->s));
 	c->graph_launches++;
+	return 0;
+}
+
+/* ---- the training step ------------------------------------------------- */
+
+/* A capture of the step did not work: say why once (at -v) and launch the
+ * step plainly from now on.  Returns 1. */
+static int step_graph_off(struct graphs *g, cudaError_t e)
+{
+	cudaGetLastError(); /* the capture's error is not the next call's */
+	ncf_debug("cuda backend: no CUDA graph for the training step (%s); plain launches",
+		  g_quiet_msg[0] ? g_quiet_msg : cudaGetErrorString(e));
+	g->step_off = 1;
+	return 1;
+}
+
+/*
+ * The fused path's step only (the unfused path stays as it was before the
+ * graph, for comparison), one rank (NCCL stays outside), no
+ * NCF_CUDA_PROFILE (its events time each phase), not with NCF_CUDA_GRAPH=0
+ * or NCF_CUDA_SYNC=1.  The step's arguments (positions, epoch, Adam's
+ * constants, batch size) are kernel arguments, so the step is captured
+ * anew each time, which costs the host about what launching it would, and
+ * swapped into the instantiated graph (cudaGraphExecUpdate keeps the
+ * instantiation when the launches are the same with other arguments; a
+ * step whose launches differ is instantiated anew).  The device then runs
+ * the whole step from one launch.  Inside the capture nothing allocates,
+ * synchronises or sets a kernel attribute: step_prepare did that first.
+ */
+int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
+{
+	struct graphs *g = c->graphs;
+	if (!g || g->step_off || c->prof || be->dist->size > 1 || !fused_path(be, c))
+		return 1;
+	NCF_TRY(step_prepare(be, c, first, n));
+	cudaGraph_t graph = NULL;
+	capture_begin();
+	cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
+	if (e == cudaSuccess) {
+		int bad = step_work(be, c, epoch, first, n);
+		e = cudaStreamEndCapture(c->s, &graph); /* ends it, whatever happened */
+		if (e == cudaSuccess && bad)
+			e = cudaErrorStreamCaptureInvalidated;
+	}
+	capture_end();
+	if (e != cudaSuccess) {
+		if (graph)
+			cudaGraphDestroy(graph);
+		return step_graph_off(g, e);
+	}
+	if (g->step_have) {
+		cudaGraphExecUpdateResultInfo info;
+		if (cudaGraphExecUpdate(g->step_exec, graph, &info) != cudaSuccess) {
+			cudaGetLastError(); /* not an error: instantiate anew */
+			cudaGraphExecDestroy(g->step_exec);
+			g->step_have = 0;
+		}
+	}
+	if (!g->step_have) {
+		e = cudaGraphInstantiate(&g->step_exec, graph, 0);
+		if (e != cudaSuccess) {
+			cudaGraphDestroy(graph);
+			return step_graph_off(g, e);
+		}
+		g->step_have = 1;
+	}
+	cudaGraphDestroy(graph);
+	CUDA_TRY(cudaGraphLaunch(g->step_exec, c->s));
 	return 0;
 }
 

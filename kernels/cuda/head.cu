@@ -109,6 +109,10 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
+	double es = sizeof(T);
+	if (NCF_COST(COST_KERNEL, "head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) +
+							(F + HL + 1.0) * 4, 0))
+		return 0;
 	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
 		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
 	return CUDA_CHECK(cudaGetLastError());
@@ -143,6 +147,9 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
+	if (NCF_COST(COST_KERNEL, "head_logits",
+		     n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0))
+		return 0;
 	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
 		   gmf_item, w, hL, vecF, vecH, prob, logit);
 	return CUDA_CHECK(cudaGetLastError());
@@ -162,5 +169,131 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)
 NCF_INSTANTIATE(f16)
+
+/* ---- the fused step's head ------------------------------------------------ */
+
+/*
+ * Block b: rows r0 = b HEAD_ROWS .. + HEAD_ROWS.  Threads < HEAD_ROWS: one
+ * row each, as head_train_kernel (the same logit, bit for bit).  Then thread
+ * c of the block sums column c of the block's rows in row order:
+ * [dlogit g (F) | dlogit hL (HL) | dlogit (1) | dz (HL)], g = gmf_user[u] *
+ * gmf_item[i] and dz the unrounded value written to dz.  Thread 0 sums the
+ * rows' losses in double.
+ */
+template <typename T>
+__global__ void __launch_bounds__(256)
+	head_fused_kernel(size_t n, uint32_t F, uint32_t HL, const uint32_t *__restrict__ ru,
+			  const uint32_t *__restrict__ ri, const uint8_t *__restrict__ lab,
+			  const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
+			  const float *__restrict__ w, const T *__restrict__ hL, float inv_n,
+			  float loss_scale, float drop_scale, int vecF, int vecH,
+			  float *__restrict__ dlogit, T *__restrict__ dz, float *__restrict__ part,
+			  double *__restrict__ part_loss)
+{
+	__shared__ float s_dl[HEAD_ROWS], s_loss[HEAD_ROWS];
+	__shared__ uint32_t s_u[HEAD_ROWS], s_i[HEAD_ROWS];
+	size_t r0 = (size_t)blockIdx.x * HEAD_ROWS;
+	uint32_t rows = n - r0 < HEAD_ROWS ? (uint32_t)(n - r0) : (uint32_t)HEAD_ROWS;
+	unsigned t = threadIdx.x;
+	const float *wh = w + F;
+	if (t < rows) {
+		size_t j = r0 + t;
+		float logit = head_logit(j, F, HL, ru, ri, gmf_user, gmf_item, w, hL, vecF, vecH);
+		float y = (float)lab[j];
+		float dl = (ncf_sigmoid(logit) - y) * inv_n;
+		dl = dl * loss_scale;
+		dlogit[j] = dl;
+		s_dl[t] = dl;
+		s_loss[t] = ncf_bce(logit, y);
+		s_u[t] = ru[j];
+		s_i[t] = ri[j];
+		const T *hr = hL + j * HL;
+		T *dr = dz + j * HL;
+		for (uint32_t h0 = 0; h0 < HL; h0 += 8) {
+			uint32_t cnt = HL - h0 < 8 ? HL - h0 : 8;
+			float x[8], d[8];
+			load_upto8(hr + h0, x, cnt, vecH);
+			NCF_UNROLL
+			for (uint32_t k = 0; k < 8; k++) {
+				float dh = dl * (k < cnt ? wh[h0 + k] : 0.0f);
+				d[k] = x[k] > 0.0f ? dh * drop_scale : 0.0f;
+			}
+			store_upto8(dr + h0, d, cnt, vecH);
+		}
+	}
+	__syncthreads();
+	uint32_t C = F + 2 * HL + 1;
+	for (uint32_t c = t; c < C; c += blockDim.x) {
+		float acc = 0.0f;
+		for (uint32_t k = 0; k < rows; k++) {
+			float dl = s_dl[k], v;
+			const T *hr = hL + (r0 + k) * HL;
+			if (c < F) {
+				v = dl * (gmf_user[(size_t)s_u[k] * F + c] *
+					  gmf_item[(size_t)s_i[k] * F + c]);
+			} else if (c < F + HL) {
+				v = dl * to_f32(hr[c - F]);
+			} else if (c == F + HL) {
+				v = dl;
+			} else {
+				uint32_t h = c - F - HL - 1;
+				float dh = dl * wh[h];
+				v = to_f32(hr[h]) > 0.0f ? dh * drop_scale : 0.0f;
+			}
+			acc += v;
+		}
+		part[(size_t)blockIdx.x * C + c] = acc;
+	}
+	if (t == 0) {
+		double sum = 0;
+		for (uint32_t k = 0; k < rows; k++)
+			sum += (double)s_loss[k];
+		part_loss[blockIdx.x] = sum;
+	}
+}
+
+template <typename T>
+int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
+		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
+		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
+		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
+		    cudaStream_t stream)
+{
+	size_t nb = (n + HEAD_ROWS - 1) / HEAD_ROWS;
+	if (nb == 0)
+		return 0;
+	if (nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", n);
+		return -1;
+	}
+	double es = sizeof(T), C = (double)F + 2.0 * HL + 1;
+	double urows = n < users ? (double)n : (double)users;
+	/* per row: ids, label, gmf_item's row, hL read, dlogit and dz written;
+	 * gmf_user once per distinct user (rows sorted by user); the partials */
+	if (NCF_COST(COST_KERNEL, "head_fused",
+		     n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
+			     nb * (C * 4.0 + 8.0) + C * 4.0,
+		     0))
+		return 0;
+	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
+	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
+	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, 256, 0, stream, n, F, HL, ru, ri, lab,
+			gmf_user, gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH,
+			dlogit, dz, part, part_loss);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template int head_fused_cuda<float>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
+				    const uint8_t *, const float *, const float *, const float *,
+				    const float *, float, float, float, uint32_t, float *, float *,
+				    float *, double *, cudaStream_t);
+template int head_fused_cuda<bf16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
+				   const uint8_t *, const float *, const float *, const float *,
+				   const bf16 *, float, float, float, uint32_t, float *, bf16 *,
+				   float *, double *, cudaStream_t);
+template int head_fused_cuda<f16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
+				  const uint8_t *, const float *, const float *, const float *,
+				  const f16 *, float, float, float, uint32_t, float *, f16 *,
+				  float *, double *, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

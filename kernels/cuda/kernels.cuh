@@ -1,21 +1,27 @@
 /*
  * kernels.cuh - the GPU operations of the cuda backend, one file per group:
  * sample.cu (the sample stream, evaluation candidates and ranks), layers.cu
- * (first layer, bias + ReLU + dropout and its backward, casts), head.cu
- * (head, loss, dlogit), reduce.cu (column sums, the head's weight gradient,
- * the loss sum, segment sums), adam.cu (Adam, the inf/NaN check), sort.cu.
+ * (first layer, bias + ReLU + dropout and its backward, casts), mlp.cu
+ * (the fused dense layers, on tensor cores through mma.cuh), head.cu
+ * (head, loss, dlogit; the fused head), reduce.cu (column sums, the head's
+ * weight gradient, the loss sum, segment sums; the fused step's partial
+ * sums and per-key sums), adam.cu (Adam, the inf/NaN check, Adam with the
+ * 16-bit copy), sort.cu (the sort, the sorted rows and their offsets).
  *
  * Each op has three levels (STYLE.md 4): <op>_kernel, the __global__ in
- * its .cu file; <op>_cuda, declared here, which sizes the grid, launches
- * on the given stream through NCF_LAUNCH and checks the launch (returns 0, or
- * -1 after reporting); and its CPU twin.  Every op but one needs no
- * cooperation between the threads of a block (no shared memory, no
- * __syncthreads, no warp shuffles), so its CPU twin is the kernel itself:
- * under NCF_CUDA_EMULATE the launch macro runs it on the CPU, and
- * tests/unit/test_cuda_emu.cc compares the results with the reference
- * (kernels/cpu/reference.c) and the fast cpu backend (kernels/cpu/), whose
- * step is named in each comment below.  The exception is the radix sort
- * (sort_by_key_cuda: CUB, shared memory and warp primitives), whose CPU twin
+ * its .cu file; <op>_cuda, declared here, which sizes the grid, notes what
+ * the launch moves for the cost recorder (cost.cuh), launches on the given
+ * stream through NCF_LAUNCH or NCF_LAUNCH_SYNC and checks the launch
+ * (returns 0, or -1 after reporting); and its CPU twin.  Under
+ * NCF_CUDA_EMULATE the kernel itself is the twin: NCF_LAUNCH runs a plain
+ * kernel (each thread computes its own outputs: no shared memory, barriers
+ * or warp primitives) thread by thread, and NCF_LAUNCH_SYNC runs a kernel
+ * whose threads cooperate (__shared__ memory, __syncthreads, __syncwarp,
+ * wmma fragments: mlp.cu, the fused head, reduce_partials) with each thread
+ * of a block as a fiber (emu.h); tests/unit/test_cuda_emu.cc compares the
+ * results with the reference (kernels/cpu/reference.c) and the fast cpu
+ * backend (kernels/cpu/), whose step is named in each comment below.  The
+ * exception is the radix sort (sort_by_key_cuda: CUB), whose CPU twin
  * sort_by_key_cpu is what runs under emulation; the sort is covered by the
  * real-GPU tests (tests/gpu).
  *
@@ -35,6 +41,7 @@
 #define NCF_CUDA_KERNELS_CUH
 
 #include "common.cuh"
+#include "cost.cuh"
 
 namespace NCF_CUDA_NS {
 
@@ -160,14 +167,14 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
  * segsum_gmf_cuda:   out[k][f] = wg[f] * sum over samples j of key k of
  *                    dl[j] * tab[other[j]][f]; tab (., F), out (K, F).
  */
-enum { SEG_CHUNK = 32 };
+enum { SEG_CHUNK = 32 }; /* K (keys, the rows of out) sizes the cost note only */
 size_t seg_scratch(size_t n, uint32_t H);
 template <typename T>
 int segsum_rows_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const T *src, uint32_t H,
-		     float *out, float *head, float *tail, cudaStream_t stream);
+		     uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
 int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const float *dl,
-		    const uint32_t *other, const float *tab, const float *wg, uint32_t F, float *out,
-		    float *head, float *tail, cudaStream_t stream);
+		    const uint32_t *other, const float *tab, const float *wg, uint32_t F,
+		    uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
 
 /*
  * Stable sort of n keys below 2^bits: keys_out the sorted keys, idx_out the
@@ -205,6 +212,144 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
  * logit (nu (N + 1)), counted (U, N). */
 int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t nu, uint32_t N,
 	      uint32_t *ranks, cudaStream_t stream);
+
+/* ---- the fused training step (step_fused.cu) ------------------------------
+ *
+ * Its rows are the slice's samples sorted by user (a stable sort, so a
+ * user's rows keep their sample order): row r is sample rowpos[r] of the
+ * slice, whose dropout position is pos0 + rowpos[r].  Kernels that
+ * cooperate within a block (__shared__ memory, barriers, wmma) are launched
+ * with NCF_LAUNCH_SYNC and run under the emulation as fibers (emu.h), so
+ * they too are checked against reference.c in make check.
+ */
+
+/* The widest hidden layer the fused kernels take (a layer's output in the
+ * forward pass, its input in the backward pass); rows per block of the
+ * kernels that write per-block partial sums. */
+enum { FUSED_MAX_WIDTH = 256, BWD_ROWS = 128, HEAD_ROWS = 128 };
+/* linear_bwdw_cuda: the widest layer output it takes, the columns of the
+ * input one block computes, the most row groups (blocks per column group,
+ * each summing its rows' weight gradient in registers). */
+enum { BWDW_MAX_OUT = 128, BWDW_COLS = 128, BWDW_GROUPS = 256 };
+
+/*
+ * Layer k >= 2 forward, fused (mlp.cu): Y (rows, out) = dropout(relu(X W^T
+ * + b)) of hidden layer `layer` (0-based) at positions dk.pos0 + rowpos[r]
+ * (r when rowpos is NULL); X (rows, in), W (out, in), b (out); out <=
+ * FUSED_MAX_WIDTH.  tf32 (T float): TF32 tensor cores, else exact fp32.
+ */
+template <typename T>
+int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
+		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
+		    int tf32, T *Y, cudaStream_t stream);
+
+/*
+ * Layer k >= 2 backward to its input, fused (mlp.cu): dX (rows, in) =
+ * H > 0 ? (dZ W) * scale : 0, with H (rows, in) the layer's input h_{k-1}
+ * and scale the dropout's 1 / (1 - p); part (ceil(rows / BWD_ROWS), part_ld)
+ * gets per block of BWD_ROWS rows the column sums of dX (in columns; the
+ * bias gradient of layer k - 1 once reduce_partials_cuda has added them).
+ * dZ (rows, out), W (out, in), in <= FUSED_MAX_WIDTH.
+ */
+template <typename T>
+int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		    cudaStream_t stream);
+
+/*
+ * linear_bwd_cuda and the layer's weight gradient in the same pass
+ * (mlp.cu): dX and part as linear_bwd_cuda, except that part has
+ * bwdw_groups(rows) rows, one per group of row tiles, and partw
+ * (bwdw_groups(rows), out, in) gets each group's dZ^T H (the weight
+ * gradient dW (out, in) once reduce_partials_cuda has added the groups);
+ * out <= BWDW_MAX_OUT, in <= FUSED_MAX_WIDTH.
+ */
+uint32_t bwdw_groups(size_t rows);
+/* Let linear_bwdw's kernels have the shared memory they use (more than the
+ * default 48 KiB); once per device, never while a graph is being captured.
+ * Returns 0 or -1. */
+int bwdw_setup(void);
+template <typename T>
+int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		     float *partw, cudaStream_t stream);
+
+/*
+ * The rows of a slice sorted by user (sort.cu): keys (n) the sorted users,
+ * rowpos (n) the sample of each row; ri, rlab (n) get each row's item and
+ * label from si, lab (n, sample order); off (K + 1) the first row of each
+ * user (off[K] = n; a user without rows has off[u] = off[u + 1]).
+ */
+int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
+		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
+		      uint32_t *off, cudaStream_t stream);
+/* off (K + 1) = the first position of each key in sorted keys (n). */
+int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
+		     cudaStream_t stream);
+
+/* Layer 1 on the sorted rows (layers.cu): layer1_cuda's training form for
+ * rows ru, ri (n) with dropout at positions dk.pos0 + rowpos[r]; users (U)
+ * sizes the cost note only. */
+template <typename T>
+int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
+		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, T *h1, cudaStream_t stream);
+
+/*
+ * The head, fused (head.cu): head_train_cuda's per-row results (dlogit (n),
+ * dz (n, HL); no per-row loss) and, per block of HEAD_ROWS rows, the column
+ * sums part (ceil(n / HEAD_ROWS), F + 2 HL + 1) of [dlogit g | dlogit hL |
+ * dlogit | dz] (the head's weight and bias gradient and the last layer's
+ * bias gradient, once reduce_partials_cuda has added them) and the loss sum
+ * part_loss (ceil(n / HEAD_ROWS)) in double.  Rows ru, ri, lab (n) sorted
+ * by user; users (U) sizes the cost note only.
+ */
+template <typename T>
+int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
+		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
+		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
+		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
+		    cudaStream_t stream);
+
+/*
+ * Sums of per-block partials in a fixed order (reduce.cu), one launch:
+ * dst[c] = sum over r < rows of src[r ld + c] for c < cols of each
+ * segment, and *loss_out = the sum of loss (loss_rows) (also added to
+ * *loss_acc unless NULL).
+ */
+struct part_seg {
+	const float *src;
+	float *dst;
+	uint32_t rows, ld, cols;
+};
+enum { PART_SEGS = 16 }; /* >= the head's two + two per hidden layer (step_fused.cu) */
+struct part_map {
+	uint32_t n;
+	part_seg seg[PART_SEGS];
+	const double *loss;
+	uint32_t loss_rows;
+	double *loss_out, *loss_acc;
+};
+int reduce_partials_cuda(const part_map &m, cudaStream_t stream);
+
+/*
+ * The embedding-side gradients of one key table (reduce.cu), every key
+ * written (no clearing needed): for key k < K with rows at positions off[k]
+ * .. off[k + 1] (row = idx[p], or p when idx is NULL), dA (K, H) = the sum
+ * of dz (n, H) over k's rows (dAU or dAI) and dE (K, F) = wg * the sum of
+ * dl[row] tab[other[row]] (the GMF embedding gradient; tab (., F) the other
+ * side's GMF table).  Rows summed in order.
+ */
+template <typename T>
+int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
+		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
+		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream);
+
+/* Adam (adam_cuda) and, from index lo_from on, plo[j] = p[j] rounded to T:
+ * the 16-bit copy the next step's GEMMs read (plo NULL: none). */
+template <typename T>
+int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
+		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream);
 
 } /* namespace NCF_CUDA_NS */
 

@@ -28,7 +28,8 @@ template <typename T>
 __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__ su,
 			      const uint32_t *__restrict__ si, const T *__restrict__ au,
 			      const T *__restrict__ ai, const float *__restrict__ b1, int eval_order,
-			      int vec, dropout_k dk, T *__restrict__ h1)
+			      int vec, dropout_k dk, const uint32_t *__restrict__ rowpos,
+			      T *__restrict__ h1)
 {
 	uint32_t G = (H + 7) / 8;
 	size_t t = NCF_TID;
@@ -42,7 +43,8 @@ __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__
 	load_upto8(b, vb, cnt, vec);
 	ncf_u32x4 bits = {{0, 0, 0, 0}};
 	if (dk.active)
-		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + j, 0, w);
+		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + (rowpos ? rowpos[j] : j), 0,
+					w);
 	NCF_UNROLL
 	for (uint32_t k = 0; k < 8; k++) {
 		float bias = k < cnt ? b1[h0 + k] : 0.0f;
@@ -65,9 +67,34 @@ int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, co
 		return -1;
 	if (!blocks)
 		return 0;
+	double es = sizeof(T);
+	if (NCF_COST(COST_KERNEL, "layer1", n * (8.0 + 3.0 * H * es) + H * 4.0, 0))
+		return 0;
 	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
 	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, su, si, au, ai, b1, eval_order,
-		   vec, dk, h1);
+		   vec, dk, (const uint32_t *)NULL, h1);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
+		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, T *h1, cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d(n * ((H + 7) / 8), &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	double es = sizeof(T), au_rows = n < users ? (double)n : (double)users;
+	/* ids and positions per row; au once per distinct user (rows sorted by
+	 * user), ai per row; h1 written */
+	if (NCF_COST(COST_KERNEL, "layer1_rows",
+		     n * (12.0 + 2.0 * H * es) + au_rows * H * es + H * 4.0, 0))
+		return 0;
+	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
+	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, ru, ri, au, ai, b1, 0, vec, dk,
+		   rowpos, h1);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
@@ -108,6 +135,8 @@ int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dro
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "bias_relu_dropout", 2.0 * n * H * sizeof(T) + H * 4.0, 0))
+		return 0;
 	int vec = H % 8 == 0 && aligned16(z);
 	NCF_LAUNCH(bias_relu_dropout_kernel<T>, blocks, BLOCK, 0, stream, n, H, z, b, vec, dk,
 		   layer);
@@ -147,6 +176,8 @@ int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStr
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "relu_dropout_back", 3.0 * count * sizeof(T), 0))
+		return 0;
 	int vec = count % 8 == 0 && aligned16(dh) && aligned16(h);
 	NCF_LAUNCH(relu_dropout_back_kernel<T>, blocks, BLOCK, 0, stream, count, dh, h, scale, vec);
 	return CUDA_CHECK(cudaGetLastError());
@@ -169,6 +200,8 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "cast", n * (4.0 + sizeof(T)), 0))
+		return 0;
 	NCF_LAUNCH(cast_kernel<T>, blocks, BLOCK, 0, stream, x, y, n);
 	return CUDA_CHECK(cudaGetLastError());
 }
@@ -179,6 +212,9 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 	template int layer1_cuda<T>(size_t, uint32_t, const uint32_t *, const uint32_t *,          \
 				    const T *, const T *, const float *, int, const dropout_k &,   \
 				    T *, cudaStream_t);                                            \
+	template int layer1_rows_cuda<T>(size_t, uint32_t, const uint32_t *, const uint32_t *,     \
+					 const T *, const T *, const float *, const dropout_k &,   \
+					 const uint32_t *, uint32_t, T *, cudaStream_t);           \
 	template int bias_relu_dropout_cuda<T>(size_t, uint32_t, T *, const float *,               \
 					       const dropout_k &, uint32_t, cudaStream_t);         \
 	template int relu_dropout_back_cuda<T>(size_t, T *, const T *, float, cudaStream_t);       \

@@ -52,9 +52,12 @@ static int colsum_rest(float *a, float *b, size_t rows, size_t cols, float *out,
 		unsigned blocks;
 		if (grid_1d(G * cols, &blocks))
 			return -1;
-		NCF_LAUNCH(colsum_pass_kernel<float>, blocks, BLOCK, 0, stream, a, rows, cols, G, dst);
-		if (CUDA_CHECK(cudaGetLastError()))
-			return -1;
+		if (!NCF_COST(COST_KERNEL, "colsum", (rows + (double)G) * cols * 4.0, 0)) {
+			NCF_LAUNCH(colsum_pass_kernel<float>, blocks, BLOCK, 0, stream, a, rows, cols,
+				   G, dst);
+			if (CUDA_CHECK(cudaGetLastError()))
+				return -1;
+		}
 		float *tmp = a;
 		a = b;
 		b = tmp;
@@ -75,9 +78,11 @@ int colsum_cuda(const T *x, size_t rows, size_t cols, float *out, float *scratch
 	unsigned blocks;
 	if (grid_1d(G * cols, &blocks))
 		return -1;
-	NCF_LAUNCH(colsum_pass_kernel<T>, blocks, BLOCK, 0, stream, x, rows, cols, G, dst);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "colsum", ((double)rows * sizeof(T) + G * 4.0) * cols, 0)) {
+		NCF_LAUNCH(colsum_pass_kernel<T>, blocks, BLOCK, 0, stream, x, rows, cols, G, dst);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	return G == 1 ? 0 : colsum_rest(a, b, G, cols, out, stream);
 }
 
@@ -127,10 +132,13 @@ int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const 
 	unsigned blocks;
 	if (grid_1d(G * C, &blocks))
 		return -1;
-	NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si, gmf_user,
-		   gmf_item, hL, dlogit, dst);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "head_grad",
+		      n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + G * C * 4.0, 0)) {
+		NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si,
+			   gmf_user, gmf_item, hL, dlogit, dst);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	return G == 1 ? 0 : colsum_rest(a, b, G, C, out, stream);
 }
 
@@ -160,18 +168,24 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
 	unsigned blocks;
 	if (grid_1d(G, &blocks))
 		return -1;
-	NCF_LAUNCH(sum_pass_kernel<float>, blocks, BLOCK, 0, stream, x, n, G, G == 1 ? out : a);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	if (!NCF_COST(COST_KERNEL, "sum_f64", n * 4.0 + G * 8.0, 0)) {
+		NCF_LAUNCH(sum_pass_kernel<float>, blocks, BLOCK, 0, stream, x, n, G,
+			   G == 1 ? out : a);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	size_t rows = G;
 	while (rows > 1) {
 		G = pass_groups(rows);
 		double *dst = G == 1 ? out : b;
 		if (grid_1d(G, &blocks))
 			return -1;
-		NCF_LAUNCH(sum_pass_kernel<double>, blocks, BLOCK, 0, stream, a, rows, G, dst);
-		if (CUDA_CHECK(cudaGetLastError()))
-			return -1;
+		if (!NCF_COST(COST_KERNEL, "sum_f64", (rows + (double)G) * 8.0, 0)) {
+			NCF_LAUNCH(sum_pass_kernel<double>, blocks, BLOCK, 0, stream, a, rows, G,
+				   dst);
+			if (CUDA_CHECK(cudaGetLastError()))
+				return -1;
+		}
 		double *tmp = a;
 		a = b;
 		b = tmp;
@@ -292,9 +306,11 @@ __global__ void segsum_pass2_kernel(V v, const uint32_t *__restrict__ key, size_
 	v.finish(K, h, acc);
 }
 
+/* row_bytes: what pass 1 reads per sample besides key and idx; K: keys
+ * (at most min(n, K) output rows of H floats are written). */
 template <class V>
 static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size_t n, uint32_t H,
-		      float *head, float *tail, cudaStream_t stream)
+		      uint32_t K, double row_bytes, float *head, float *tail, cudaStream_t stream)
 {
 	size_t chunks = (n + SEG_CHUNK - 1) / SEG_CHUNK;
 	unsigned blocks;
@@ -302,10 +318,16 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 		return -1;
 	if (!blocks)
 		return 0;
-	NCF_LAUNCH(segsum_pass1_kernel<V>, blocks, BLOCK, 0, stream, v, key, idx, n, H, head, tail);
-	if (CUDA_CHECK(cudaGetLastError()))
-		return -1;
+	double outs = (double)(n < K ? n : K) * H * 4.0, parts = 2.0 * chunks * H * 4.0;
+	if (!NCF_COST(COST_KERNEL, "segsum_pass1", n * (8.0 + row_bytes) + outs + parts, 0)) {
+		NCF_LAUNCH(segsum_pass1_kernel<V>, blocks, BLOCK, 0, stream, v, key, idx, n, H,
+			   head, tail);
+		if (CUDA_CHECK(cudaGetLastError()))
+			return -1;
+	}
 	if (chunks < 2)
+		return 0;
+	if (NCF_COST(COST_KERNEL, "segsum_pass2", chunks * 8.0 + parts, 0))
 		return 0;
 	NCF_LAUNCH(segsum_pass2_kernel<V>, blocks, BLOCK, 0, stream, v, key, n, H, head, tail);
 	return CUDA_CHECK(cudaGetLastError());
@@ -313,18 +335,18 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 
 template <typename T>
 int segsum_rows_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const T *src, uint32_t H,
-		     float *out, float *head, float *tail, cudaStream_t stream)
+		     uint32_t K, float *out, float *head, float *tail, cudaStream_t stream)
 {
 	rows_value<T> v = {src, H, out};
-	return segsum_run(v, key, idx, n, H, head, tail, stream);
+	return segsum_run(v, key, idx, n, H, K, (double)H * sizeof(T), head, tail, stream);
 }
 
 int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const float *dl,
-		    const uint32_t *other, const float *tab, const float *wg, uint32_t F, float *out,
-		    float *head, float *tail, cudaStream_t stream)
+		    const uint32_t *other, const float *tab, const float *wg, uint32_t F,
+		    uint32_t K, float *out, float *head, float *tail, cudaStream_t stream)
 {
 	gmf_value v = {dl, other, tab, wg, F, out};
-	return segsum_run(v, key, idx, n, F, head, tail, stream);
+	return segsum_run(v, key, idx, n, F, K, 8.0 + 4.0 * F, head, tail, stream);
 }
 
 /* ---- instantiations for the three activation types ---------------------- */
@@ -335,10 +357,179 @@ int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const fl
 				       const uint32_t *, const float *, const float *, const T *,  \
 				       const float *, float *, float *, cudaStream_t);             \
 	template int segsum_rows_cuda<T>(const uint32_t *, const uint32_t *, size_t, const T *,    \
-					 uint32_t, float *, float *, float *, cudaStream_t);
+					 uint32_t, uint32_t, float *, float *, float *,            \
+					 cudaStream_t);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)
 NCF_INSTANTIATE(f16)
+
+/* ---- the fused step's reductions ------------------------------------------ */
+
+/*
+ * Blocks of 256 threads, 32 columns by 8 row lanes: thread (j, c) of block
+ * b takes column 32 b + c of the segments' columns side by side and sums
+ * its rows j, j + 8, j + 16, ... in order (a warp reads 32 neighbouring
+ * columns of a row: one coalesced access), then the 8 lanes' sums are
+ * added in a fixed tree.  The last block sums the loss (256 lanes, then a
+ * tree) in double.  An order fixed by the sizes alone.
+ */
+enum { RP_COLS = 32, RP_LANES = 8, RP_THREADS = RP_COLS * RP_LANES };
+
+__global__ void __launch_bounds__(RP_THREADS) reduce_partials_kernel(part_map m, uint32_t blocks)
+{
+	__shared__ float sf[RP_LANES][RP_COLS];
+	__shared__ double sd[RP_THREADS];
+	unsigned t = threadIdx.x, c = t % RP_COLS, j = t / RP_COLS;
+	if (blockIdx.x + 1 < blocks) {
+		uint32_t s = 0, col = blockIdx.x * RP_COLS + c;
+		while (s < m.n && col >= m.seg[s].cols)
+			col -= m.seg[s++].cols;
+		float acc = 0.0f;
+		if (s < m.n)
+			for (uint32_t r = j; r < m.seg[s].rows; r += RP_LANES)
+				acc += m.seg[s].src[(size_t)r * m.seg[s].ld + col];
+		sf[j][c] = acc;
+		__syncthreads();
+		for (unsigned w = RP_LANES / 2; w > 0; w >>= 1) {
+			if (j < w)
+				sf[j][c] += sf[j + w][c];
+			__syncthreads();
+		}
+		if (j == 0 && s < m.n)
+			m.seg[s].dst[col] = sf[0][c];
+		return;
+	}
+	double acc = 0;
+	for (uint32_t r = t; r < m.loss_rows; r += RP_THREADS)
+		acc += m.loss[r];
+	sd[t] = acc;
+	__syncthreads();
+	for (unsigned w = RP_THREADS / 2; w > 0; w >>= 1) {
+		if (t < w)
+			sd[t] += sd[t + w];
+		__syncthreads();
+	}
+	if (t == 0) {
+		*m.loss_out = sd[0];
+		if (m.loss_acc)
+			*m.loss_acc += sd[0];
+	}
+}
+
+int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
+{
+	size_t cols = 0;
+	double bytes = m.loss_rows * 8.0 + 16.0;
+	for (uint32_t s = 0; s < m.n; s++) {
+		cols += m.seg[s].cols;
+		bytes += ((double)m.seg[s].rows + 1) * m.seg[s].cols * 4.0;
+	}
+	size_t blocks = (cols + RP_COLS - 1) / RP_COLS + 1;
+	if (blocks > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu partial sums are more than one launch takes", cols);
+		return -1;
+	}
+	if (NCF_COST(COST_KERNEL, "reduce_partials", bytes, 0))
+		return 0;
+	NCF_LAUNCH_SYNC(reduce_partials_kernel, (unsigned)blocks, RP_THREADS, 0, stream, m,
+			(uint32_t)blocks);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+/*
+ * Thread t: key k = t / G, piece g = t % G of G = ceil(H / 8) + ceil(F / 8):
+ * g < ceil(H / 8): dA[k][8g .. +8] = sum of dz's rows of key k; else
+ * dE[k][f .. +8] = wg[f..] * sum of dl[row] tab[other[row]][f..], f = 8 (g -
+ * ceil(H / 8)); the rows of key k in order: positions off[k] .. off[k + 1],
+ * row = idx[p] (idx NULL: p).  The next row's ids are loaded before the
+ * current row is added.
+ */
+template <typename T>
+__global__ void key_grad_kernel(uint32_t K, uint32_t H, uint32_t F,
+				const uint32_t *__restrict__ off, const uint32_t *__restrict__ idx,
+				const T *__restrict__ dz, const float *__restrict__ dl,
+				const uint32_t *__restrict__ other, const float *__restrict__ tab,
+				const float *__restrict__ wg, int vecH, int vecF,
+				float *__restrict__ dA, float *__restrict__ dE)
+{
+	uint32_t GH = (H + 7) / 8, G = GH + (F + 7) / 8;
+	size_t t = NCF_TID;
+	if (t >= (size_t)K * G)
+		return;
+	uint32_t k = (uint32_t)(t / G), g = (uint32_t)(t % G);
+	uint32_t lo = off[k], hi = off[k + 1];
+	float acc[8], x[8];
+	NCF_UNROLL
+	for (int e = 0; e < 8; e++)
+		acc[e] = 0.0f;
+	uint32_t next = lo < hi ? (idx ? idx[lo] : lo) : 0;
+	if (g < GH) {
+		uint32_t h0 = 8 * g, cnt = H - h0 < 8 ? H - h0 : 8;
+		for (uint32_t p = lo; p < hi; p++) {
+			uint32_t row = next;
+			if (p + 1 < hi)
+				next = idx ? idx[p + 1] : p + 1;
+			load_upto8(dz + (size_t)row * H + h0, x, cnt, vecH);
+			NCF_UNROLL
+			for (int e = 0; e < 8; e++)
+				acc[e] += x[e];
+		}
+		store_upto8(dA + (size_t)k * H + h0, acc, cnt, vecH);
+		return;
+	}
+	uint32_t f0 = 8 * (g - GH), cnt = F - f0 < 8 ? F - f0 : 8;
+	uint32_t o_next = lo < hi ? other[next] : 0;
+	for (uint32_t p = lo; p < hi; p++) {
+		uint32_t row = next, o = o_next;
+		if (p + 1 < hi) {
+			next = idx ? idx[p + 1] : p + 1;
+			o_next = other[next];
+		}
+		float d = dl[row];
+		load_upto8(tab + (size_t)o * F + f0, x, cnt, vecF);
+		NCF_UNROLL
+		for (int e = 0; e < 8; e++)
+			acc[e] += d * x[e];
+	}
+	NCF_UNROLL
+	for (uint32_t e = 0; e < 8; e++)
+		acc[e] = e < cnt ? wg[f0 + e] * acc[e] : 0.0f;
+	store_upto8(dE + (size_t)k * F + f0, acc, cnt, vecF);
+}
+
+template <typename T>
+int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
+		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
+		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream)
+{
+	uint32_t G = (H + 7) / 8 + (F + 7) / 8;
+	unsigned blocks;
+	if (grid_1d((size_t)K * G, &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	/* per row: dz (contiguous, or gathered through idx), dl, the other id,
+	 * the other table's row; per key: offsets, dA and dE written */
+	double bytes = n * ((double)H * sizeof(T) + 8.0 + (idx ? 4.0 : 0.0) + F * 4.0) +
+		       K * (8.0 + 4.0 * H + 4.0 * F);
+	if (NCF_COST(COST_KERNEL, idx ? "key_grad_item" : "key_grad_user", bytes, 0))
+		return 0;
+	int vecH = H % 8 == 0 && aligned16(dz) && aligned16(dA);
+	int vecF = F % 8 == 0 && aligned16(tab) && aligned16(dE);
+	NCF_LAUNCH(key_grad_kernel<T>, blocks, BLOCK, 0, stream, K, H, F, off, idx, dz, dl, other,
+		   tab, wg, vecH, vecF, dA, dE);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template int key_grad_cuda<float>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				  const uint32_t *, const float *, const float *, const uint32_t *,
+				  const float *, const float *, float *, float *, cudaStream_t);
+template int key_grad_cuda<bf16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				 const uint32_t *, const bf16 *, const float *, const uint32_t *,
+				 const float *, const float *, float *, float *, cudaStream_t);
+template int key_grad_cuda<f16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
+				const uint32_t *, const f16 *, const float *, const uint32_t *,
+				const float *, const float *, float *, float *, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

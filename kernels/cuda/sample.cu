@@ -44,6 +44,10 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 		return -1;
 	if (!blocks)
 		return 0;
+	/* writes user, item, label; reads the entry's user (and item, for
+	 * positives; the user's CSR row with --true-negatives) */
+	if (NCF_COST(COST_KERNEL, "sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0))
+		return 0;
 	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
 		   true_neg, entry_user, offsets, items, su, si, lab);
 	return CUDA_CHECK(cudaGetLastError());
@@ -71,6 +75,8 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 		return -1;
 	if (!blocks)
 		return 0;
+	if (NCF_COST(COST_KERNEL, "eval_pairs", (double)nu * ((double)N + 1) * 12.0, 0))
+		return 0;
 	NCF_LAUNCH(eval_pairs_kernel, blocks, BLOCK, 0, stream, u0, nu, N, test, neg, su, si);
 	return CUDA_CHECK(cudaGetLastError());
 }
@@ -92,6 +98,8 @@ int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t 
 	if (grid_1d(nu, &blocks))
 		return -1;
 	if (!blocks)
+		return 0;
+	if (NCF_COST(COST_KERNEL, "rank", (double)nu * (((double)N + 1) * 4.0 + N + 4.0), 0))
 		return 0;
 	NCF_LAUNCH(rank_kernel, blocks, BLOCK, 0, stream, logit, counted, u0, nu, N, ranks);
 	return CUDA_CHECK(cudaGetLastError());

@@ -22,6 +22,34 @@
 
 namespace NCF_CUDA_NS {
 
+/*
+ * The notes of one sort of n keys of `bits` bits (cost.cuh), the same in
+ * both builds: the iota of the row numbers, then what CUB's onesweep
+ * dispatch (cub/device/dispatch/dispatch_radix_sort.cuh, InvokeOnesweep,
+ * CUDA 13) launches for 32-bit keys and values: two memsets (counters,
+ * histograms), the histogram kernel (reads the keys), the exclusive sum
+ * (tiny), then per pass of 8 bits a memset of the look-back tiles and one
+ * onesweep kernel that reads and writes keys and values.  Returns 1 in a dry
+ * run.
+ */
+static int sort_cost(size_t n, int bits)
+{
+	if (!cost_active)
+		return 0;
+	double N = (double)n;
+	int passes = (bits + 7) / 8, dry = 0;
+	dry |= NCF_COST(COST_SORT, "sort_iota", 4.0 * N, 0);
+	dry |= NCF_COST(COST_SORT, "cub_memset", 64.0, 0);
+	dry |= NCF_COST(COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
+	dry |= NCF_COST(COST_SORT, "cub_histogram", 4.0 * N, 0);
+	dry |= NCF_COST(COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
+	for (int p = 0; p < passes; p++) {
+		dry |= NCF_COST(COST_SORT, "cub_memset", N / 16, 0);
+		dry |= NCF_COST(COST_SORT, "cub_onesweep", 16.0 * N, 0);
+	}
+	return dry;
+}
+
 void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out)
 {
 	std::vector<uint32_t> order(n);
@@ -47,7 +75,7 @@ __global__ void iota_kernel(uint32_t *__restrict__ x, size_t n)
 int sort_temp_bytes(size_t n, int bits, size_t *bytes)
 {
 	*bytes = 0;
-	if (n == 0)
+	if (n == 0 || cost_dry())
 		return 0;
 	if (n > 0x7FFFFFFFu) {
 		ncf_error("cuda backend: cannot sort %zu keys at once", n);
@@ -62,7 +90,7 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
 		     cudaStream_t stream)
 {
-	if (n == 0)
+	if (n == 0 || sort_cost(n, bits))
 		return 0;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
@@ -89,11 +117,76 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
 		     cudaStream_t stream)
 {
+	if (n == 0 || sort_cost(n, bits))
+		return 0;
 	/* on the stream, after the work that made the keys (emu.h) */
 	ncf_emu_enqueue(stream, [=]() { sort_by_key_cpu(keys, n, keys_out, idx_out); });
 	return 0;
 }
 
 #endif
+
+/* ---- the fused step's rows (kernels.cuh) ---------------------------------- */
+
+/* Thread t: row t's item and label from sample rowpos[t]; off[t] for t <= K. */
+__global__ void rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+				    const uint32_t *__restrict__ rowpos,
+				    const uint32_t *__restrict__ si,
+				    const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
+				    uint8_t *__restrict__ rlab, uint32_t *__restrict__ off)
+{
+	size_t t = NCF_TID;
+	if (t < n) {
+		uint32_t j = rowpos[t];
+		ri[t] = si[j];
+		rlab[t] = lab[j];
+	}
+	if (t <= K)
+		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+}
+
+int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
+		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
+		      uint32_t *off, cudaStream_t stream)
+{
+	size_t threads = n > (size_t)K + 1 ? n : (size_t)K + 1;
+	unsigned blocks;
+	if (grid_1d(threads, &blocks))
+		return -1;
+	/* rows: rowpos, then one item and label each, read and written; the
+	 * offsets: a binary search in the sorted keys (cached), one write */
+	double lg = 1;
+	while (((size_t)1 << (int)lg) < n)
+		lg++;
+	if (NCF_COST(COST_KERNEL, "rows_by_user", n * (4.0 + 10.0) + (K + 1.0) * (4.0 + lg * 4.0),
+		     0))
+		return 0;
+	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
+		   rlab, off);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ void seg_offsets_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+				   uint32_t *__restrict__ off)
+{
+	size_t t = NCF_TID;
+	if (t <= K)
+		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+}
+
+int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
+		     cudaStream_t stream)
+{
+	unsigned blocks;
+	if (grid_1d((size_t)K + 1, &blocks))
+		return -1;
+	double lg = 1;
+	while (((size_t)1 << (int)lg) < n)
+		lg++;
+	if (NCF_COST(COST_KERNEL, "seg_offsets", n * 4.0 + (K + 1.0) * (4.0 + lg * 4.0), 0))
+		return 0;
+	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);
+	return CUDA_CHECK(cudaGetLastError());
+}
 
 } /* namespace NCF_CUDA_NS */

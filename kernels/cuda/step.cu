@@ -36,10 +36,17 @@ namespace NCF_CUDA_NS {
 
 /* ---- GEMMs, row-major ------------------------------------------------- */
 
-/* C (m, n) = op(A) op(B) + beta C in cuBLAS's column-major terms. */
-static int gemm(struct cu *c, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
-		size_t k, const void *A, cudaDataType at, size_t lda, const void *B,
-		cudaDataType bt, size_t ldb, void *C, cudaDataType ct, size_t ldc)
+/* Bytes of one element of a cuBLAS type. */
+static double elem_bytes(cudaDataType t)
+{
+	return t == CUDA_R_32F ? 4.0 : 2.0;
+}
+
+/* C (m, n) = op(A) op(B) in cuBLAS's column-major terms (beta 0); `what`
+ * names it for the cost recorder. */
+static int gemm(struct cu *c, const char *what, cublasOperation_t ta, cublasOperation_t tb,
+		size_t m, size_t n, size_t k, const void *A, cudaDataType at, size_t lda,
+		const void *B, cudaDataType bt, size_t ldb, void *C, cudaDataType ct, size_t ldc)
 {
 	if (m == 0 || n == 0)
 		return 0;
@@ -52,47 +59,46 @@ static int gemm(struct cu *c, cublasOperation_t ta, cublasOperation_t tb, size_t
 	cublasComputeType_t ctype =
 		at == CUDA_R_32F && bt == CUDA_R_32F ? c->compute_f32 : CUBLAS_COMPUTE_32F;
 	float alpha = 1.0f, beta = 0.0f;
+	double M = (double)m, N = (double)n, K = (double)k;
+	if (NCF_COST(COST_GEMM, what,
+		     M * K * elem_bytes(at) + K * N * elem_bytes(bt) + M * N * elem_bytes(ct),
+		     2.0 * M * N * K))
+		return 0;
 	return CUBLAS_CHECK(cublasGemmEx(c->blas, ta, tb, (int)m, (int)n, (int)k, &alpha, A, at,
 					 (int)lda, B, bt, (int)ldb, &beta, C, ct, (int)ldc, ctype,
 					 CUBLAS_GEMM_DEFAULT));
 }
 
 /* Y (rows, out) = X (rows, in) W^T; W (out, in) with leading dimension ldw. */
-static int lin_fwd(struct cu *c, size_t rows, size_t in, size_t out, const void *X,
-		   cudaDataType xt, size_t ldx, const void *W, cudaDataType wt, size_t ldw, void *Y,
-		   cudaDataType yt, size_t ldy)
+int lin_fwd(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+		   const void *X, cudaDataType xt, size_t ldx, const void *W, cudaDataType wt,
+		   size_t ldw, void *Y, cudaDataType yt, size_t ldy)
 {
-	return gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, W, wt, ldw, X, xt, ldx, Y, yt, ldy);
+	return gemm(c, what, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, W, wt, ldw, X, xt, ldx, Y, yt,
+		    ldy);
 }
 
 /* dW (out, in) with leading dimension ldd = dY^T X: dY (rows, out), X (rows, in). */
-static int lin_wgrad(struct cu *c, size_t rows, size_t in, size_t out, const void *dY,
-		     cudaDataType dt, size_t lddy, const void *X, cudaDataType xt, size_t ldx,
-		     float *dW, size_t ldd)
+int lin_wgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+		     const void *dY, cudaDataType dt, size_t lddy, const void *X, cudaDataType xt,
+		     size_t ldx, float *dW, size_t ldd)
 {
-	return gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, X, xt, ldx, dY, dt, lddy, dW,
+	return gemm(c, what, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, X, xt, ldx, dY, dt, lddy, dW,
 		    CUDA_R_32F, ldd);
 }
 
 /* dX (rows, in) = dY (rows, out) W, W (out, in) with leading dimension ldw. */
-static int lin_dgrad(struct cu *c, size_t rows, size_t in, size_t out, const void *dY,
-		     cudaDataType dt, size_t lddy, const void *W, cudaDataType wt, size_t ldw,
-		     void *dX, cudaDataType xt, size_t lddx)
+int lin_dgrad(struct cu *c, const char *what, size_t rows, size_t in, size_t out,
+		     const void *dY, cudaDataType dt, size_t lddy, const void *W, cudaDataType wt,
+		     size_t ldw, void *dX, cudaDataType xt, size_t lddx)
 {
-	return gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, W, wt, ldw, dY, dt, lddy, dX, xt,
-		    lddx);
+	return gemm(c, what, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, W, wt, ldw, dY, dt, lddy, dX,
+		    xt, lddx);
 }
 
 /* ---- forward pieces --------------------------------------------------- */
 
-/* The parameters as the GEMMs read them: params (fp32) or plo. */
-template <typename T> static const T *wts(struct cu *c)
-{
-	return c->act == ACT_F32 ? (const T *)(const void *)c->params : (const T *)c->plo;
-}
-
-/* plo up to date, then AU, AI for the current parameters. */
-template <typename T> static int make_tables(struct ncf_backend *be, struct cu *c)
+template <typename T> int make_tables(struct ncf_backend *be, struct cu *c)
 {
 	if (c->tables_valid)
 		return 0;
@@ -106,13 +112,17 @@ template <typename T> static int make_tables(struct ncf_backend *be, struct cu *
 	}
 	const T *w = wts<T>(c);
 	cudaDataType dt = dtype_of<T>();
-	NCF_TRY(lin_fwd(c, s->users, M, H1, w + L->pm, dt, M, w + L->w[1], dt, 2 * M, c->AU, dt,
-			H1));
-	NCF_TRY(lin_fwd(c, s->items, M, H1, w + L->qm, dt, M, w + L->w[1] + M, dt, 2 * M, c->AI,
-			dt, H1));
+	NCF_TRY(lin_fwd(c, "gemm_table_user", s->users, M, H1, w + L->pm, dt, M, w + L->w[1], dt,
+			2 * M, c->AU, dt, H1));
+	NCF_TRY(lin_fwd(c, "gemm_table_item", s->items, M, H1, w + L->qm, dt, M, w + L->w[1] + M,
+			dt, 2 * M, c->AI, dt, H1));
 	c->tables_valid = 1;
 	return 0;
 }
+
+template int make_tables<float>(struct ncf_backend *be, struct cu *c);
+template int make_tables<bf16>(struct ncf_backend *be, struct cu *c);
+template int make_tables<f16>(struct ncf_backend *be, struct cu *c);
 
 /* Layers 2..L on n rows: h[k] = dropout(relu(h[k-1] W_k^T + b_k)). */
 template <typename T>
@@ -124,8 +134,8 @@ static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dro
 	cudaDataType dt = dtype_of<T>();
 	for (uint32_t k = 2; k < s->n_layers; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		NCF_TRY(lin_fwd(c, n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt, in, c->h[k],
-				dt, out));
+		NCF_TRY(lin_fwd(c, "gemm_fwd", n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt, in,
+				c->h[k], dt, out));
 		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k],
 						  c->params + L->b[k], dk, k - 1, c->s));
 	}
@@ -197,11 +207,11 @@ static int mlp_backward(struct ncf_backend *be, struct cu *c, size_t B, float dr
 	mark(c, PH_MLP_BACKWARD);
 	for (uint32_t k = s->n_layers - 1; k >= 2; k--) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		NCF_TRY(lin_wgrad(c, B, in, out, c->d[k], dt, out, c->h[k - 1], dt, in, g + L->w[k],
-				  in));
+		NCF_TRY(lin_wgrad(c, "gemm_wgrad", B, in, out, c->d[k], dt, out, c->h[k - 1], dt,
+				  in, g + L->w[k], in));
 		NCF_TRY(colsum_cuda<T>((const T *)c->d[k], B, out, g + L->b[k], c->red, c->s));
-		NCF_TRY(lin_dgrad(c, B, in, out, c->d[k], dt, out, w + L->w[k], dt, in, c->d[k - 1],
-				  dt, in));
+		NCF_TRY(lin_dgrad(c, "gemm_dgrad", B, in, out, c->d[k], dt, out, w + L->w[k], dt,
+				  in, c->d[k - 1], dt, in));
 		NCF_TRY(relu_dropout_back_cuda<T>(B * in, (T *)c->d[k - 1], (const T *)c->h[k - 1],
 						  drop_scale, c->s));
 	}
@@ -223,22 +233,22 @@ template <typename T> static int layer1_backward(struct ncf_backend *be, struct 
 	NCF_TRY(sort_by_key_cuda(c->si, B, id_bits(I), c->ki, c->itmp, c->ji, c->sort_tmp,
 				 c->sort_tmp_bytes, c->s));
 	mark(c, PH_LAYER1_BACKWARD);
-	CUDA_TRY(cudaMemsetAsync(c->dAU, 0, (size_t)U * H1 * sizeof(float), c->s));
-	CUDA_TRY(cudaMemsetAsync(c->dAI, 0, (size_t)I * H1 * sizeof(float), c->s));
-	NCF_TRY(segsum_rows_cuda<T>(c->ku, c->ju, B, (const T *)c->d[1], H1, c->dAU, c->seg_head,
-				    c->seg_tail, c->s));
-	NCF_TRY(segsum_rows_cuda<T>(c->ki, c->ji, B, (const T *)c->d[1], H1, c->dAI, c->seg_head,
-				    c->seg_tail, c->s));
+	DMEMSET_TRY(c->dAU, (size_t)U * H1 * sizeof(float), c->s, "clear_dAU");
+	DMEMSET_TRY(c->dAI, (size_t)I * H1 * sizeof(float), c->s, "clear_dAI");
+	NCF_TRY(segsum_rows_cuda<T>(c->ku, c->ju, B, (const T *)c->d[1], H1, U, c->dAU,
+				    c->seg_head, c->seg_tail, c->s));
+	NCF_TRY(segsum_rows_cuda<T>(c->ki, c->ji, B, (const T *)c->d[1], H1, I, c->dAI,
+				    c->seg_head, c->seg_tail, c->s));
 	NCF_TRY(grow_red(c, colsum_scratch(U, H1)));
-	NCF_TRY(lin_wgrad(c, U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->pm, CUDA_R_32F, M,
-			  g + L->w[1], 2 * (size_t)M));
-	NCF_TRY(lin_wgrad(c, I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->qm, CUDA_R_32F, M,
-			  g + L->w[1] + M, 2 * (size_t)M));
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->pm,
+			  CUDA_R_32F, M, g + L->w[1], 2 * (size_t)M));
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->qm,
+			  CUDA_R_32F, M, g + L->w[1] + M, 2 * (size_t)M));
 	NCF_TRY(colsum_cuda<float>(c->dAU, U, H1, g + L->b[1], c->red, c->s));
-	NCF_TRY(lin_dgrad(c, U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1], CUDA_R_32F,
-			  2 * (size_t)M, g + L->pm, CUDA_R_32F, M));
-	return lin_dgrad(c, I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->w[1] + M, CUDA_R_32F,
-			 2 * (size_t)M, g + L->qm, CUDA_R_32F, M);
+	NCF_TRY(lin_dgrad(c, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],
+			  CUDA_R_32F, 2 * (size_t)M, g + L->pm, CUDA_R_32F, M));
+	return lin_dgrad(c, "gemm_dgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->w[1] + M,
+			 CUDA_R_32F, 2 * (size_t)M, g + L->qm, CUDA_R_32F, M);
 }
 
 /* Step 5: the GMF embedding gradients from the sorted batch; the loss sum. */
@@ -250,12 +260,12 @@ static int gmf_backward_loss(struct ncf_backend *be, struct cu *c, size_t B)
 	const float *prm = c->params;
 	float *g = c->grad;
 	mark(c, PH_GMF_LOSS);
-	CUDA_TRY(cudaMemsetAsync(g + L->p, 0, ((size_t)s->users + s->items) * F * sizeof(float),
-				 c->s));
+	DMEMSET_TRY(g + L->p, ((size_t)s->users + s->items) * F * sizeof(float), c->s,
+		    "clear_dgmf");
 	NCF_TRY(segsum_gmf_cuda(c->ku, c->ju, B, c->dl, c->si, prm + L->q, prm + L->head_w, F,
-				g + L->p, c->seg_head, c->seg_tail, c->s));
+				s->users, g + L->p, c->seg_head, c->seg_tail, c->s));
 	NCF_TRY(segsum_gmf_cuda(c->ki, c->ji, B, c->dl, c->su, prm + L->p, prm + L->head_w, F,
-				g + L->q, c->seg_head, c->seg_tail, c->s));
+				s->items, g + L->q, c->seg_head, c->seg_tail, c->s));
 	return sum_f64_cuda(c->loss, B, c->loss_dev, c->dred, c->s);
 }
 
@@ -272,8 +282,8 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 	size_t B = (size_t)(hi - lo);
 	uint64_t pos0 = first + lo;
 	if (B == 0) {
-		CUDA_TRY(cudaMemsetAsync(c->grad, 0, be->layout.total * sizeof(float), c->s));
-		CUDA_TRY(cudaMemsetAsync(c->loss_dev, 0, sizeof(double), c->s));
+		DMEMSET_TRY(c->grad, be->layout.total * sizeof(float), c->s, "clear_grad");
+		DMEMSET_TRY(c->loss_dev, sizeof(double), c->s, "clear_loss");
 		return 0;
 	}
 	int drop = be->hp.dropout > 0.0f;
@@ -288,10 +298,31 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
 	if (S == 0)
 		return -1;
+	if (fused_path(be, c))
+		return compute_grad_fused<T>(be, c, S, epoch, pos0, B, n, dk);
 	NCF_TRY(forward_train<T>(be, c, S, epoch, pos0, B, n, dk)); /* 1-3 */
 	NCF_TRY(mlp_backward<T>(be, c, B, dk.scale));		     /* 3 */
 	NCF_TRY(layer1_backward<T>(be, c, B));			     /* 4 */
 	return gmf_backward_loss(be, c, B);			     /* 5 */
+}
+
+int step_prepare(struct ncf_backend *be, struct cu *c, uint64_t first, uint64_t n)
+{
+	if (!c->have_td) {
+		ncf_error("cuda backend: no training data");
+		return -1;
+	}
+	uint64_t lo, hi;
+	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
+	size_t B = (size_t)(hi - lo);
+	if (B == 0)
+		return 0;
+	NCF_TRY(ensure_rows(be, c, B));
+	if (ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n) == 0)
+		return -1;
+	if (fused_path(be, c))
+		return fused_prepare(be, c, B);
+	return grow_red(c, colsum_scratch(be->shape.users, be->shape.layers[1]));
 }
 
 int compute_grad_any(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n)

@@ -138,7 +138,7 @@ static int segsum_run(struct cu *c, struct bufs *x, const uint32_t *keys, size_t
 				 c->s));
 	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)K * H * sizeof(float), c->s));
 	NCF_TRY(sort_by_key_cuda(x->u[0], n, bits, x->u[1], x->u[2], x->u[3], x->temp, tb, c->s));
-	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, x->f[1], x->f[2],
+	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, K, x->f[1], x->f[2],
 					x->f[3], c->s));
 	CUDA_TRY(cudaMemcpyAsync(out, x->f[1], (size_t)K * H * sizeof(float),
 				 cudaMemcpyDeviceToHost, c->s));
@@ -211,3 +211,166 @@ void ncf_cuda_emu_reset_faults(void)
 	NCF_CUDA_NS::g_fault_reported = 0;
 }
 #endif
+
+int ncf_cuda_debug_step_cost(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			     double *loss_sum, struct ncf_cuda_cost *out)
+{
+	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
+	struct cost_rec *saved = cost_active;
+	cost_active = r;
+	int rc = ncf_backend_train_step(be, epoch, first, n, loss_sum);
+	cost_active = saved;
+	cost_export(r, out);
+	free(r);
+	return rc;
+}
+
+int ncf_cuda_debug_emu_counts(unsigned long c[4])
+{
+#ifdef NCF_CUDA_EMULATE
+	/* the counts are of what ran: first run what is queued (lazy mode) */
+	ncf_emu_run_all();
+	for (int k = 0; k < 4; k++)
+		c[k] = ncf_emu_count[k];
+	return 0;
+#else
+	return -1;
+#endif
+}
+
+/* ---- the fused dense layers (mlp.cu) ------------------------------------ */
+
+/* Host floats to a device array of T (rounded on the host). */
+template <typename T> static int upload_as(T **dst, const float *x, size_t n, cudaStream_t s)
+{
+	NCF_TRY(DALLOC(*dst, n));
+	T *h = (T *)malloc((n ? n : 1) * sizeof(T));
+	for (size_t j = 0; j < n; j++)
+		h[j] = from_f32<T>(x[j]);
+	int rc = CUDA_CHECK(cudaMemcpyAsync(*dst, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
+	if (rc == 0)
+		rc = CUDA_CHECK(cudaStreamSynchronize(s));
+	free(h);
+	return rc;
+}
+
+template <typename T> static int download_as(float *x, const T *src, size_t n, cudaStream_t s)
+{
+	T *h = (T *)malloc((n ? n : 1) * sizeof(T));
+	int rc = CUDA_CHECK(cudaMemcpyAsync(h, src, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+	if (rc == 0)
+		rc = CUDA_CHECK(cudaStreamSynchronize(s));
+	for (size_t j = 0; rc == 0 && j < n; j++)
+		x[j] = to_f32(h[j]);
+	free(h);
+	return rc;
+}
+
+template <typename T>
+static int linear_run(struct ncf_backend *be, struct cu *c, int backward, int tf32,
+		      uint32_t epoch, uint64_t pos0, uint32_t layer, size_t rows, uint32_t in,
+		      uint32_t out, const float *A, const float *W, const float *bh, float *res,
+		      float *part)
+{
+	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
+	float *b = NULL, *pt = NULL;
+	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
+	int rc = -1;
+	dropout_k dk;
+	memset(&dk, 0, sizeof dk);
+	dk.active = be->hp.dropout > 0.0f;
+	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
+	dk.scale = dk.active ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	dk.seed = be->hp.seed;
+	dk.epoch = epoch;
+	dk.pos0 = pos0;
+	if (upload_as(&a, A, rows * (backward ? out : in), c->s) ||
+	    upload_as(&w, W, (size_t)out * in, c->s))
+		goto done;
+	if (!backward) {
+		if (upload_as(&b, bh, out, c->s) || DALLOC(y, rows * out) ||
+		    linear_fwd_cuda<T>(rows, in, out, a, w, b, dk, layer, NULL, tf32, y, c->s) ||
+		    download_as(res, y, rows * out, c->s))
+			goto done;
+	} else {
+		if (upload_as(&h, bh, rows * in, c->s) || DALLOC(y, rows * in) ||
+		    DALLOC(pt, nb * in) ||
+		    linear_bwd_cuda<T>(rows, in, out, a, w, h, dk.scale, tf32, y, pt, in, c->s) ||
+		    download_as(res, y, rows * in, c->s) || download_as(part, pt, nb * in, c->s))
+			goto done;
+	}
+	rc = 0;
+done:
+	dfree(a), dfree(w), dfree(h), dfree(y), dfree(b), dfree(pt);
+	return rc;
+}
+
+int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
+			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
+			  const float *A, const float *W, const float *bh, float *res, float *part)
+{
+	struct cu *c = impl(be);
+	switch (mode) {
+	case 2:
+		return linear_run<bf16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
+					bh, res, part);
+	case 3:
+		return linear_run<f16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
+				       bh, res, part);
+	default:
+		return linear_run<float>(be, c, backward, mode == 1, epoch, pos0, layer, rows, in,
+					 out, A, W, bh, res, part);
+	}
+}
+
+template <typename T>
+static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t rows, uint32_t in,
+			uint32_t out, const float *dZ, const float *W, const float *H, float *dX,
+			float *db, float *dW)
+{
+	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
+	float *pt = NULL, *pw = NULL, *odb = NULL, *odw = NULL;
+	double *ls = NULL, *lo = NULL;
+	uint32_t G = bwdw_groups(rows);
+	float scale = be->hp.dropout > 0.0f ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	int rc = -1;
+	part_map m;
+	memset(&m, 0, sizeof m);
+	if (bwdw_setup() || upload_as(&a, dZ, rows * out, c->s) ||
+	    upload_as(&w, W, (size_t)out * in, c->s) ||
+	    upload_as(&h, H, rows * in, c->s) || DALLOC(y, rows * in) || DALLOC(pt, G * in) ||
+	    DALLOC(pw, (size_t)G * out * in) || DALLOC(odb, in) || DALLOC(odw, (size_t)out * in) ||
+	    DALLOC(ls, 1) || DALLOC(lo, 1))
+		goto done;
+	if (CUDA_CHECK(cudaMemsetAsync(ls, 0, sizeof(double), c->s)))
+		goto done;
+	m.seg[m.n++] = {pt, odb, G, in, in};
+	m.seg[m.n++] = {pw, odw, G, out * in, out * in};
+	m.loss = ls;
+	m.loss_rows = 1;
+	m.loss_out = lo;
+	if (linear_bwdw_cuda<T>(rows, in, out, a, w, h, scale, tf32, y, pt, in, pw, c->s) ||
+	    reduce_partials_cuda(m, c->s) || download_as(dX, y, rows * in, c->s) ||
+	    download_as(db, odb, in, c->s) || download_as(dW, odw, (size_t)out * in, c->s))
+		goto done;
+	rc = 0;
+done:
+	dfree(a), dfree(w), dfree(h), dfree(y), dfree(pt), dfree(pw), dfree(odb), dfree(odw);
+	dfree(ls), dfree(lo);
+	return rc;
+}
+
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
+			    uint32_t out, const float *dZ, const float *W, const float *H,
+			    float *dX, float *db, float *dW)
+{
+	struct cu *c = impl(be);
+	switch (mode) {
+	case 2:
+		return linear_w_run<bf16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+	case 3:
+		return linear_w_run<f16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+	default:
+		return linear_w_run<float>(be, c, mode == 1, rows, in, out, dZ, W, H, dX, db, dW);
+	}
+}

@@ -16,6 +16,10 @@
 #define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
 #define ncf_cuda_debug_graphs ncf_cuda_debug_graphs_emu
 #define ncf_cuda_debug_fault ncf_cuda_debug_fault_emu
+#define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
+#define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
+#define ncf_cuda_debug_linear ncf_cuda_debug_linear_emu
+#define ncf_cuda_debug_linear_w ncf_cuda_debug_linear_w_emu
 #endif
 
 #include "cuda.h"
@@ -61,6 +65,35 @@ void ncf_cuda_emu_blas_no_capture(int on);
 void ncf_cuda_emu_devices(int n);
 void ncf_cuda_emu_reset_faults(void);
 #endif
+
+/*
+ * A fused dense layer (mlp.cu) on host data, with be's dropout and seed;
+ * mode 0: fp32 (exact), 1: tf32, 2: bf16, 3: fp16 (inputs rounded to it on
+ * the host, results widened back).  Forward (backward 0): res (rows, out) =
+ * dropout(relu(A W^T + bh)) of hidden layer `layer` at positions pos0 + r;
+ * A (rows, in), W (out, in), bh (out).  Backward: res (rows, in) = bh > 0 ?
+ * (A W) * scale : 0, A (rows, out), bh = H (rows, in); part
+ * (ceil(rows / 128), in) the column sums of res per 128 rows.  Returns 0 or
+ * -1.
+ */
+int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
+			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
+			  const float *A, const float *W, const float *bh, float *res, float *part);
+/* The backward of a fused dense layer with its weight gradient
+ * (linear_bwdw_cuda, then reduce_partials_cuda), modes as above: dX (rows,
+ * in) = H > 0 ? (dZ W) * scale : 0, db (in) its column sums, dW (out, in)
+ * = dZ^T H.  Returns 0 or -1. */
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
+			    uint32_t out, const float *dZ, const float *W, const float *H,
+			    float *dX, float *db, float *dW);
+/* One ncf_backend_train_step with the cost recorder on (cost.cuh, live:
+ * the work runs and is recorded): out gets what it noted.  Returns the
+ * step's result. */
+int ncf_cuda_debug_step_cost(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+			     double *loss_sum, struct ncf_cuda_cost *out);
+/* Under emulation: what emu.h has counted so far (kernel launches, GEMMs,
+ * memsets, copies) into c[0..4); returns 0.  Elsewhere: -1. */
+int ncf_cuda_debug_emu_counts(unsigned long c[4]);
 
 #ifdef __cplusplus
 }

@@ -15,11 +15,11 @@ gpu_usable && skip_all "a GPU is usable: run scripts/gpu-check.sh itself"
 run sh "$script" --quick --no-build
 is "$status" 3 "--quick without a GPU: exit 3"
 like "$out" '^=== summary: quick' "the summary follows"
-for s in data parity epochs inference sanitizer; do
+for s in data parity epochs inference step_paths sanitizer; do
 	like "$out" "^$s +skipped: no GPU" "$s: skipped: no GPU"
 done
 like "$out" '^build +skipped: --no-build' "build: skipped: --no-build"
-like "$out" '^skipped: build \(--no-build\), data \(no GPU\), parity \(no GPU\), epochs \(no GPU\), inference \(no GPU\), sanitizer \(no GPU\)$' \
+like "$out" '^skipped: build \(--no-build\), data \(no GPU\), parity \(no GPU\), epochs \(no GPU\), inference \(no GPU\), step_paths \(no GPU\), sanitizer \(no GPU\)$' \
 	"the skipped stages in one line"
 like "$out" '^training samples/s:' "the table has the training row"
 like "$out" '^inference \(ncf-infer --bench' "... inference"
@@ -29,19 +29,19 @@ like "$out" '^time to the target on synthetic ml-20m: not run' "... time to the 
 run sh "$script" --dry-run
 is "$status" 0 "--dry-run: exit 0"
 like "$out" '^gpu-check: full, budget 540 s, dry run' "--dry-run: the mode and budget"
-for s in build data parity epochs inference bench_gpu target gpu_tests sanitizer; do
+for s in build data parity epochs step_paths inference bench_gpu target gpu_tests sanitizer; do
 	like "$out" "^  $s +[0-9]+ s  (gpu|cpu)  st_" "--dry-run lists $s with its limit"
 done
 awk '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { if ($2 > 540) bad = 1 } END { exit bad }' "$out"
 ok $? "--dry-run: no stage's limit is over the budget"
 run sh "$script" --dry-run --quick
-awk '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { if ($2 > 240) bad = 1; n++ } END { exit bad || n != 6 }' "$out"
-ok $? "--dry-run --quick: six stages, none over 240 s"
+awk '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { if ($2 > 240) bad = 1; n++ } END { exit bad || n != 7 }' "$out"
+ok $? "--dry-run --quick: seven stages, none over 240 s"
 
 NCF_GPU_CHECK_ASSUME_GPU=1 run sh "$script" --quick --no-build
 is "$status" 1 "GPU stages forced on without a GPU: exit 1"
 like "$out" '^data +PASS' "data (ncf-prep) passes"
-for s in parity epochs inference; do
+for s in parity epochs inference step_paths; do
 	like "$out" "^$s +FAIL \(exit [0-9]+\)" "$s: FAIL, and the run goes on"
 done
 like "$out" '^sanitizer +skipped: by itself' "sanitizer: skipped by itself (its test skips)"

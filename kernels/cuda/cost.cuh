@@ -1,0 +1,80 @@
+/*
+ * cost.cuh - the cost recorder of the cuda backend: every launcher
+ * (<op>_cuda), every GEMM, memset, copy and sort of the training step says
+ * what it moves and computes (name, bytes read + written, FLOPs) to the
+ * recorder of the calling host thread when one is active, right before it
+ * launches.  With no recorder (every normal run) a note is one branch.
+ *
+ * Two modes:
+ *  - live: the work runs as usual and is also recorded (the emulation test
+ *    runs a step this way and checks that the notes match what emu.h saw
+ *    launched: each launch noted once, none left out);
+ *  - dry: nothing is launched, allocated or copied: device allocations get
+ *    fake addresses that are never dereferenced, and a launcher whose note
+ *    returns 1 returns 0 at once.  ncf_cuda_step_cost (cost.cu) runs the
+ *    real step code this way, so `bench_gpu --cost` counts what the code
+ *    launches, on a machine without a GPU, in an nvcc build as under
+ *    emulation.
+ *
+ * The bytes of a note are a model, not a measurement: every array a kernel
+ * reads or writes counted once per element touched, caches ignored, except
+ * where a kernel reads a table row per batch row with the rows sorted by
+ * that table's key (consecutive rows read the same table row): those count
+ * each distinct table row once, at most min(rows, table rows) of them.
+ * cuBLAS GEMMs count A, B and C once each (beta = 0) and 2 m n k FLOPs; a
+ * sort counts CUB's onesweep radix sort from its dispatch code (see
+ * sort.cu).
+ */
+#ifndef NCF_CUDA_COST_CUH
+#define NCF_CUDA_COST_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace NCF_CUDA_NS {
+
+/* What a note is: our kernel (one NCF_LAUNCH), a cuBLAS GEMM, a memset, a
+ * copy, or a piece of the sort (the iota and CUB's launches; under
+ * emulation the sort's CPU twin launches nothing, so the emulation test
+ * leaves these out of its count). */
+enum cost_kind { COST_KERNEL, COST_GEMM, COST_MEMSET, COST_COPY, COST_SORT, COST_KINDS };
+
+enum { COST_MAX_ITEMS = 512 };
+
+struct cost_item {
+	const char *name; /* a static string: the op */
+	int kind;
+	double bytes, flops;
+};
+
+struct cost_rec {
+	int dry;		/* 1: record only, launch nothing */
+	unsigned n, dropped;	/* items kept; notes past COST_MAX_ITEMS (counted, not kept) */
+	unsigned count[COST_KINDS];
+	double bytes, flops;
+	uintptr_t next_fake;	/* dry allocations: the next fake device address */
+	struct cost_item item[COST_MAX_ITEMS];
+};
+
+/* The recorder of this host thread, NULL when none (cost.cu). */
+extern thread_local struct cost_rec *cost_active;
+
+/* Record one note.  Returns 1 in a dry run (the caller must then do
+ * nothing and return success), else 0. */
+int cost_note(int kind, const char *name, double bytes, double flops);
+
+/* 1 while a dry run is recording on this thread. */
+static inline int cost_dry(void)
+{
+	return cost_active && cost_active->dry;
+}
+
+} /* namespace NCF_CUDA_NS */
+
+/* The note of a launcher, before it launches: 1 (return 0 without
+ * launching) in a dry run.  Arguments are evaluated only when a recorder is
+ * active. */
+#define NCF_COST(kind, name, bytes, flops) \
+	(NCF_CUDA_NS::cost_active && NCF_CUDA_NS::cost_note((kind), (name), (bytes), (flops)))
+
+#endif

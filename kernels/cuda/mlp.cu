@@ -1,0 +1,585 @@
+/*
+ * mlp.cu - the fused dense layers of the training step (kernels.cuh,
+ * "fused step"): one kernel per layer and direction that does the layer's
+ * matrix product on tensor cores (mma.cuh) and applies what the unfused
+ * path does in separate passes while the product's tile is still on chip:
+ *
+ *   linear_fwd_cuda:  h_out = dropout(relu(h_in W^T + b))           (rows, out)
+ *   linear_bwd_cuda:  dz_in = h_in > 0 ? (dz_out W) * scale : 0      (rows, in)
+ *                     and per block of BWD_ROWS rows the column sums of
+ *                     dz_in (the bias gradient's partials, summed in a fixed
+ *                     order by reduce_partials_cuda)
+ *
+ * so each activation is written once and read once by the next layer, and
+ * the dropout mask is recomputed from Philox (forward) or read from the sign
+ * of h_in (backward: h_in > 0 exactly where the unit was kept and its input
+ * was positive), never stored.  The weight gradient dW = dz_out^T h_in stays
+ * a cuBLAS GEMM (step_fused.cu).
+ *
+ * Tiles: a block of 256 threads (8 warps, 4 x 2) computes 64 rows by all
+ * `n` columns of its output (n <= FUSED_MAX_WIDTH, padded to 16), the
+ * reduction dimension in chunks of KC staged in shared memory; warp (wm, wn)
+ * owns rows 16 wm .. 16 wm + 16 and the column tiles wn, wn + 2, ...  In the
+ * epilogue a warp stores one 16x16 float tile to its staging area and lane l
+ * finishes row l / 2, columns 8 (l % 2) .. + 8 of it: one Philox block of
+ * dropout bits (ncf_dropout_bits, 8 units) and one 16-byte store.
+ *
+ * Rounding: the forward pass adds the bias to the fp32 product and rounds
+ * once to T (the unfused path rounds the product to T first).  In precision
+ * fp32 (MMA_F32) each output is the sum of its K products in k order, then
+ * the bias: what reference.c's linear_forward computes, bit for bit.
+ */
+#include "kernels.cuh"
+#include "mma.cuh"
+
+namespace NCF_CUDA_NS {
+
+enum { FUSED_BM = 64, FUSED_THREADS = 256 };
+
+/* Chunk of the reduction dimension and shared-memory padding (16 bytes) by
+ * element size. */
+template <typename T> struct tile_dims {
+	enum { KC = sizeof(T) == 2 ? 32 : 16, PAD = 16 / sizeof(T), LDA = KC + PAD };
+};
+
+/*
+ * s[r lds + c] = g[(r0 + r) ldg + c0 + c] where r0 + r < rmax and c0 + c <
+ * cmax, else 0, for r < R, c < C (C a multiple of 8), by the threads of the
+ * block in pieces of 8 elements: one 16-byte copy (two for float) where vec
+ * (g 16-byte aligned, ldg a multiple of 8) and the piece is whole.
+ */
+template <typename T>
+NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
+		      size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
+{
+	unsigned per = C / 8, pieces = R * per;
+	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
+		unsigned r = p / per, c = (p % per) * 8;
+		size_t gr = r0 + r;
+		uint32_t gc = c0 + c;
+		T *dst = s + (size_t)r * lds + c;
+		const T *src = g + gr * ldg + gc;
+		if (gr < rmax && vec && gc + 8 <= cmax) {
+			st16(dst, ld16(src));
+			if (sizeof(T) == 4)
+				st16(dst + 4, ld16(src + 4));
+			continue;
+		}
+		NCF_UNROLL
+		for (unsigned e = 0; e < 8; e++)
+			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
+	}
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS)
+	linear_fwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
+			  const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
+			  uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
+			  int vecy, T *__restrict__ Y)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	__shared__ __align__(32) T xs[FUSED_BM * D::LDA];
+	__shared__ __align__(32) T ws[FUSED_MAX_WIDTH * D::LDA];
+	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	size_t row0 = (size_t)blockIdx.x * FUSED_BM;
+	uint32_t npad = (out + 15) / 16 * 16, nt = npad / 16;
+	typename P::frag_c acc[8];
+	NCF_UNROLL
+	for (int i = 0; i < 8; i++)
+		P::zero(acc[i]);
+	for (uint32_t k0 = 0; k0 < in; k0 += D::KC) {
+		load_tile(xs, D::LDA, X, in, row0, rows, k0, in, FUSED_BM, D::KC, vecx);
+		load_tile(ws, D::LDA, W, in, 0, out, k0, in, npad, D::KC, vecw);
+		__syncthreads();
+		for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < in; kk += P::KSTEP) {
+			typename P::frag_a a;
+			P::load_a(a, xs + 16 * wm * D::LDA + kk, D::LDA);
+			NCF_UNROLL
+			for (uint32_t i = 0; i < 8; i++) {
+				uint32_t t = wn + 2 * i;
+				if (t < nt) {
+					typename P::template frag_b<mma_col>::type bt;
+					P::template load_b<mma_col>(bt, ws + 16 * t * D::LDA + kk,
+								    D::LDA);
+					P::mma(acc[i], a, bt);
+				}
+			}
+		}
+		__syncthreads();
+	}
+	float *st = stage[warp];
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	size_t row = row0 + 16 * wm + r;
+	NCF_UNROLL
+	for (uint32_t i = 0; i < 8; i++) {
+		uint32_t t = wn + 2 * i;
+		if (t >= nt)
+			continue;
+		P::store(st, acc[i], 16);
+		__syncwarp();
+		uint32_t h0 = 16 * t + c0;
+		if (row < rows && h0 < out) {
+			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
+			ncf_u32x4 bits = {{0, 0, 0, 0}};
+			if (dk.active)
+				bits = ncf_dropout_bits(dk.seed, dk.epoch,
+							dk.pos0 + (rowpos ? rowpos[row] : row),
+							layer, h0 / 8);
+			float v[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++) {
+				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
+				float y = relu(x); /* keeps a NaN (common.cuh) */
+				if (dk.active)
+					y = y * (ncf_dropout_keep(bits, e, dk.drop16) ? dk.scale
+										      : 0.0f);
+				v[e] = y;
+			}
+			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
+		}
+		__syncwarp();
+	}
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS)
+	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
+			  const T *__restrict__ W, const T *__restrict__ H, float scale, int vecz,
+			  int vecw, int vech, T *__restrict__ dX, float *__restrict__ part,
+			  uint32_t part_ld)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	__shared__ __align__(32) T zs[FUSED_BM * D::LDA];
+	__shared__ __align__(32) T ws[D::KC * (FUSED_MAX_WIDTH + D::PAD)];
+	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
+	__shared__ float colpart[4][FUSED_MAX_WIDTH];
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	uint32_t npad = (in + 15) / 16 * 16, nt = npad / 16, ldb = npad + D::PAD;
+	float *st = stage[warp];
+	for (unsigned q = threadIdx.x; q < 4 * FUSED_MAX_WIDTH; q += blockDim.x)
+		colpart[q / FUSED_MAX_WIDTH][q % FUSED_MAX_WIDTH] = 0.0f;
+	for (uint32_t rt = 0; rt < BWD_ROWS / FUSED_BM; rt++) {
+		size_t row0 = (size_t)blockIdx.x * BWD_ROWS + rt * FUSED_BM;
+		typename P::frag_c acc[8];
+		NCF_UNROLL
+		for (int i = 0; i < 8; i++)
+			P::zero(acc[i]);
+		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
+			load_tile(zs, D::LDA, dZ, out, row0, rows, k0, out, FUSED_BM, D::KC, vecz);
+			load_tile(ws, ldb, W, in, k0, out, 0, in, D::KC, npad, vecw);
+			__syncthreads();
+			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
+			     kk += P::KSTEP) {
+				typename P::frag_a a;
+				P::load_a(a, zs + 16 * wm * D::LDA + kk, D::LDA);
+				NCF_UNROLL
+				for (uint32_t i = 0; i < 8; i++) {
+					uint32_t t = wn + 2 * i;
+					if (t < nt) {
+						typename P::template frag_b<mma_row>::type bt;
+						P::template load_b<mma_row>(
+							bt, ws + kk * ldb + 16 * t, ldb);
+						P::mma(acc[i], a, bt);
+					}
+				}
+			}
+			__syncthreads();
+		}
+		size_t row = row0 + 16 * wm + r;
+		NCF_UNROLL
+		for (uint32_t i = 0; i < 8; i++) {
+			uint32_t t = wn + 2 * i;
+			if (t >= nt)
+				continue;
+			P::store(st, acc[i], 16);
+			__syncwarp();
+			uint32_t q0 = 16 * t + c0;
+			float d[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				d[e] = 0.0f;
+			if (row < rows && q0 < in) {
+				uint32_t cnt = in - q0 < 8 ? in - q0 : 8;
+				float hv[8];
+				load_upto8(H + row * in + q0, hv, cnt, vech && cnt == 8);
+				NCF_UNROLL
+				for (uint32_t e = 0; e < 8; e++)
+					d[e] = e < cnt && hv[e] > 0.0f ? st[r * 16 + c0 + e] * scale
+								       : 0.0f;
+				store_upto8(dX + row * in + q0, d, cnt, vech && cnt == 8);
+			}
+			__syncwarp();
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				st[r * 16 + c0 + e] = d[e];
+			__syncwarp();
+			if (lane < 16) {
+				float s = 0.0f;
+				for (unsigned rr = 0; rr < 16; rr++)
+					s += st[rr * 16 + lane];
+				colpart[wm][16 * t + lane] += s;
+			}
+			__syncwarp();
+		}
+	}
+	__syncthreads();
+	for (uint32_t q = threadIdx.x; q < in; q += blockDim.x)
+		part[(size_t)blockIdx.x * part_ld + q] =
+			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
+}
+
+/* ---- backward with the weight gradient ----------------------------------- */
+
+/* Shared memory of linear_bwdw_kernel: the dZ tile (64, out), the H tile
+ * (64, 128 columns of in), a chunk of W (KC, 128), the warps' staging and
+ * the column partials.  Offsets stay 32-byte aligned (every piece is a
+ * multiple of 32 bytes). */
+template <typename T> struct bwdw_smem {
+	uint32_t ldz, ldh, zs, hs, ws, st, cp, bytes;
+	NCF_DI bwdw_smem(uint32_t out, uint32_t qpad)
+	{
+		typedef tile_dims<T> D;
+		ldz = (out + 15) / 16 * 16 + D::PAD;
+		ldh = qpad + D::PAD;
+		zs = 0;
+		hs = zs + FUSED_BM * ldz * (uint32_t)sizeof(T);
+		ws = hs + FUSED_BM * ldh * (uint32_t)sizeof(T);
+		st = ws + D::KC * ldh * (uint32_t)sizeof(T);
+		cp = st + FUSED_THREADS / 32 * 256 * 4;
+		bytes = cp + 4 * BWDW_COLS * 4;
+	}
+};
+
+/*
+ * Block b = y + Y g (Y = ceil(in / BWDW_COLS)): columns q0 = BWDW_COLS y ..
+ * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  Per tile: the dZ tile
+ * and H's columns in shared memory; dX's columns = H > 0 ? (dZ W) * scale :
+ * 0 (k over out in chunks of KC, as linear_bwd_kernel), and dW's columns +=
+ * dZ^T H (k over the tile's rows; rows past the end are zeros).  The block
+ * then writes its column sums of dX (part, row g) and its dW (partw, (G,
+ * out, in), row g).  Warp w: dX rows 16 (w / 2), column tiles w % 2 + 2 i;
+ * dW tiles w + 8 j of the (out / 16) x (BWDW_COLS / 16) grid.
+ */
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
+	linear_bwdw_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
+			   const T *__restrict__ W, const T *__restrict__ H, float scale,
+			   uint32_t G, int vecz, int vecw, int vech, T *__restrict__ dX,
+			   float *__restrict__ part, uint32_t part_ld, float *__restrict__ partw)
+{
+	typedef mma_tile<T, MODE> P;
+	typedef tile_dims<T> D;
+	NCF_DYN_SHARED(smem);
+	uint32_t Y = (in + BWDW_COLS - 1) / BWDW_COLS, y = blockIdx.x % Y, g = blockIdx.x / Y;
+	uint32_t q0 = BWDW_COLS * y, qn = in - q0 < BWDW_COLS ? in - q0 : (uint32_t)BWDW_COLS;
+	uint32_t qpad = (qn + 15) / 16 * 16, qt = qpad / 16, opad = (out + 15) / 16 * 16;
+	uint32_t ot = opad / 16;
+	bwdw_smem<T> L(out, qpad);
+	T *zs = (T *)(smem + L.zs), *hs = (T *)(smem + L.hs), *ws = (T *)(smem + L.ws);
+	float(*colpart)[BWDW_COLS] = (float(*)[BWDW_COLS])(smem + L.cp);
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	float *st = (float *)(smem + L.st) + warp * 256;
+	for (unsigned q = threadIdx.x; q < 4 * BWDW_COLS; q += blockDim.x)
+		colpart[q / BWDW_COLS][q % BWDW_COLS] = 0.0f;
+	typename P::frag_c accw[8];
+	NCF_UNROLL
+	for (int j = 0; j < 8; j++)
+		P::zero(accw[j]);
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM;
+	for (size_t tile = g; tile < tiles; tile += G) {
+		size_t row0 = tile * FUSED_BM;
+		load_tile(zs, L.ldz, dZ, out, row0, rows, 0, out, FUSED_BM, opad, vecz);
+		load_tile(hs, L.ldh, H, in, row0, rows, q0, in, FUSED_BM, qpad, vech);
+		typename P::frag_c accx[4];
+		NCF_UNROLL
+		for (int i = 0; i < 4; i++)
+			P::zero(accx[i]);
+		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
+			load_tile(ws, L.ldh, W, in, k0, out, q0, in, D::KC, qpad, vecw);
+			__syncthreads();
+			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
+			     kk += P::KSTEP) {
+				typename P::frag_a a;
+				P::load_a(a, zs + 16 * wm * L.ldz + k0 + kk, L.ldz);
+				NCF_UNROLL
+				for (uint32_t i = 0; i < 4; i++) {
+					uint32_t t = wn + 2 * i;
+					if (t < qt) {
+						typename P::template frag_b<mma_row>::type bt;
+						P::template load_b<mma_row>(
+							bt, ws + kk * L.ldh + 16 * t, L.ldh);
+						P::mma(accx[i], a, bt);
+					}
+				}
+			}
+			__syncthreads();
+		}
+		/* dW += dZ^T H over the tile's rows */
+		for (uint32_t kr = 0; kr < FUSED_BM; kr += P::KSTEP) {
+			NCF_UNROLL
+			for (uint32_t j = 0; j < 8; j++) {
+				uint32_t i = warp + 8 * j;
+				if (i < ot * qt) {
+					typename P::frag_at at;
+					P::load_at(at, zs + kr * L.ldz + 16 * (i / qt), L.ldz);
+					typename P::template frag_b<mma_row>::type bt;
+					P::template load_b<mma_row>(bt, hs + kr * L.ldh + 16 * (i % qt),
+								    L.ldh);
+					P::mma(accw[j], at, bt);
+				}
+			}
+		}
+		/* dX: the mask from H's tile, the column sums */
+		size_t row = row0 + 16 * wm + r;
+		NCF_UNROLL
+		for (uint32_t i = 0; i < 4; i++) {
+			uint32_t t = wn + 2 * i;
+			if (t >= qt)
+				continue;
+			P::store(st, accx[i], 16);
+			__syncwarp();
+			uint32_t c = 16 * t + c0, q = q0 + c;
+			float d[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++) {
+				float h = to_f32(hs[(16 * wm + r) * L.ldh + c + e]);
+				d[e] = row < rows && c + e < qn && h > 0.0f
+					       ? st[r * 16 + c0 + e] * scale
+					       : 0.0f;
+			}
+			if (row < rows && c < qn) {
+				uint32_t cnt = qn - c < 8 ? qn - c : 8;
+				store_upto8(dX + row * in + q, d, cnt, vech && cnt == 8);
+			}
+			__syncwarp();
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++)
+				st[r * 16 + c0 + e] = d[e];
+			__syncwarp();
+			if (lane < 16) {
+				float sum = 0.0f;
+				for (unsigned rr = 0; rr < 16; rr++)
+					sum += st[rr * 16 + lane];
+				colpart[wm][16 * t + lane] += sum;
+			}
+			__syncwarp();
+		}
+		__syncthreads(); /* the next tile overwrites zs, hs */
+	}
+	for (uint32_t q = threadIdx.x; q < qn; q += blockDim.x)
+		part[(size_t)g * part_ld + q0 + q] =
+			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
+	NCF_UNROLL
+	for (uint32_t j = 0; j < 8; j++) {
+		uint32_t i = warp + 8 * j;
+		if (i >= ot * qt)
+			continue;
+		P::store(st, accw[j], 16);
+		__syncwarp();
+		uint32_t o = 16 * (i / qt) + r, c = 16 * (i % qt) + c0;
+		if (o < out)
+			for (uint32_t e = 0; e < 8 && c + e < qn; e++)
+				partw[((size_t)g * out + o) * in + q0 + c + e] = st[r * 16 + c0 + e];
+		__syncwarp();
+	}
+}
+
+/* ---- launchers ----------------------------------------------------------- */
+
+/* One launch of the kernel for T and its tile mode. */
+template <typename T, int MODE>
+static int fwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
+		      const T *X, const T *W, const float *b, const dropout_k &dk, uint32_t layer,
+		      const uint32_t *rowpos, int vecx, int vecw, int vecy, T *Y)
+{
+	auto linear_fwd = linear_fwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_fwd, nb, FUSED_THREADS, 0, stream, rows, in, out, X, W, b, dk, layer,
+			rowpos, vecx, vecw, vecy, Y);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int MODE>
+static int bwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
+		      const T *dZ, const T *W, const T *H, float scale, int vecz, int vecw,
+		      int vech, T *dX, float *part, uint32_t part_ld)
+{
+	auto linear_bwd = linear_bwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_bwd, nb, FUSED_THREADS, 0, stream, rows, in, out, dZ, W, H, scale,
+			vecz, vecw, vech, dX, part, part_ld);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
+		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
+		    int tf32, T *Y, cudaStream_t stream)
+{
+	if (out > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
+			  (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	size_t nb = (rows + FUSED_BM - 1) / FUSED_BM;
+	if (nb == 0)
+		return 0;
+	if (nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
+		return -1;
+	}
+	double es = sizeof(T);
+	/* X and Y once, W once (it stays in L2), the positions when dropout
+	 * reads them */
+	double bytes = rows * ((double)in + out) * es + (double)in * out * es + out * 4.0 +
+		       (rowpos && dk.active ? rows * 4.0 : 0.0);
+	if (NCF_COST(COST_KERNEL, "linear_fwd", bytes, 2.0 * rows * in * out))
+		return 0;
+	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
+	int vecy = out % 8 == 0 && aligned16(Y);
+	if constexpr (sizeof(T) == 2)
+		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					     layer, rowpos, vecx, vecw, vecy, Y);
+	else if (tf32)
+		return fwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					       layer, rowpos, vecx, vecw, vecy, Y);
+	else
+		return fwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
+					      layer, rowpos, vecx, vecw, vecy, Y);
+}
+
+template <typename T>
+int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		    cudaStream_t stream)
+{
+	if (in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
+			  (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
+	if (nb == 0)
+		return 0;
+	if (nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
+		return -1;
+	}
+	double es = sizeof(T);
+	/* dZ, H and dX once, W once (L2), the partials */
+	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
+		       nb * (double)in * 4.0;
+	if (NCF_COST(COST_KERNEL, "linear_bwd", bytes, 2.0 * rows * in * out))
+		return 0;
+	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
+	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
+	if constexpr (sizeof(T) == 2)
+		return bwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					     vecz, vecw, vech, dX, part, part_ld);
+	else if (tf32)
+		return bwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					       vecz, vecw, vech, dX, part, part_ld);
+	else
+		return bwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
+					      vecz, vecw, vech, dX, part, part_ld);
+}
+
+template <typename T, int MODE>
+static int bwdw_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t rows, uint32_t in,
+		       uint32_t out, const T *dZ, const T *W, const T *H, float scale, uint32_t G,
+		       int vecz, int vecw, int vech, T *dX, float *part, uint32_t part_ld,
+		       float *partw)
+{
+	auto linear_bwdw = linear_bwdw_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_bwdw, nb, FUSED_THREADS, smem, stream, rows, in, out, dZ, W, H,
+			scale, G, vecz, vecw, vech, dX, part, part_ld, partw);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+/* The most dynamic shared memory a launch of kernel<T, MODE> asks for. */
+template <typename T, int MODE> static int bwdw_allow(void)
+{
+	size_t bytes = bwdw_smem<T>(BWDW_MAX_OUT, BWDW_COLS).bytes;
+	return CUDA_CHECK(cudaFuncSetAttribute(linear_bwdw_kernel<T, MODE>,
+					       cudaFuncAttributeMaxDynamicSharedMemorySize,
+					       (int)bytes));
+}
+
+int bwdw_setup(void)
+{
+	if (cost_dry())
+		return 0;
+	NCF_TRY((bwdw_allow<bf16, MMA_16>()));
+	NCF_TRY((bwdw_allow<f16, MMA_16>()));
+	NCF_TRY((bwdw_allow<float, MMA_TF32>()));
+	return bwdw_allow<float, MMA_F32>();
+}
+
+uint32_t bwdw_groups(size_t rows)
+{
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM;
+	return tiles < BWDW_GROUPS ? (uint32_t)(tiles ? tiles : 1) : (uint32_t)BWDW_GROUPS;
+}
+
+template <typename T>
+int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
+		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
+		     float *partw, cudaStream_t stream)
+{
+	if (out > BWDW_MAX_OUT || in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u with its weight gradient (the "
+			  "limits are %u x %u)",
+			  out, in, (unsigned)BWDW_MAX_OUT, (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	if (rows == 0)
+		return 0;
+	uint32_t G = bwdw_groups(rows), Y = (in + BWDW_COLS - 1) / BWDW_COLS;
+	double es = sizeof(T);
+	/* dZ (once per column group: the groups of a row tile run side by
+	 * side, so the second read comes from L2) and H once, dX written; W
+	 * once (L2); the partials of the bias gradient and of dW */
+	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
+		       G * ((double)in + (double)out * in) * 4.0;
+	if (NCF_COST(COST_KERNEL, "linear_bwdw", bytes, 4.0 * rows * in * out))
+		return 0;
+	uint32_t qpad = (in < BWDW_COLS ? (in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
+	size_t smem = bwdw_smem<T>(out, qpad).bytes;
+	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
+	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
+	unsigned nb = G * Y;
+	if constexpr (sizeof(T) == 2)
+		return bwdw_launch<T, MMA_16>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+					      vecz, vecw, vech, dX, part, part_ld, partw);
+	else if (tf32)
+		return bwdw_launch<T, MMA_TF32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+						vecz, vecw, vech, dX, part, part_ld, partw);
+	else
+		return bwdw_launch<T, MMA_F32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
+					       vecz, vecw, vech, dX, part, part_ld, partw);
+}
+
+#define NCF_INSTANTIATE(T)                                                                     \
+	template int linear_fwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
+					const float *, const dropout_k &, uint32_t,            \
+					const uint32_t *, int, T *, cudaStream_t);             \
+	template int linear_bwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
+					const T *, float, int, T *, float *, uint32_t,         \
+					cudaStream_t);                                         \
+	template int linear_bwdw_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,     \
+					 const T *, float, int, T *, float *, uint32_t,        \
+					 float *, cudaStream_t);
+
+NCF_INSTANTIATE(float)
+NCF_INSTANTIATE(bf16)
+NCF_INSTANTIATE(f16)
+
+} /* namespace NCF_CUDA_NS */
