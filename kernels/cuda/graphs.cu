@@ -184,6 +184,9 @@ static int step_graph_off(struct graphs *g, cudaError_t e)
  * step whose launches differ is instantiated anew).  The device then runs
  * the whole step from one launch.  Inside the capture nothing allocates,
  * synchronises or sets a kernel attribute: step_prepare did that first.
+ * The host state a step's work sets (the tables and the 16-bit copy made
+ * valid) is put back when the capture fails, since the plain launches that
+ * follow must do that work again.
  */
 int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
 {
@@ -191,6 +194,7 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 	if (!g || g->step_off || c->prof || be->dist->size > 1 || !fused_path(be, c))
 		return 1;
 	NCF_TRY(step_prepare(be, c, first, n));
+	int tables_valid = c->tables_valid, plo_valid = c->plo_valid;
 	cudaGraph_t graph = NULL;
 	capture_begin();
 	cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
@@ -204,6 +208,8 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 	if (e != cudaSuccess) {
 		if (graph)
 			cudaGraphDestroy(graph);
+		c->tables_valid = tables_valid;
+		c->plo_valid = plo_valid;
 		return step_graph_off(g, e);
 	}
 	if (g->step_have) {
@@ -218,6 +224,8 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 		e = cudaGraphInstantiate(&g->step_exec, graph, 0);
 		if (e != cudaSuccess) {
 			cudaGraphDestroy(graph);
+			c->tables_valid = tables_valid;
+			c->plo_valid = plo_valid;
 			return step_graph_off(g, e);
 		}
 		g->step_have = 1;
