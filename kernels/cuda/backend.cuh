@@ -87,6 +87,7 @@ struct cu {
 	struct graphs *graphs; /* the step's and scoring's graphs (graphs.cu) */
 	unsigned rows_gen;     /* bumped when the row buffers move (graphs go stale) */
 	uint64_t graph_captures, graph_launches; /* for tests */
+	uint64_t step_captures, step_instantiations, step_launches; /* the step's graph (tests) */
 	struct scorer *sc;     /* scoring streams and buffers, NULL until first used */
 
 	/* rows of a step or a scoring launch: cap rows */

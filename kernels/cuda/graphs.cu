@@ -212,6 +212,7 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 		c->plo_valid = plo_valid;
 		return step_graph_off(g, e);
 	}
+	c->step_captures++;
 	if (g->step_have) {
 		cudaGraphExecUpdateResultInfo info;
 		if (cudaGraphExecUpdate(g->step_exec, graph, &info) != cudaSuccess) {
@@ -229,9 +230,11 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 			return step_graph_off(g, e);
 		}
 		g->step_have = 1;
+		c->step_instantiations++;
 	}
 	cudaGraphDestroy(graph);
 	CUDA_TRY(cudaGraphLaunch(g->step_exec, c->s));
+	c->step_launches++;
 	return 0;
 }
 

@@ -162,6 +162,15 @@ void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uin
 	*launched = c->graph_launches;
 }
 
+void ncf_cuda_debug_step_graph(const struct ncf_backend *be, uint64_t *captured,
+			       uint64_t *instantiated, uint64_t *launched)
+{
+	const struct cu *c = impl(be);
+	*captured = c->step_captures;
+	*instantiated = c->step_instantiations;
+	*launched = c->step_launches;
+}
+
 /* Stops with a fault. */
 __global__ void fault_kernel(int *x)
 {

@@ -15,6 +15,7 @@
 #define ncf_cuda_debug_adam ncf_cuda_debug_adam_emu
 #define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
 #define ncf_cuda_debug_graphs ncf_cuda_debug_graphs_emu
+#define ncf_cuda_debug_step_graph ncf_cuda_debug_step_graph_emu
 #define ncf_cuda_debug_fault ncf_cuda_debug_fault_emu
 #define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
 #define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
@@ -50,6 +51,11 @@ int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n
 			  const float *src, uint32_t H, float *out);
 /* The scoring graphs be has captured and launched so far (graphs.cu). */
 void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uint64_t *launched);
+/* The training step's graph (graphs.cu, graph_step) so far: steps captured,
+ * instantiations (the first, and each time cudaGraphExecUpdate refused the
+ * new capture), graph launches. */
+void ncf_cuda_debug_step_graph(const struct ncf_backend *be, uint64_t *captured,
+			       uint64_t *instantiated, uint64_t *launched);
 /* A kernel that faults (fault_kernel: __trap) on be's stream, then a copy
  * and a synchronisation, as a step would do.  Returns -1 with the fault
  * reported: with NCF_CUDA_SYNC=1 naming fault_kernel, else at the

@@ -90,6 +90,11 @@
  *  - the cost recorder (cost.cuh): a live step notes every launch that the
  *    emulation runs, the dry run (bench_gpu --cost) the same launches and
  *    bytes;
+ *  - the fused step's CUDA graph (graphs.cu graph_step: captured each step,
+ *    swapped in with cudaGraphExecUpdate, replayed by the emulation): four
+ *    steps bit for bit the same as plain launches, as NCF_CUDA_SYNC=1, as
+ *    the graph under the other stream mode, and as the plain launches after
+ *    a capture that fails (one line at -v), in fp32, bf16 and fp16.
  * tests/unit/test_cuda_emu_lazy.t runs all of it again with lazy streams
  * (NCF_EMU_LAZY=1, emu.h), which fails any check whose work is not ordered
  * by a synchronisation or an event: the transfer pipeline, every read of a
@@ -1808,6 +1813,169 @@ static void test_epoch_and_resume(const struct data *d, const struct ncf_shape *
 	close_be(&emu);
 }
 
+/*
+ * The fused step as one CUDA graph (graphs.cu, graph_step), which the
+ * emulation captures, updates (cudaGraphExecUpdate) and replays.  Four
+ * steps (two of them with their losses kept on the device and taken at the
+ * end, the last one short) give the same parameters, Adam moments and
+ * losses, bit for bit, as
+ *  - the same steps launched plainly (NCF_CUDA_GRAPH=0),
+ *  - launched plainly and each launch synchronised (NCF_CUDA_SYNC=1),
+ *  - the graph in the other stream mode (lazy when this run is eager, eager
+ *    when it is lazy: the least and the most delayed schedules),
+ *  - a capture that fails (cuBLAS refusing to be captured), after which the
+ *    step falls back to plain launches: said in one line at -v, nothing at
+ *    the normal level.  In bf16 and fp16 the first step after set_state
+ *    makes the 16-bit copy of the parameters, which the failed capture had
+ *    only recorded: the fallback must make it again;
+ * in fp32, bf16 and fp16.  With the graph, every step is captured and
+ * launched as a graph, instantiated once (cudaGraphExecUpdate takes each
+ * later capture, the short step's too; in bf16 and fp16 twice: the first
+ * step also makes the 16-bit copy); without it, no capture; and a
+ * replay runs the very kernels, GEMMs, memsets and copies of a plain step
+ * (emu.h's counts of what ran).
+ */
+struct graph_run {
+	fvec p, m, v;
+	double loss[2], taken;
+	uint64_t captured, instantiated, launched;
+	unsigned long ran[4]; /* what the second step ran (emu.h's counts) */
+	std::string err;      /* stderr of the steps */
+	int ok;
+};
+
+enum { GR_GRAPH, GR_NO_GRAPH, GR_SYNC, GR_OTHER_MODE, GR_NO_CAPTURE_V, GR_NO_CAPTURE, GR_RUNS };
+
+static void graph_run_steps(const struct data *d, const struct ncf_shape *s, enum ncf_precision prec,
+			    int mode, struct graph_run *r)
+{
+	uint64_t B = 256, S = (uint64_t)d->items.size() * 5;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	int lazy = getenv("NCF_EMU_LAZY") && !strcmp(getenv("NCF_EMU_LAZY"), "1");
+	int saved_verbosity = ncf_verbosity;
+	r->ok = 0;
+	if (S < 3 * B + 2) {
+		tap_diag("the data set is too small for four steps of %llu", (unsigned long long)B);
+		return;
+	}
+	if (mode == GR_NO_GRAPH)
+		setenv("NCF_CUDA_GRAPH", "0", 1);
+	if (mode == GR_SYNC)
+		setenv("NCF_CUDA_SYNC", "1", 1);
+	if (mode == GR_OTHER_MODE)
+		ncf_cuda_emu_lazy(!lazy);
+	struct ncf_backend be;
+	int opened = !open_be(&be, &ncf_backend_cuda, s, &hp, prec, &one, d);
+	unsetenv("NCF_CUDA_GRAPH");
+	unsetenv("NCF_CUDA_SYNC");
+	if (!opened) {
+		ncf_cuda_emu_lazy(lazy);
+		return;
+	}
+	if (mode == GR_NO_CAPTURE_V || mode == GR_NO_CAPTURE) {
+		ncf_cuda_emu_blas_no_capture(1);
+		ncf_verbosity = mode == GR_NO_CAPTURE_V ? 3 : 2;
+	}
+	stderr_capture cap;
+	cap.start();
+	unsigned long c0[4], c1[4];
+	int ok = !ncf_backend_train_step(&be, 0, 0, B, NULL) && !ncf_cuda_debug_emu_counts(c0) &&
+		 !ncf_backend_train_step(&be, 0, B, B, &r->loss[0]) &&
+		 !ncf_cuda_debug_emu_counts(c1) && !ncf_backend_train_step(&be, 0, 2 * B, B, NULL) &&
+		 !ncf_backend_train_step(&be, 0, 3 * B, std::min<uint64_t>(B / 2 + 3, S - 3 * B),
+					 &r->loss[1]) &&
+		 !ncf_backend_take_loss(&be, &r->taken);
+	r->err = cap.stop();
+	ncf_verbosity = saved_verbosity;
+	ncf_cuda_emu_blas_no_capture(0);
+	for (int k = 0; k < 4; k++)
+		r->ran[k] = c1[k] - c0[k];
+	size_t total = be.layout.total;
+	r->p.resize(total), r->m.resize(total), r->v.resize(total);
+	ok &= !ncf_backend_get_state(&be, r->p.data(), r->m.data(), r->v.data()) && be.step == 4;
+	ncf_cuda_debug_step_graph(&be, &r->captured, &r->instantiated, &r->launched);
+	close_be(&be);
+	ncf_cuda_emu_lazy(lazy);
+	r->ok = ok;
+}
+
+static int graph_runs_equal(const struct graph_run *a, const struct graph_run *b)
+{
+	size_t bytes = a->p.size() * 4;
+	return a->p.size() == b->p.size() && !memcmp(a->p.data(), b->p.data(), bytes) &&
+	       !memcmp(a->m.data(), b->m.data(), bytes) && !memcmp(a->v.data(), b->v.data(), bytes) &&
+	       a->loss[0] == b->loss[0] && a->loss[1] == b->loss[1] && a->taken == b->taken;
+}
+
+static void test_step_graph(const struct data *d, const struct ncf_shape *s)
+{
+	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16,
+					    NCF_PRECISION_FP16};
+	const char *other = getenv("NCF_EMU_LAZY") && !strcmp(getenv("NCF_EMU_LAZY"), "1")
+				    ? "eager"
+				    : "lazy";
+	static const char *const what[GR_RUNS] = {
+		"", "NCF_CUDA_GRAPH=0", "NCF_CUDA_SYNC=1", "", "a failed capture", "a failed capture"};
+	char sh[32];
+	snprintf(sh, sizeof sh, "%u,%u,%u", s->layers[1], s->layers[2], s->layers[3]);
+	setenv("NCF_CUDA_PATH", "fused", 1);
+	for (enum ncf_precision prec : precs) {
+		const char *pn = ncf_precision_name(prec);
+		static struct graph_run r[GR_RUNS];
+		for (int mode = 0; mode < GR_RUNS; mode++)
+			graph_run_steps(d, s, prec, mode, &r[mode]);
+		const struct graph_run *g = &r[GR_GRAPH];
+		/* in bf16 and fp16 the first step after set_state also makes the
+		 * 16-bit copy (later steps' Adam writes it): one launch more, a
+		 * graph of another topology, instantiated anew by the second */
+		uint64_t inst = prec == NCF_PRECISION_FP32 ? 1 : 2;
+		tap_ok(g->ok && g->captured == 4 && g->launched == 4 && g->instantiated == inst,
+		       "step graph, %s, layers %s: 4 steps captured (%llu), instantiated %llu times "
+		       "(%s), launched as graphs (%llu)",
+		       pn, sh, (unsigned long long)g->captured, (unsigned long long)g->instantiated,
+		       inst == 1 ? "then updated" : "the first step's cast, then updated",
+		       (unsigned long long)g->launched);
+		for (int mode = GR_NO_GRAPH; mode < GR_RUNS; mode++) {
+			const struct graph_run *x = &r[mode];
+			int graphs = mode == GR_OTHER_MODE ? 4 : 0;
+			int same = x->ok && graph_runs_equal(g, x) && x->captured == (uint64_t)graphs &&
+				   x->launched == (uint64_t)graphs;
+			if (mode == GR_NO_GRAPH || mode == GR_SYNC || mode == GR_OTHER_MODE)
+				same &= !memcmp(g->ran, x->ran, sizeof g->ran);
+			if (mode == GR_NO_CAPTURE_V)
+				same &= lines_of(x->err) == 1 &&
+					x->err.find("no CUDA graph for the training step (") !=
+						std::string::npos &&
+					x->err.find("cuBLAS") != std::string::npos;
+			if (mode == GR_NO_CAPTURE)
+				same &= x->err.empty();
+			char label[96];
+			if (mode == GR_OTHER_MODE)
+				snprintf(label, sizeof label, "the graph with %s streams", other);
+			else if (mode == GR_NO_CAPTURE_V)
+				snprintf(label, sizeof label, "%s (one line at -v), then plain launches",
+					 what[mode]);
+			else if (mode == GR_NO_CAPTURE)
+				snprintf(label, sizeof label,
+					 "%s (nothing at the normal level), then plain launches",
+					 what[mode]);
+			else
+				snprintf(label, sizeof label, "%s, plain launches", what[mode]);
+			tap_ok(same,
+			       "step graph, %s, layers %s: %s: the same parameters, moments and losses, "
+			       "bit for bit",
+			       pn, sh, label);
+			if (!same)
+				tap_diag("ok %d, equal %d, graphs %llu/%llu, ran %lu %lu %lu %lu vs %lu %lu "
+					 "%lu %lu; stderr: %s",
+					 x->ok, graph_runs_equal(g, x), (unsigned long long)x->captured,
+					 (unsigned long long)x->launched, x->ran[0], x->ran[1], x->ran[2],
+					 x->ran[3], g->ran[0], g->ran[1], g->ran[2], g->ran[3],
+					 x->err.c_str());
+		}
+	}
+	unsetenv("NCF_CUDA_PATH");
+}
 
 int main(void)
 {
@@ -1859,6 +2027,9 @@ int main(void)
 		test_epoch_and_resume(&d, &s8);
 	}
 	unsetenv("NCF_CUDA_PATH");
+	g_path = "fused";
+	test_step_graph(&d, &s8);
+	test_step_graph(&d, &s5);
 	test_scoring(&d, &s8);
 	test_graphs(&d, &s8);
 	test_resident(&d, &s8);
