@@ -76,6 +76,10 @@ static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, 
 		return -1;
 	if (!blocks)
 		return 0;
+	/* ids read and written (cost.cuh; scoring is not run dry, but every
+	 * launcher notes what it moves) */
+	if (NCF_COST(COST_KERNEL, "check_ids", 16.0 * n, 0))
+		return 0;
 	NCF_LAUNCH(check_ids_kernel, blocks, BLOCK, 0, stream, n, u_in, i_in, U, I, u_out, i_out,
 		   bad);
 	return CUDA_CHECK(cudaGetLastError());
@@ -83,7 +87,8 @@ static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, 
 
 int chunk_work(struct ncf_backend *be, struct cu *c, const struct chunk *k)
 {
-	CUDA_TRY(cudaMemsetAsync(k->bad, 0xFF, sizeof *k->bad, c->s));
+	if (!NCF_COST(COST_MEMSET, "set_bad", (double)sizeof *k->bad, 0))
+		CUDA_TRY(cudaMemsetAsync(k->bad, 0xFF, sizeof *k->bad, c->s));
 	NCF_TRY(check_ids_cuda(k->n, k->in_u, k->in_i, be->shape.users, be->shape.items, c->su,
 			       c->si, k->bad, c->s));
 	return forward_logits_any(be, c, k->n, k->out, k->prob);
