@@ -7,6 +7,7 @@
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 CUDA_HOME NVCC CUDA_ARCH
+#            V=1 (print the full commands instead of 'CC common/cache.c' lines)
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -21,6 +22,15 @@ OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
 .DEFAULT_GOAL := all
+
+# Short build lines ("  CC      common/cache.c", "  LD      build/bin/ncf-train"); V=1
+# prints every command in full instead.  Use: $(call say,CC,$<)$(CC) ...
+V ?= 0
+ifeq ($(V),1)
+say =
+else
+say = @printf '  %-7s %s\n' '$(1)' '$(2)';
+endif
 
 # --- configuration (probes) ----------------------------------------------------------------
 CONFIG := $(BUILD)/config.mk
@@ -40,7 +50,7 @@ endif
 
 # --- flags ---------------------------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
-CPPFLAGS_NCF := -Icommon -Ikernels -Incf-prep -D_GNU_SOURCE
+CPPFLAGS_NCF := -Icommon -Ikernels -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
 LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
 ifeq ($(HAVE_MPI),1)
@@ -70,24 +80,34 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -lineinfo
 
 # --- sources -------------------------------------------------------------------------------
+# libncf.a is common/ and kernels/: what every tool and test links.  A tool is the files of
+# its own directory (TOOL/*.c) on top of it.  ncf-prep's parse, protocol, rows and synth are
+# ncf-prep's alone (PREP_SRC); the few tests of them (PREP_USERS) are compiled with
+# -Incf-prep and linked with those objects as well (bench_gpu --cost takes its shapes from
+# the synthetic data sets).
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
-LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c) \
-	   $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
+LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c)
+PREP_SRC := $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
+PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep bench/bench_gpu
+PREP_CPPFLAGS := -Incf-prep
 TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-ASAN_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/tests/%)
+ASAN_UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/tests/%)
+ASAN_BINS := $(ASAN_UNIT_BINS)
+# objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
+objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 # Rebuild when the flags change.
 FLAGS_STAMP := $(BUILD)/flags.stamp
 FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ := $(call objs,$(BUILD)/obj,$(LIB_SRC))
 ifeq ($(BUILD_CUDA),1)
 LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 endif
-ASAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
+ASAN_OBJ := $(call objs,$(BUILD)/asan/obj,$(LIB_SRC))
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 BENCH_SRC := $(wildcard bench/*.c)
@@ -130,23 +150,45 @@ endif
 ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
 ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
 ASAN_REPORTS := $(BUILD)/asan/reports
-$(BUILD)/asan/bin/%: $(BUILD)/asan/obj/%/main.o $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
 
 # The fuzz harnesses (tests/fuzz/fuzz_*.c) linked with replay.c into plain programs: make
 # check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 ASAN_REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/asan/tests/fuzz/replay_%)
-$(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o \
-		$(BUILD)/libncf.a
+
+# --- linking: one rule for every C program -------------------------------------------------
+# A program is its objects, then its archive (libncf.a, or the ASan build's), then LIBS and
+# its own extras, $(NAME_LIBS) for a program called NAME.  Its prerequisites say which
+# objects: a tool takes every file of its directory, a test its own file (and ncf-prep's
+# files for PREP_USERS).  The ASan build links with ASAN_FLAGS, every other with CFLAGS.
+C_PROGRAMS := $(TOOL_BINS) $(ASAN_TOOL_BINS) $(UNIT_BINS) $(ASAN_UNIT_BINS) $(TESTTOOL_BINS) \
+	$(BENCH_BINS) $(GPU_TEST_BINS) $(REPLAY_BINS) $(ASAN_REPLAY_BINS)
+LINK_FLAGS = $(if $(filter $(BUILD)/asan/%,$@),$(ASAN_FLAGS),$(CFLAGS))
+$(C_PROGRAMS):
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $^ $(LIBS) -o $@
-$(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
-		$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $^ $(LIBS) -o $@
+	$(call say,LD,$@)$(CC) $(BASE_CFLAGS) $(LINK_FLAGS) $(filter %.o,$^) $(filter %.a,$^) \
+		$(LIBS) $($(notdir $@)_LIBS) -o $@
+
+PREP_OBJ := $(call objs,$(BUILD)/obj,$(PREP_SRC))
+ASAN_PREP_OBJ := $(call objs,$(BUILD)/asan/obj,$(PREP_SRC))
+$(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
+	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c)) $(BUILD)/libncf.a))
+$(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
+	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c)) $(BUILD)/asan/libncf.a))
+$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
+$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
+$(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
+$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
+$(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.a
+$(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
+	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a
+$(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
+	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
+$(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/bench/bench_gpu: $(PREP_OBJ)
+$(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)
+$(foreach d,$(BUILD)/obj $(BUILD)/asan/obj,$(PREP_USERS:%=$(d)/%.o)): \
+	private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 # make fuzz: libFuzzer (clang) builds of the library and the harnesses, each target run for
 # FUZZ_SECONDS on seeds the tools make (tests/fuzz/run.sh); *_sa targets add the
@@ -160,22 +202,27 @@ FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wal
 FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -DNCF_HAVE_MPI -I$(CUDA_HOME)/include \
 	$(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
 FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
-FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
-FUZZ_TARGETS := $(foreach n,$(FUZZ_NAMES),$(BUILD)/fuzz/fuzz_$(n)) \
+FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
+# (the safetensors harness has its own target and seeds: make fuzz-safetensors)
+FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
 	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
 	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
 $(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(call say,CC,$< [fuzz])$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+		-c $< -o $@
 $(BUILD)/fuzz/libncf.a: $(FUZZ_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+# A harness is compiled and linked in one go, with the archive and its extra objects.
 $(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
-	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -DNCF_FUZZ_STRUCTURE -fsanitize=fuzzer $< \
-		$(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
-	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libncf.a \
+	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(OBJ_CPPFLAGS) $(FUZZ_CFLAGS) \
+		-DNCF_FUZZ_STRUCTURE -fsanitize=fuzzer $< $(filter %.o,$^) $(BUILD)/fuzz/libncf.a \
 		$(FUZZ_LIBS) -o $@
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(OBJ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer \
+		$< $(filter %.o,$^) $(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
+$(BUILD)/fuzz/fuzz_prep: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
+$(BUILD)/fuzz/fuzz_prep: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 ## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
 fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
@@ -185,44 +232,24 @@ fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
 all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
 	$(GPU_TEST_BINS) $(REPLAY_BINS)
 
+# --- compiling ----------------------------------------------------------------------------
+# OBJ_CPPFLAGS: the extra preprocessor flags of a few objects (set per target, private).
 $(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CPPFLAGS_NCF) $(OBJ_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(filter -I% -D%,$(CPPFLAGS_NCF)) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(call say,NVCC,$<)$(NVCC) $(filter -I% -D%,$(CPPFLAGS_NCF)) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libncf.a: $(LIB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
-
-$(BUILD)/bin/%: $(BUILD)/obj/%/main.o $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
-
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
-
-$(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
-
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(BUILD)/libncf.a $(LIBS) -o $@
-
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $< $(CU_TEST_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
 # --- ncf-infer's other files and the ONNX export ------------------------------------------
-# ncf-infer links its main with every other file of ncf-infer/.  export_onnx.c serialises
+# ncf-infer links every file of ncf-infer/ (the one link rule).  export_onnx.c serialises
 # with C that protoc-c generates into $(BUILD)/gen from the onnx.proto of Debian's
 # libonnx-dev (scripts/configure.sh probes and installs it; nothing generated is kept in the
 # tree); without it (NO_ONNX=1, or not found) ncf-infer --export F.onnx exits 3.
-INFER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out ncf-infer/main.c,$(wildcard ncf-infer/*.c)))
 EXPORT_ONNX_OBJ := $(BUILD)/obj/ncf-infer/export_onnx.o $(BUILD)/asan/obj/ncf-infer/export_onnx.o
 ifeq ($(HAVE_ONNX),1)
 ONNX_OBJ := $(BUILD)/obj/gen/onnx.pb-c.o
@@ -232,19 +259,15 @@ $(EXPORT_ONNX_OBJ): $(BUILD)/gen/onnx.pb-c.h
 else
 $(EXPORT_ONNX_OBJ): CPPFLAGS_NCF += -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
 endif
+# ncf-infer's extras for the link rule
+ncf-infer_LIBS := $(ONNX_LIBS)
+$(BUILD)/bin/ncf-infer $(BUILD)/asan/bin/ncf-infer: $(ONNX_OBJ)
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: $(dir $(ONNX_PROTO))%.proto $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(PROTOC_C) --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $<
+	$(call say,GEN,$@)$(PROTOC_C) --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $<
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
-$(BUILD)/bin/ncf-infer: $(BUILD)/obj/ncf-infer/main.o $(INFER_OBJ) $(ONNX_OBJ) $(BUILD)/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(filter %.o,$^) $(BUILD)/libncf.a $(LIBS) $(ONNX_LIBS) -o $@
-$(BUILD)/asan/bin/ncf-infer: $(BUILD)/asan/obj/ncf-infer/main.o \
-		$(INFER_OBJ:$(BUILD)/obj/%=$(BUILD)/asan/obj/%) $(ONNX_OBJ) $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $(filter %.o,$^) $(BUILD)/asan/libncf.a $(LIBS) $(ONNX_LIBS) -o $@
+	$(call say,CC,$<)$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
 
 # The safetensors reader under libFuzzer (clang), seeded with files the tools write.
 FUZZ_CC ?= clang
@@ -253,8 +276,9 @@ FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c $(addprefix common/,safetensors.c m
 	err.c io.c model.c cache.c ckpt.c container.c crc32c.c)
 $(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -Icommon -Ikernels -D_GNU_SOURCE -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=undefined $(FUZZ_ST_SRC) -lzstd -lm -o $@
+	$(call say,LD,$@)$(FUZZ_CC) -Icommon -Ikernels -D_GNU_SOURCE -std=gnu11 -g -O1 \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(FUZZ_ST_SRC) \
+		-lzstd -lm -o $@
 
 ## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
 fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
@@ -265,42 +289,39 @@ fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
 # The emulation test: kernels/cuda/*.cu and the test as C++, against the C library.
 $(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(CFLAGS) -c $< -o $@
+	$(call say,CXX,$< [emu])$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
-	$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
+	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
 
 $(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$< [emu])$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
-	$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
+	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
 
 $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) -c $< -o $@
+	$(call say,CXX,$< [asan emu])$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) \
+		-c $< -o $@
 
 $(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
 	@mkdir -p $(dir $@)
-	$(CXX) -fopenmp $(ASAN_FLAGS) $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a $(LIBS) -o $@
+	$(call say,LD,$@)$(CXX) -fopenmp $(ASAN_FLAGS) $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a $(LIBS) -o $@
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and unit tests.
 # It holds no CUDA objects, so it is compiled as a build without CUDA.
 ASAN_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL,$(CPPFLAGS_NCF))
 $(BUILD)/asan/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CPPFLAGS) $(BASE_CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+	$(call say,CC,$< [asan])$(CC) $(ASAN_CPPFLAGS) $(OBJ_CPPFLAGS) $(BASE_CFLAGS) $(ASAN_FLAGS) \
+		-c $< -o $@
 
 $(BUILD)/asan/libncf.a: $(ASAN_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
-
-$(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_FLAGS) $< $(BUILD)/asan/libncf.a $(LIBS) -o $@
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))

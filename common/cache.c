@@ -164,15 +164,15 @@ int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
 	size_t N = c->eval_negatives;
 	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
 	uint32_t s8 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(8);
-	if (ncf_cw_begin(&w, fp, display, MAGIC, NCF_CACHE_VERSION) ||
-	    ncf_cw_section(&w, "meta", meta, META_SIZE, 0) ||
-	    ncf_cw_section(&w, "userids", c->user_ids, 4 * U, s4) ||
-	    ncf_cw_section(&w, "itemids", c->item_ids, 4 * I, s4) ||
-	    ncf_cw_section(&w, "offsets", c->offsets, 8 * (U + 1), s8) ||
-	    ncf_cw_section(&w, "trainitm", c->train_items, 4 * P, s4 | NCF_FILTER_DELTA32) ||
-	    ncf_cw_section(&w, "testitm", c->test_items, 4 * U, s4) ||
-	    ncf_cw_section(&w, "evalneg", c->eval_neg, 4 * U * N, s4) || ncf_cw_end(&w))
-		return -1;
+	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC, NCF_CACHE_VERSION));
+	NCF_TRY(ncf_cw_section(&w, "meta", meta, META_SIZE, 0));
+	NCF_TRY(ncf_cw_section(&w, "userids", c->user_ids, 4 * U, s4));
+	NCF_TRY(ncf_cw_section(&w, "itemids", c->item_ids, 4 * I, s4));
+	NCF_TRY(ncf_cw_section(&w, "offsets", c->offsets, 8 * (U + 1), s8));
+	NCF_TRY(ncf_cw_section(&w, "trainitm", c->train_items, 4 * P, s4 | NCF_FILTER_DELTA32));
+	NCF_TRY(ncf_cw_section(&w, "testitm", c->test_items, 4 * U, s4));
+	NCF_TRY(ncf_cw_section(&w, "evalneg", c->eval_neg, 4 * U * N, s4));
+	NCF_TRY(ncf_cw_end(&w));
 	return 0;
 }
 
@@ -405,9 +405,9 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 	void *meta = NULL;
 	size_t n;
 	int rc = -1;
-	if (ncf_cr_open(&r, fp, display, MAGIC, NCF_CACHE_VERSION, NCF_CACHE_VERSION, HINT) ||
-	    ncf_cr_section(&r, "meta", META_SIZE, 1, &meta, &n))
-		goto out;
+	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CACHE_VERSION, NCF_CACHE_VERSION, HINT),
+		     out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "meta", META_SIZE, 1, &meta, &n), out);
 	meta_unpack(c, meta);
 	/* Sizes that do not agree would make huge allocations: refuse them
 	 * before reading any array. */
@@ -427,14 +427,13 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 		corrupt(display, msg);
 		goto out;
 	}
-	if (read_ids(&r, "userids", U, &c->user_ids, display) ||
-	    read_ids(&r, "itemids", I, &c->item_ids, display) ||
-	    ncf_cr_section(&r, "offsets", 8 * (U + 1), 1, (void **)&c->offsets, &n) ||
-	    ncf_cr_section(&r, "trainitm", 4 * P, 1, (void **)&c->train_items, &n) ||
-	    ncf_cr_section(&r, "testitm", 4 * U, 1, (void **)&c->test_items, &n) ||
-	    ncf_cr_section(&r, "evalneg", 4 * U * N, 1, (void **)&c->eval_neg, &n) ||
-	    ncf_cr_end(&r))
-		goto out;
+	NCF_TRY_GOTO(read_ids(&r, "userids", U, &c->user_ids, display), out);
+	NCF_TRY_GOTO(read_ids(&r, "itemids", I, &c->item_ids, display), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "offsets", 8 * (U + 1), 1, (void **)&c->offsets, &n), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "trainitm", 4 * P, 1, (void **)&c->train_items, &n), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "testitm", 4 * U, 1, (void **)&c->test_items, &n), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "evalneg", 4 * U * N, 1, (void **)&c->eval_neg, &n), out);
+	NCF_TRY_GOTO(ncf_cr_end(&r), out);
 	if (P == 0) { /* a zero-byte section decompresses to a NULL-free 1-byte buffer */
 		free(c->train_items);
 		c->train_items = ncf_xmalloc(4);

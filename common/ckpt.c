@@ -97,8 +97,10 @@ static int metric_ok(double x, int none)
  * top of this file); *L gets the layout.  Returns 0, or -1 after a report
  * naming the field.
  */
-static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct ncf_layout *L,
-			   const char *display)
+/* The shape (meta bytes 0..47) and the layout it makes, which must hold
+ * the number of parameters the meta gives. */
+static int check_shape_meta(struct ncf_ckpt *ck, const unsigned char *m, struct ncf_layout *L,
+			    const char *display)
 {
 	struct ncf_shape *sh = &ck->shape;
 	sh->users = ncf_get_u32(m + 0);
@@ -128,7 +130,12 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	if (ncf_get_u64(m + 48) != L->total)
 		return bad(display, "meta field parameters is %llu, the shape needs %zu",
 			   (unsigned long long)ncf_get_u64(m + 48), L->total);
+	return 0;
+}
 
+/* The hyperparameters and the run's state (meta bytes 56..183), unchecked. */
+static void unpack_run_meta(struct ncf_ckpt *ck, const unsigned char *m)
+{
 	struct ncf_hparams *h = &ck->hp;
 	h->lr = get_f32(m + 56);
 	h->beta1 = get_f32(m + 60);
@@ -152,7 +159,13 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
-	/* the ranges ncf-train accepts on its command line */
+}
+
+/* The hyperparameters: the ranges ncf-train accepts on its command line. */
+static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
+{
+	const struct ncf_shape *sh = &ck->shape;
+	const struct ncf_hparams *h = &ck->hp;
 	if (!(h->lr > 0 && h->lr <= 1e30f))
 		return bad(display, "meta field learning_rate is %g (0 < x <= 1e30)", h->lr);
 	if (!(h->beta1 >= 0 && h->beta1 < 1))
@@ -177,7 +190,14 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 		return bad(display, "meta field train_positives is %llu (1 to %s)",
 			   (unsigned long long)P,
 			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
-	/* where the run stands */
+	return 0;
+}
+
+/* Where the run stands: epoch, position, step and the epoch's loss agree. */
+static int check_progress_meta(const struct ncf_ckpt *ck, const char *display)
+{
+	const struct ncf_hparams *h = &ck->hp;
+	uint64_t P = ck->train_positives;
 	uint64_t S = P * (1 + (uint64_t)h->negatives);
 	uint64_t steps = S / h->batch + (S % h->batch != 0);
 	if (ck->epoch > 1000000)
@@ -201,6 +221,12 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	    (ck->position == 0 && ck->epoch_loss != 0))
 		return bad(display, "meta field epoch_loss is %g (%s)", ck->epoch_loss,
 			   ck->position ? "finite, >= 0" : "0 at the start of an epoch");
+	return 0;
+}
+
+/* The metrics: -1 before the first epoch, else in range, last <= best. */
+static int check_metrics_meta(const struct ncf_ckpt *ck, const char *display)
+{
 	int none = ck->epochs_done == 0;
 	if (!metric_ok(ck->best_hr, none))
 		return bad(display, "meta field best_hr is %g (%s)", ck->best_hr,
@@ -217,6 +243,17 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	if (!metric_ok(ck->last_ndcg, none))
 		return bad(display, "meta field last_ndcg is %g (%s)", ck->last_ndcg,
 			   none ? "-1 before the first epoch" : "0 to 1");
+	return 0;
+}
+
+static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct ncf_layout *L,
+			   const char *display)
+{
+	NCF_TRY(check_shape_meta(ck, m, L, display));
+	unpack_run_meta(ck, m);
+	NCF_TRY(check_hparams_meta(ck, display));
+	NCF_TRY(check_progress_meta(ck, display));
+	NCF_TRY(check_metrics_meta(ck, display));
 	for (int k = 184; k < META_SIZE; k++)
 		if (m[k])
 			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
@@ -238,7 +275,27 @@ static int check_floats(const float *x, size_t n, int nonneg, const char *tag,
 		   nonneg ? "finite, >= 0" : "finite");
 }
 
-int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path)
+/* The sections of ck after its packed meta m (T bytes per parameter
+ * vector) to fp.  Returns 0 or -1 (reported). */
+static int write_sections(const struct ncf_ckpt *ck, const unsigned char *m, size_t T, FILE *fp,
+			  const char *display, int workers)
+{
+	struct ncf_cw w = {0};
+	w.level = 1; /* floats hardly compress; be quick */
+	w.workers = workers;
+	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
+	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC, NCF_CKPT_VERSION));
+	NCF_TRY(ncf_cw_section(&w, "meta", m, META_SIZE, 0));
+	NCF_TRY(ncf_cw_section(&w, "userids", ck->user_ids, 4 * (size_t)ck->shape.users, s4));
+	NCF_TRY(ncf_cw_section(&w, "itemids", ck->item_ids, 4 * (size_t)ck->shape.items, s4));
+	NCF_TRY(ncf_cw_section(&w, "params", ck->params, T, s4));
+	NCF_TRY(ncf_cw_section(&w, "adam_m", ck->m, T, s4));
+	NCF_TRY(ncf_cw_section(&w, "adam_v", ck->v, T, s4));
+	NCF_TRY(ncf_cw_end(&w));
+	return 0;
+}
+
+int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 {
 	struct ncf_layout L;
 	ncf_layout_make(&ck->shape, &L);
@@ -276,17 +333,7 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path)
 	struct ncf_out o;
 	if (ncf_out_open(&o, path, 1) != 0)
 		return -1;
-	struct ncf_cw w = {0};
-	w.level = 1; /* floats hardly compress; be quick */
-	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
-	size_t T = L.total * sizeof(float);
-	if (ncf_cw_begin(&w, o.fp, o.display, MAGIC, NCF_CKPT_VERSION) ||
-	    ncf_cw_section(&w, "meta", m, META_SIZE, 0) ||
-	    ncf_cw_section(&w, "userids", ck->user_ids, 4 * (size_t)ck->shape.users, s4) ||
-	    ncf_cw_section(&w, "itemids", ck->item_ids, 4 * (size_t)ck->shape.items, s4) ||
-	    ncf_cw_section(&w, "params", ck->params, T, s4) ||
-	    ncf_cw_section(&w, "adam_m", ck->m, T, s4) ||
-	    ncf_cw_section(&w, "adam_v", ck->v, T, s4) || ncf_cw_end(&w)) {
+	if (write_sections(ck, m, L.total * sizeof(float), o.fp, o.display, workers) != 0) {
 		ncf_out_abort(&o);
 		return -1;
 	}
@@ -325,9 +372,9 @@ int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int wit
 	void *mm = NULL, *vv = NULL;
 	size_t n;
 	int rc = -1;
-	if (ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION, HINT) ||
-	    ncf_cr_section(&r, "meta", META_SIZE, 1, (void **)&m, &n))
-		goto out;
+	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION, HINT),
+		     out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "meta", META_SIZE, 1, (void **)&m, &n), out);
 	struct ncf_layout L;
 	if (ckpt_check_meta(ck, m, &L, display) != 0)
 		goto out;
@@ -339,16 +386,15 @@ int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int wit
 		    (unsigned long long)arrays);
 		goto out;
 	}
-	if (read_ids(&r, "userids", ck->shape.users, &ck->user_ids, display) ||
-	    read_ids(&r, "itemids", ck->shape.items, &ck->item_ids, display) ||
-	    ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n) ||
-	    ncf_cr_section(&r, "adam_m", T, 1, &mm, &n) ||
-	    ncf_cr_section(&r, "adam_v", T, 1, &vv, &n) || ncf_cr_end(&r))
-		goto out;
-	if (check_floats(ck->params, L.total, 0, "params", display) ||
-	    check_floats(mm, L.total, 0, "adam_m", display) ||
-	    check_floats(vv, L.total, 1, "adam_v", display))
-		goto out;
+	NCF_TRY_GOTO(read_ids(&r, "userids", ck->shape.users, &ck->user_ids, display), out);
+	NCF_TRY_GOTO(read_ids(&r, "itemids", ck->shape.items, &ck->item_ids, display), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "adam_m", T, 1, &mm, &n), out);
+	NCF_TRY_GOTO(ncf_cr_section(&r, "adam_v", T, 1, &vv, &n), out);
+	NCF_TRY_GOTO(ncf_cr_end(&r), out);
+	NCF_TRY_GOTO(check_floats(ck->params, L.total, 0, "params", display), out);
+	NCF_TRY_GOTO(check_floats(mm, L.total, 0, "adam_m", display), out);
+	NCF_TRY_GOTO(check_floats(vv, L.total, 1, "adam_v", display), out);
 	if (with_adam) {
 		ck->m = mm;
 		ck->v = vv;

@@ -33,8 +33,10 @@ struct ncf_ckpt {
 	float *m, *v;		  /* (layout total) Adam moments; NULL when not loaded */
 };
 
-/* Write ck to path atomically.  Returns 0 or -1 (reported). */
-int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path);
+/* Write ck to path atomically, compressed by workers zstd threads (0: on
+ * the caller's; any number from 1 on gives the same bytes, container.h).
+ * Returns 0 or -1 (reported). */
+int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers);
 /* Read and validate a checkpoint ("-": stdin); with_adam 0 skips keeping
  * the moments (they are still checked).  Returns 0 or -1 (reported). */
 int ncf_ckpt_read(const char *path, struct ncf_ckpt *ck, int with_adam);

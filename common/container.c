@@ -21,15 +21,18 @@
 /* A section's first output buffer; it doubles as data arrives. */
 #define NCF_CR_FIRST_ALLOC ((size_t)1 << 20)
 
-/* Report a zstd failure with zstd's own words. */
-#define NCF_ZSTD_CHECK(call, what)                                                    \
-	({                                                                            \
-		size_t zr__ = (call);                                                 \
-		if (ZSTD_isError(zr__))                                               \
-			ncf_error("%s: zstd %s failed (%s:%d): %s", w_or_r_display, what,   \
-				  __FILE__, __LINE__, ZSTD_getErrorName(zr__));       \
-		zr__;                                                                 \
-	})
+/* Check a zstd call (zstd's CHECK_F), one per statement: evaluate call
+ * once; on an error report "DISPLAY: zstd WHAT failed (FILE:LINE): zstd's
+ * message" and return -1 from the function. */
+#define NCF_ZSTD_TRY(display, what, call)                                                   \
+	do {                                                                                \
+		size_t zr__ = (call);                                                       \
+		if (ZSTD_isError(zr__)) {                                                   \
+			ncf_error("%s: zstd %s failed (%s:%d): %s", (display), (what),      \
+				  __FILE__, __LINE__, ZSTD_getErrorName(zr__));             \
+			return -1;                                                          \
+		}                                                                           \
+	} while (0)
 
 static void shuffle_bytes(unsigned char *dst, const unsigned char *src, size_t n, size_t elem)
 {
@@ -58,10 +61,7 @@ int ncf_cw_begin(struct ncf_cw *w, FILE *fp, const char *display, const char mag
 	memcpy(h, magic, 8);
 	ncf_put_u32(h + 8, version);
 	ncf_put_u32(h + 28, ncf_crc32c(0, h, 28));
-	if (ncf_write_full(fp, h, HDR) != 0) {
-		ncf_error("%s: write failed: %s", display, strerror(errno));
-		return -1;
-	}
+	NCF_WRITE_TRY(display, ncf_write_full(fp, h, HDR));
 	return 0;
 }
 
@@ -74,17 +74,34 @@ static int write_section_header(struct ncf_cw *w, const char *tag, uint64_t raw,
 	ncf_put_u64(h + 16, comp);
 	ncf_put_u32(h + 24, filters);
 	ncf_put_u32(h + 28, ncf_crc32c(0, h, 28));
-	if (ncf_write_full(w->fp, h, HDR) != 0) {
-		ncf_error("%s: write failed: %s", w->display, strerror(errno));
-		return -1;
-	}
+	NCF_WRITE_TRY(w->display, ncf_write_full(w->fp, h, HDR));
+	return 0;
+}
+
+/* Compress size bytes of src (filters already applied) with cc into comp
+ * (bound bytes) and write the section.  Returns 0 or -1 (reported). */
+static int compress_section(struct ncf_cw *w, ZSTD_CCtx *cc, const char *tag,
+			    const unsigned char *src, size_t size, uint32_t filters,
+			    unsigned char *comp, size_t bound)
+{
+	size_t n = 0;
+	NCF_ZSTD_TRY(w->display, "set level",
+		     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, w->level));
+	NCF_ZSTD_TRY(w->display, "set checksum", ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1));
+	/* a zstd built without threads refuses workers: compress here then */
+	if (w->workers > 0 && ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, w->workers)))
+		ncf_debug("%s: zstd has no worker threads; compressing on one", w->display);
+	NCF_ZSTD_TRY(w->display, "set content size",
+		     ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1));
+	NCF_ZSTD_TRY(w->display, "compress", n = ZSTD_compress2(cc, comp, bound, src, size));
+	NCF_TRY(write_section_header(w, tag, size, n, filters));
+	NCF_WRITE_TRY(w->display, ncf_write_full(w->fp, comp, n));
 	return 0;
 }
 
 int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t size,
 		   uint32_t filters)
 {
-	const char *w_or_r_display = w->display;
 	const unsigned char *src = data;
 	unsigned char *tmp = NULL, *tmp2 = NULL;
 	if ((filters & NCF_FILTER_DELTA32) && size % 4 == 0 && size) {
@@ -112,26 +129,7 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
 	if (!cc)
 		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
-	size_t n = 0;
-	int rc = -1;
-	if (ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, w->level),
-					"set level")) ||
-	    ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1),
-					"set checksum")) ||
-	    ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1),
-					"set content size")))
-		goto out;
-	n = NCF_ZSTD_CHECK(ZSTD_compress2(cc, comp, bound, src, size), "compress");
-	if (ZSTD_isError(n))
-		goto out;
-	if (write_section_header(w, tag, size, n, filters) != 0)
-		goto out;
-	if (ncf_write_full(w->fp, comp, n) != 0) {
-		ncf_error("%s: write failed: %s", w->display, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
+	int rc = compress_section(w, cc, tag, src, size, filters, comp, bound);
 	ZSTD_freeCCtx(cc);
 	free(comp);
 	free(tmp);
@@ -257,16 +255,11 @@ static int read_section_header(struct ncf_cr *r, const char *tag, uint64_t *raw,
 	return 0;
 }
 
-int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact, void **data,
-		   size_t *size)
+/* A section header's sizes and filters, checked before any allocation.
+ * Returns 0 or -1 (reported). */
+static int check_section(struct ncf_cr *r, const char *tag, uint64_t raw, uint64_t comp,
+			 uint32_t filters, size_t max_size, int exact)
 {
-	const char *w_or_r_display = r->display;
-	uint64_t raw, comp;
-	uint32_t filters;
-	*data = NULL;
-	*size = 0;
-	if (read_section_header(r, tag, &raw, &comp, &filters) != 0)
-		return -1;
 	size_t elem = (filters >> 8) & 0xFF;
 	if (raw > NCF_ZSTD_MAX_EXPANSION(comp)) {
 		/* zstd's densest block (RLE: 4 bytes for 128 KiB) cannot make
@@ -287,103 +280,139 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 			  r->display, tag, (unsigned long long)comp, (unsigned long long)raw, r->hint);
 		return -1;
 	}
-	if ((filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) ||
-	    ((filters & NCF_FILTER_DELTA32) && raw % 4) ||
-	    ((filters & NCF_FILTER_SHUFFLE) && (elem < 2 || raw % elem)) ||
-	    (!(filters & NCF_FILTER_SHUFFLE) && elem)) {
+	int unknown = (filters & ~(NCF_FILTER_DELTA32 | NCF_FILTER_SHUFFLE | 0xFF00u)) != 0;
+	int bad_delta = (filters & NCF_FILTER_DELTA32) && raw % 4;
+	int bad_shuffle = (filters & NCF_FILTER_SHUFFLE) ? elem < 2 || raw % elem : elem != 0;
+	if (unknown || bad_delta || bad_shuffle) {
 		ncf_error("%s: section '%s': filters 0x%x cannot apply to %llu bytes%s", r->display,
 			  tag, filters, (unsigned long long)raw, r->hint);
 		return -1;
 	}
-	/* The output grows as zstd actually produces it, up to raw: a frame
-	 * that claims more than it holds costs what it holds. */
-	size_t cap = raw < NCF_CR_FIRST_ALLOC ? (size_t)raw : NCF_CR_FIRST_ALLOC;
-	unsigned char *out = ncf_xmalloc(cap);
-	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	if (!dc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+	return 0;
+}
+
+/* The first bytes of a section's data: one zstd frame (magic 28 b5 2f fd,
+ * not a skippable one) whose header (RFC 8878) sets the content checksum
+ * flag (bit 2 of its descriptor) and gives the content size raw.  Returns
+ * 0 or -1 (reported). */
+static int check_frame(struct ncf_cr *r, const char *tag, const unsigned char *in, size_t n,
+		       uint64_t raw)
+{
+	const char *why = n < 6 || memcmp(in, "\x28\xb5\x2f\xfd", 4)	? "not a zstd frame"
+			  : !(in[4] & 4)				? "a frame without its checksum"
+			  : ZSTD_getFrameContentSize(in, n) != raw ? "a frame of another size"
+								   : NULL;
+	if (!why)
+		return 0;
+	ncf_error("%s: section '%s' is corrupt (%s)%s", r->display, tag, why, r->hint);
+	return -1;
+}
+
+/* A section's decompression: the output grows as zstd actually produces
+ * it, up to raw, so that a frame that claims more than it holds costs
+ * what it holds. */
+struct inflate {
+	ZSTD_DCtx *dc;
+	unsigned char *out;
+	ZSTD_outBuffer ob;
+	uint64_t raw;
+	size_t zr; /* zstd's last hint: 0 when the frame is complete */
+};
+
+static void inflate_grow(struct inflate *f)
+{
+	size_t grow = f->ob.size < (size_t)f->raw / 2 ? 2 * f->ob.size : (size_t)f->raw;
+	f->out = ncf_xrealloc(f->out, grow);
+	f->ob.dst = f->out;
+	f->ob.size = grow;
+}
+
+/* Decompress the n bytes of in.  Returns 0 or -1 (reported). */
+static int inflate_chunk(struct ncf_cr *r, const char *tag, struct inflate *f,
+			 const unsigned char *in, size_t n)
+{
+	ZSTD_inBuffer ib = {in, n, 0};
+	while (ib.pos < ib.size) {
+		if (f->ob.pos == f->ob.size && f->ob.size < f->raw)
+			inflate_grow(f);
+		size_t before_in = ib.pos, before_out = f->ob.pos;
+		f->zr = ZSTD_decompressStream(f->dc, &f->ob, &ib);
+		const char *why = NULL;
+		if (ZSTD_isError(f->zr)) {
+			ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
+				  ZSTD_getErrorName(f->zr), r->hint);
+			return -1;
+		}
+		if (f->zr == 0 && ib.pos < ib.size)
+			why = "data after its frame";
+		else if (ib.pos == before_in && f->ob.pos == before_out)
+			why = "more data than its size";
+		if (why) {
+			ncf_error("%s: section '%s' is corrupt (%s)%s", r->display, tag, why, r->hint);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The decoded bytes zstd holds back until there is room for them, then
+ * the frame must be complete at raw bytes (in: the input buffer, empty
+ * now).  Returns 0 or -1 (reported). */
+static int inflate_end(struct ncf_cr *r, const char *tag, struct inflate *f,
+		       const unsigned char *in)
+{
+	while (f->zr != 0 && f->ob.pos == f->ob.size && f->ob.size < f->raw) {
+		inflate_grow(f);
+		ZSTD_inBuffer ib = {in, 0, 0};
+		f->zr = ZSTD_decompressStream(f->dc, &f->ob, &ib);
+		if (ZSTD_isError(f->zr)) {
+			ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
+				  ZSTD_getErrorName(f->zr), r->hint);
+			return -1;
+		}
+	}
+	if (f->zr != 0 || f->ob.pos != f->raw) {
+		ncf_error("%s: section '%s' is corrupt (incomplete frame)%s", r->display, tag,
+			  r->hint);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read comp bytes of zstd frame and decompress them into f (raw bytes).
+ * Returns 0 or -1 (reported). */
+static int inflate_section(struct ncf_cr *r, const char *tag, struct inflate *f, uint64_t comp)
+{
+	NCF_ZSTD_TRY(r->display, "set window limit",
+		     ZSTD_DCtx_setParameter(f->dc, ZSTD_d_windowLogMax, NCF_ZSTD_WINDOWLOG_MAX));
 	size_t chunk = ZSTD_DStreamInSize();
 	unsigned char *in = ncf_xmalloc(chunk);
-	ZSTD_outBuffer ob = {out, cap, 0};
-	int rc = -1;
-	if (ZSTD_isError(NCF_ZSTD_CHECK(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax,
-							       NCF_ZSTD_WINDOWLOG_MAX),
-					"set window limit")))
-		goto out;
-	uint64_t left = comp;
-	size_t zr = 1;
 	char what[64];
 	snprintf(what, sizeof what, "section '%s'", tag);
-	while (left > 0) {
+	int rc = -1;
+	for (uint64_t left = comp; left > 0;) {
 		size_t want = left < chunk ? (size_t)left : chunk;
 		if (read_exact(r, in, want, what) != 0)
 			goto out;
-		if (left == comp) {
-			/* one zstd frame (magic 28 b5 2f fd, not a skippable one) whose
-			 * header (RFC 8878) sets the content checksum flag (bit 2 of
-			 * its descriptor) and gives the content size */
-			const char *why = want < 6 || memcmp(in, "\x28\xb5\x2f\xfd", 4)
-						  ? "not a zstd frame"
-					  : !(in[4] & 4) ? "a frame without its checksum"
-					  : ZSTD_getFrameContentSize(in, want) != raw
-						  ? "a frame of another size"
-						  : NULL;
-			if (why) {
-				ncf_error("%s: section '%s' is corrupt (%s)%s", r->display, tag, why,
-					  r->hint);
-				goto out;
-			}
-		}
-		left -= want;
-		ZSTD_inBuffer ib = {in, want, 0};
-		while (ib.pos < ib.size) {
-			if (ob.pos == ob.size && ob.size < raw) {
-				size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
-				out = ncf_xrealloc(out, grow);
-				ob.dst = out;
-				ob.size = grow;
-			}
-			size_t before_in = ib.pos, before_out = ob.pos;
-			zr = ZSTD_decompressStream(dc, &ob, &ib);
-			if (ZSTD_isError(zr)) {
-				ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
-					  ZSTD_getErrorName(zr), r->hint);
-				goto out;
-			}
-			if (zr == 0 && ib.pos < ib.size) {
-				ncf_error("%s: section '%s' is corrupt (data after its frame)%s",
-					  r->display, tag, r->hint);
-				goto out;
-			}
-			if (ib.pos == before_in && ob.pos == before_out) {
-				ncf_error("%s: section '%s' is corrupt (more data than its size)%s",
-					  r->display, tag, r->hint);
-				goto out;
-			}
-		}
-	}
-	/* zstd may hold decoded bytes back until there is room for them */
-	while (zr != 0 && ob.pos == ob.size && ob.size < raw) {
-		size_t grow = ob.size < (size_t)raw / 2 ? 2 * ob.size : (size_t)raw;
-		out = ncf_xrealloc(out, grow);
-		ob.dst = out;
-		ob.size = grow;
-		ZSTD_inBuffer ib = {in, 0, 0};
-		zr = ZSTD_decompressStream(dc, &ob, &ib);
-		if (ZSTD_isError(zr)) {
-			ncf_error("%s: section '%s' is corrupt (zstd: %s)%s", r->display, tag,
-				  ZSTD_getErrorName(zr), r->hint);
+		if (left == comp && check_frame(r, tag, in, want, f->raw) != 0)
 			goto out;
-		}
+		left -= want;
+		if (inflate_chunk(r, tag, f, in, want) != 0)
+			goto out;
 	}
-	if (zr != 0 || ob.pos != raw) {
-		ncf_error("%s: section '%s' is corrupt (incomplete frame)%s", r->display, tag,
-			  r->hint);
-		goto out;
-	}
+	rc = inflate_end(r, tag, f, in);
+out:
+	free(in);
+	return rc;
+}
+
+/* Undo the writer's filters on out (raw bytes); returns the result, which
+ * may be another buffer (out is then freed). */
+static unsigned char *unfilter(unsigned char *out, uint64_t raw, uint32_t filters)
+{
 	if (filters & NCF_FILTER_SHUFFLE) {
 		unsigned char *t = ncf_xmalloc((size_t)raw);
-		unshuffle_bytes(t, out, (size_t)raw, elem);
+		unshuffle_bytes(t, out, (size_t)raw, (filters >> 8) & 0xFF);
 		free(out);
 		out = t;
 	}
@@ -394,16 +423,34 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 			v[i] = acc;
 		}
 	}
-	*data = out;
+	return out;
+}
+
+int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact, void **data,
+		   size_t *size)
+{
+	uint64_t raw, comp;
+	uint32_t filters;
+	*data = NULL;
+	*size = 0;
+	NCF_TRY(read_section_header(r, tag, &raw, &comp, &filters));
+	NCF_TRY(check_section(r, tag, raw, comp, filters, max_size, exact));
+	size_t cap = raw < NCF_CR_FIRST_ALLOC ? (size_t)raw : NCF_CR_FIRST_ALLOC;
+	struct inflate f = {.raw = raw, .zr = 1};
+	f.out = ncf_xmalloc(cap);
+	f.ob = (ZSTD_outBuffer){f.out, cap, 0};
+	f.dc = ZSTD_createDCtx();
+	if (!f.dc)
+		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+	int rc = inflate_section(r, tag, &f, comp);
+	ZSTD_freeDCtx(f.dc);
+	if (rc != 0) {
+		free(f.out);
+		return -1;
+	}
+	*data = unfilter(f.out, raw, filters);
 	*size = (size_t)raw;
-	out = NULL;
-	rc = 0;
-out:
-	(void)w_or_r_display;
-	ZSTD_freeDCtx(dc);
-	free(in);
-	free(out);
-	return rc;
+	return 0;
 }
 
 int ncf_cr_can_hold(struct ncf_cr *r, uint64_t raw)

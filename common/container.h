@@ -53,6 +53,10 @@ struct ncf_cw {
 	FILE *fp;	     /* destination */
 	const char *display; /* name for messages */
 	int level;	     /* zstd level */
+	int workers;	     /* zstd worker threads, 0: none (the caller's thread).
+			      * With 1 or more the bytes are the same whatever
+			      * the number (zstd 1.5; test_container checks),
+			      * but not those of 0 for inputs over a few MB */
 };
 
 /* Write the file header.  Returns 0 or -1 (reported). */

@@ -32,6 +32,12 @@
 		}                                                                             \
 		rc__;                                                                         \
 	})
+/* The statement form, one call each: on a failure (reported) return -1. */
+#define NCF_MPI_TRY(call)                                \
+	do {                                             \
+		if (NCF_MPI_CHECK(call) != MPI_SUCCESS)  \
+			return -1;                       \
+	} while (0)
 #endif
 
 #ifdef NCF_HAVE_MPI
@@ -188,6 +194,12 @@ static void watch_stop(void)
 		watch_end();                          \
 		w__;                                  \
 	})
+/* The statement form: on a failure (reported) return -1. */
+#define NCF_MPI_TRY_WATCHED(name, call)                          \
+	do {                                                     \
+		if (NCF_MPI_WATCHED(name, call) != MPI_SUCCESS)  \
+			return -1;                               \
+	} while (0)
 #endif
 
 void ncf_dist_note_signal(int sig)
@@ -260,8 +272,7 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv)
 	MPI_Initialized(&inited);
 	if (!inited) {
 		int provided;
-		if (NCF_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided)))
-			return -1;
+		NCF_MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
 		if (provided < MPI_THREAD_FUNNELED) /* MPI is called from the main thread only */
 			ncf_warn("the MPI library gives thread level %d, below MPI_THREAD_FUNNELED; "
 				 "OpenMP threads may not be safe with it",
@@ -342,10 +353,9 @@ int ncf_dist_sum_f32(struct ncf_dist *d, float *x, size_t n)
 	/* MPI counts are int: go in pieces. */
 	for (size_t o = 0; o < n;) {
 		size_t c = n - o < (1u << 30) ? n - o : (1u << 30);
-		if (NCF_MPI_WATCHED("MPI_Allreduce (the gradient sum)",
+		NCF_MPI_TRY_WATCHED("MPI_Allreduce (the gradient sum)",
 				    MPI_Allreduce(MPI_IN_PLACE, x + o, (int)c, MPI_FLOAT, MPI_SUM,
-						  MPI_COMM_WORLD)))
-			return -1;
+						  MPI_COMM_WORLD));
 		o += c;
 	}
 	d->allreduce_seconds += ncf_now() - t;
@@ -358,10 +368,8 @@ int ncf_dist_sum_f64(struct ncf_dist *d, double *x, size_t n)
 	if (d->size == 1)
 		return 0;
 #ifdef NCF_HAVE_MPI
-	if (NCF_MPI_WATCHED("MPI_Allreduce (a sum)", MPI_Allreduce(MPI_IN_PLACE, x, (int)n,
-								   MPI_DOUBLE, MPI_SUM,
-								   MPI_COMM_WORLD)))
-		return -1;
+	NCF_MPI_TRY_WATCHED("MPI_Allreduce (a sum)",
+			    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 #endif
 	return 0;
 }
@@ -411,9 +419,8 @@ int ncf_dist_bcast(struct ncf_dist *d, void *x, size_t n)
 	if (d->size == 1)
 		return 0;
 #ifdef NCF_HAVE_MPI
-	return NCF_MPI_WATCHED("MPI_Bcast", MPI_Bcast(x, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD))
-		       ? -1
-		       : 0;
+	NCF_MPI_TRY_WATCHED("MPI_Bcast", MPI_Bcast(x, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD));
+	return 0;
 #else
 	return -1;
 #endif

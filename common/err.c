@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "err.h"
 
@@ -26,6 +27,15 @@ void ncf_set_message_sink(void (*sink)(const char *line))
 	message_sink = sink;
 }
 
+static __thread void (*thread_sink)(const char *line, void *ctx);
+static __thread void *thread_sink_ctx;
+
+void ncf_set_thread_message_sink(void (*sink)(const char *line, void *ctx), void *ctx)
+{
+	thread_sink = sink;
+	thread_sink_ctx = ctx;
+}
+
 static void vmsg(const char *fmt, va_list ap)
 {
 	/* One write per message so that lines from ranks do not interleave. */
@@ -35,6 +45,10 @@ static void vmsg(const char *fmt, va_list ap)
 		n = 0;
 	vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
 	size_t len = strlen(buf);
+	if (thread_sink) {
+		thread_sink(buf, thread_sink_ctx);
+		return;
+	}
 	if (message_sink) {
 		message_sink(buf);
 		return;
@@ -89,10 +103,15 @@ void ncf_debug(const char *fmt, ...)
 
 void ncf_die(int code, const char *fmt, ...)
 {
+	/* the process ends: say it now, not to the thread's sink */
+	int worker = thread_sink != NULL;
+	thread_sink = NULL;
 	va_list ap;
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
+	if (worker) /* not the exit handlers (CUDA's teardown, ...) under the main thread */
+		_exit(code);
 	exit(code);
 }
 

@@ -3,8 +3,14 @@
  *
  * Library code in common/ reports with ncf_error() and returns -1; only a
  * tool's main() decides the exit status (see the exit codes below, which
- * every man page documents).  NCF_CHECK_* macros for foreign libraries live
- * beside the code that calls those libraries.
+ * every man page documents).
+ *
+ * Checks are statements, one call each (zstd's CHECK_F, STYLE.md rule 24):
+ * NCF_TRY below for ncf's own calls, which report their failures
+ * themselves; for a foreign library a checker beside the code that calls
+ * it, which reports the library's own words with the call's file and line:
+ * NCF_ZSTD_TRY (container.c), NCF_MPI_TRY (dist.c), NCF_WRITE_TRY (io.h:
+ * stdio and write(2)), CUDA_CHECK and friends (kernels/cuda/common.cuh).
  */
 #ifndef NCF_ERR_H
 #define NCF_ERR_H
@@ -20,6 +26,20 @@ enum ncf_exit {
 	NCF_EXIT_SIGTERM = 143,	  /* terminated by SIGTERM, state saved */
 };
 
+/* NCF_TRY(call): call returns 0, or nonzero once it has reported why;
+ * then return -1 from the function.  NCF_TRY_GOTO(call, label): the same,
+ * going to label (the function's cleanup, its status already -1). */
+#define NCF_TRY(call)                    \
+	do {                             \
+		if ((call) != 0)         \
+			return -1;       \
+	} while (0)
+#define NCF_TRY_GOTO(call, label)        \
+	do {                             \
+		if ((call) != 0)         \
+			goto label;      \
+	} while (0)
+
 /* Display levels: 0 quiet (errors only), 1 warnings, 2 normal, 3 verbose. */
 extern int ncf_verbosity;
 
@@ -31,6 +51,10 @@ const char *ncf_progname(void);
  * to sink instead of stderr; NULL restores stderr.  For fuzzers and tests
  * that check that each refusal says something. */
 void ncf_set_message_sink(void (*sink)(const char *line));
+/* The same for the calling thread only, ahead of the one above, with ctx
+ * passed on: a worker thread (ncf-train's checkpoint writer) keeps its
+ * messages for the main thread to print at a moment of its choosing. */
+void ncf_set_thread_message_sink(void (*sink)(const char *line, void *ctx), void *ctx);
 
 /* "prog: message\n" on stderr.  Always printed. */
 void ncf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -12,27 +12,41 @@
 #include "err.h"
 #include "io.h"
 
-/* Temporary names that a signal handler must remove. */
+/*
+ * Temporary names that a signal handler (or the dist watchdog, on its own
+ * thread) must remove while a writer may be adding and dropping them on
+ * another thread (ncf-train's checkpoint writer): fixed slots that hold a
+ * copy of the name, claimed and released atomically, so that the cleanup
+ * never follows a pointer that may just have been freed.  A name longer
+ * than a slot is not registered (then a signal leaves it).
+ */
 #define NCF_MAX_TMP 16
-static char *volatile tmp_registry[NCF_MAX_TMP];
+#define NCF_TMP_NAME 4096
+static char tmp_names[NCF_MAX_TMP][NCF_TMP_NAME];
+static int tmp_state[NCF_MAX_TMP]; /* 0 free, 1 being filled, 2 registered */
 
-static int registry_add(char *path)
+static int registry_add(const char *path)
 {
-	for (int i = 0; i < NCF_MAX_TMP; i++)
-		if (!tmp_registry[i]) {
-			tmp_registry[i] = path;
+	size_t n = strlen(path);
+	if (n >= NCF_TMP_NAME)
+		return -1;
+	for (int i = 0; i < NCF_MAX_TMP; i++) {
+		int expected = 0;
+		if (__atomic_compare_exchange_n(&tmp_state[i], &expected, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			memcpy(tmp_names[i], path, n + 1);
+			__atomic_store_n(&tmp_state[i], 2, __ATOMIC_RELEASE);
 			return i;
 		}
+	}
 	return -1;
 }
 
 void ncf_out_cleanup_all(void)
 {
-	for (int i = 0; i < NCF_MAX_TMP; i++) {
-		char *p = tmp_registry[i];
-		if (p)
-			unlink(p);
-	}
+	for (int i = 0; i < NCF_MAX_TMP; i++)
+		if (__atomic_load_n(&tmp_state[i], __ATOMIC_ACQUIRE) == 2)
+			unlink(tmp_names[i]);
 }
 
 static void on_signal(int sig)
@@ -56,7 +70,7 @@ void ncf_out_cleanup_on_signals(void)
 static void registry_drop(int slot)
 {
 	if (slot >= 0)
-		tmp_registry[slot] = NULL;
+		__atomic_store_n(&tmp_state[slot], 0, __ATOMIC_RELEASE);
 }
 
 /* The directory part of path, "." when it has none ("/" for "/x"). */
@@ -114,8 +128,25 @@ char *ncf_out_final_name(const char *path)
 	return out;
 }
 
+/* The umask, read once while the process has one thread (first from
+ * ncf_init_std_streams): reading it means setting it, which must not
+ * happen while another thread creates files. */
+static mode_t cached_umask;
+static int have_umask;
+
+static mode_t process_umask(void)
+{
+	if (!have_umask) {
+		cached_umask = umask(0);
+		umask(cached_umask);
+		have_umask = 1;
+	}
+	return cached_umask;
+}
+
 void ncf_init_std_streams(void)
 {
+	process_umask();
 	signal(SIGPIPE, SIG_DFL);
 	for (int fd = 0; fd <= 2; fd++)
 		if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
@@ -195,8 +226,7 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	o->path = ncf_out_final_name(path);
 	o->replace = exists;
 	/* keep the mode of the file replaced, else the mode creat() gives */
-	mode_t mask = umask(0);
-	umask(mask);
+	mode_t mask = process_umask();
 	mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~mask);
 	/* NCF_NO_TMPFILE (tests, file systems that misreport it): named
 	 * temporary files only */
@@ -391,6 +421,65 @@ int ncf_read_full(FILE *fp, void *buf, size_t n)
 	if (!ferror(fp))
 		errno = 0;
 	return -1;
+}
+
+/* Copy fd in to out in the kernel (copy_file_range: no copy through user
+ * memory, shared blocks where the file system can).  Returns 1 when done,
+ * 0 when the kernel cannot do it for these files (nothing copied), -1 on
+ * an error (errno). */
+static int copy_in_kernel(int in, int out)
+{
+	int any = 0;
+	for (;;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)1 << 30, 0);
+		if (n == 0)
+			return 1;
+		if (n < 0) {
+			if (!any && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+				     errno == EOPNOTSUPP || errno == EBADF))
+				return 0;
+			return -1;
+		}
+		any = 1;
+	}
+}
+
+int ncf_out_copy(const char *src, const char *dst)
+{
+	FILE *in = fopen(src, "rb");
+	if (!in) {
+		ncf_error("%s: cannot open: %s", src, strerror(errno));
+		return -1;
+	}
+	struct ncf_out o;
+	if (ncf_out_open(&o, dst, 1) != 0) {
+		fclose(in);
+		return -1;
+	}
+	int done = copy_in_kernel(fileno(in), fileno(o.fp));
+	int bad = done < 0 ? errno : 0;
+	static __thread unsigned char buf[1 << 16];
+	while (!done && !bad) {
+		size_t n = fread(buf, 1, sizeof buf, in);
+		if (n == 0) {
+			if (ferror(in)) {
+				ncf_error("%s: read failed: %s", src, strerror(errno ? errno : EIO));
+				fclose(in);
+				ncf_out_abort(&o);
+				return -1;
+			}
+			break;
+		}
+		if (ncf_write_full(o.fp, buf, n) != 0)
+			bad = errno ? errno : EIO;
+	}
+	fclose(in);
+	if (bad) {
+		ncf_error("%s: write failed: %s", o.display, strerror(bad));
+		ncf_out_abort(&o);
+		return -1;
+	}
+	return ncf_out_commit(&o);
 }
 
 int ncf_write_full(FILE *fp, const void *buf, size_t n)

@@ -17,8 +17,28 @@
 #ifndef NCF_IO_H
 #define NCF_IO_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+
+/*
+ * NCF_WRITE_TRY(display, call): check a write (ncf_write_full, fflush,
+ * ...; 0 on success, errno set on failure), one per statement: on a
+ * failure report "DISPLAY: write failed: <the system's words>" and return
+ * -1 from the function.
+ */
+#define NCF_WRITE_TRY(display, call)                                                  \
+	do {                                                                          \
+		errno = 0;                                                            \
+		if ((call) != 0) {                                                    \
+			ncf_error("%s: write failed: %s", (display),                  \
+				  strerror(errno ? errno : EIO));                     \
+			return -1;                                                    \
+		}                                                                     \
+	} while (0)
 
 enum ncf_out_kind {
 	NCF_OUT_STDOUT = 0, /* standard output */
@@ -47,6 +67,9 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary);
 int ncf_out_commit(struct ncf_out *o);
 /* Give up: close and remove the temporary file.  Safe to call twice. */
 void ncf_out_abort(struct ncf_out *o);
+/* Copy the file src to dst as an output above (atomically, dst's rules).
+ * Returns 0 or -1 (reported). */
+int ncf_out_copy(const char *src, const char *dst);
 
 /*
  * Install SIGINT/SIGTERM/SIGHUP handlers that remove open

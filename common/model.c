@@ -10,13 +10,13 @@ void ncf_layout_make(const struct ncf_shape *s, struct ncf_layout *l)
 	memset(l, 0, sizeof *l);
 	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
 	size_t o = 0;
-	l->p = o;
+	l->gmf_user = o;
 	o += U * F;
-	l->q = o;
+	l->gmf_item = o;
 	o += I * F;
-	l->pm = o;
+	l->mlp_user = o;
 	o += U * M;
-	l->qm = o;
+	l->mlp_item = o;
 	o += I * M;
 	l->dense = o;
 	for (uint32_t k = 1; k < s->n_layers; k++) {
@@ -54,7 +54,8 @@ void ncf_model_init(const struct ncf_shape *s, const struct ncf_layout *l, uint6
 	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
 	struct {
 		size_t off, n;
-	} emb[4] = {{l->p, U * F}, {l->q, I * F}, {l->pm, U * M}, {l->qm, I * M}};
+	} emb[4] = {{l->gmf_user, U * F}, {l->gmf_item, I * F}, {l->mlp_user, U * M},
+		    {l->mlp_item, I * M}};
 	for (uint32_t t = 0; t < 4; t++) {
 		float *x = params + emb[t].off;
 		size_t n = emb[t].n;

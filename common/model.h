@@ -3,17 +3,20 @@
  * the layout of all parameters in one flat float vector, the
  * initialisation, the hyperparameters.
  *
- * Legend: U users, I items, F GMF factors, M = layers[0] / 2 the MLP
- * embedding width, H_l the hidden widths layers[1..], B batch.
+ * The legend of every file (DESIGN.md section 8): B batch, U users, I
+ * items, F GMF factors, H_0..H_L the MLP widths (layers[]; H_0 = 2M, M
+ * the MLP embedding width), P training positives, N evaluation negatives
+ * per user.  The four embedding tables are named by their role: gmf_user,
+ * gmf_item, mlp_user, mlp_item.
  *
- *   GMF:  g = P[u] * Q[i]                                      (F)
- *   MLP:  x = [Pm[u], Qm[i]]                                   (2M)
+ *   GMF:  g = gmf_user[u] * gmf_item[i]                        (F)
+ *   MLP:  x = [mlp_user[u], mlp_item[i]]                       (2M)
  *         h_l = dropout(relu(W_l h_{l-1} + b_l)), l = 1..L     (H_l)
  *   head: logit = w . [g, h_L] + b                             (1)
  *
  * The flat vector holds, in this order (row-major, PyTorch's Linear
  * layout: W_l is (H_l, H_{l-1})):
- *   P (U, F) | Q (I, F) | Pm (U, M) | Qm (I, M) |
+ *   gmf_user (U, F) | gmf_item (I, F) | mlp_user (U, M) | mlp_item (I, M) |
  *   W_1 (H_1, 2M) | b_1 (H_1) | ... | W_L | b_L | w (F + H_L) | b (1)
  * Embeddings come first, the dense part after it (ncf_layout.dense).
  */
@@ -34,7 +37,8 @@ struct ncf_shape {
 };
 
 struct ncf_layout {
-	size_t p, q, pm, qm;	       /* embedding tables */
+	size_t gmf_user, gmf_item;     /* (U, F), (I, F) */
+	size_t mlp_user, mlp_item;     /* (U, M), (I, M) */
 	size_t w[NCF_MAX_LAYERS];      /* W_l for l = 1..L at w[l] (w[0] unused) */
 	size_t b[NCF_MAX_LAYERS];      /* b_l */
 	size_t head_w, head_b;	       /* w (F + H_L), b (1) */

@@ -20,10 +20,10 @@
  * L hidden layers of H_1 .. H_L), in the order ncf writes them, which is
  * model.h's parameter layout, so the data is ncf's parameter vector as is:
  *
- *   mf_user_embed.weight   [U, F]          P
- *   mf_item_embed.weight   [I, F]          Q
- *   mlp_user_embed.weight  [U, M]          Pm
- *   mlp_item_embed.weight  [I, M]          Qm
+ *   mf_user_embed.weight   [U, F]          gmf_user
+ *   mf_item_embed.weight   [I, F]          gmf_item
+ *   mlp_user_embed.weight  [U, M]          mlp_user
+ *   mlp_item_embed.weight  [I, M]          mlp_item
  *   mlp.K.weight           [H_K+1, H_K]    W_K+1 (K = 0 .. L-1; nn.Linear's
  *   mlp.K.bias             [H_K+1]         b_K+1  [out, in])
  *   final.weight           [1, F + H_L]    w (the GMF part first)
@@ -131,7 +131,7 @@ static void slot_place(const struct ncf_shape *s, const struct ncf_layout *L, in
 {
 	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
 	if (slot < SLOT_MLP) {
-		size_t o[4] = {L->p, L->q, L->pm, L->qm};
+		size_t o[4] = {L->gmf_user, L->gmf_item, L->mlp_user, L->mlp_item};
 		size_t n[4] = {U * F, I * F, U * M, I * M};
 		*off = o[slot];
 		*len = n[slot];
@@ -230,6 +230,20 @@ static const char *fmt_float(char *buf, size_t n, float f)
 	return buf;
 }
 
+/* The file: the header's length (8 bytes, little-endian), the header
+ * (n bytes), then the parameter vector as it is (a little-endian host).
+ * Returns 0 or -1 (reported). */
+static int st_write_file(struct ncf_out *o, const char *header, size_t n, const float *params,
+			 size_t total)
+{
+	unsigned char len8[8];
+	ncf_put_u64(len8, n);
+	NCF_WRITE_TRY(o->display, ncf_write_full(o->fp, len8, 8));
+	NCF_WRITE_TRY(o->display, ncf_write_full(o->fp, header, n));
+	NCF_WRITE_TRY(o->display, ncf_write_full(o->fp, params, total * sizeof(float)));
+	return 0;
+}
+
 int ncf_safetensors_write(const struct ncf_model_file *m, const char *path)
 {
 	const struct ncf_shape *s = &m->shape;
@@ -283,19 +297,14 @@ int ncf_safetensors_write(const struct ncf_model_file *m, const char *path)
 		free(b.s);
 		return -1;
 	}
-	unsigned char len8[8];
-	ncf_put_u64(len8, b.n);
 	struct ncf_out o;
 	if (ncf_out_open(&o, path, 1) != 0) {
 		free(b.s);
 		return -1;
 	}
-	/* the parameter vector is the data as is (a little-endian host) */
-	int bad = ncf_write_full(o.fp, len8, 8) || ncf_write_full(o.fp, b.s, b.n) ||
-		  ncf_write_full(o.fp, m->params, L.total * sizeof(float));
+	int bad = st_write_file(&o, b.s, b.n, m->params, L.total);
 	free(b.s);
 	if (bad) {
-		ncf_error("%s: write failed: %s", o.display, strerror(errno));
 		ncf_out_abort(&o);
 		return -1;
 	}
@@ -975,23 +984,22 @@ static int fit_shape(struct fit *f, struct ncf_shape *s)
 	uint64_t need[2], got[2];
 	/* U, F */
 	need[0] = need[1] = 0;
-	if (fit_tensor(f, 0, 2, need, UF, got) || fit_range(f, 0, "users", got[0], 1u << 30) ||
-	    fit_range(f, 0, "factors", got[1], 65536) ||
-	    fit_want(f, 0, got[0], f->want ? f->want->users : 0, "users"))
-		return -1;
+	NCF_TRY(fit_tensor(f, 0, 2, need, UF, got));
+	NCF_TRY(fit_range(f, 0, "users", got[0], 1u << 30));
+	NCF_TRY(fit_range(f, 0, "factors", got[1], 65536));
+	NCF_TRY(fit_want(f, 0, got[0], f->want ? f->want->users : 0, "users"));
 	s->users = (uint32_t)got[0];
 	s->factors = (uint32_t)got[1];
 	/* I */
 	need[0] = 0, need[1] = s->factors;
-	if (fit_tensor(f, 1, 2, need, IF, got) || fit_range(f, 1, "items", got[0], 1u << 30) ||
-	    fit_want(f, 1, got[0], f->want ? f->want->items : 0, "items"))
-		return -1;
+	NCF_TRY(fit_tensor(f, 1, 2, need, IF, got));
+	NCF_TRY(fit_range(f, 1, "items", got[0], 1u << 30));
+	NCF_TRY(fit_want(f, 1, got[0], f->want ? f->want->items : 0, "items"));
 	s->items = (uint32_t)got[0];
 	/* M */
 	need[0] = s->users, need[1] = 0;
-	if (fit_tensor(f, 2, 2, need, UM, got) ||
-	    fit_range(f, 2, "MLP embedding columns", got[1], 4096))
-		return -1;
+	NCF_TRY(fit_tensor(f, 2, 2, need, UM, got));
+	NCF_TRY(fit_range(f, 2, "MLP embedding columns", got[1], 4096));
 	uint64_t M = got[1];
 	need[0] = s->items, need[1] = M;
 	if (fit_tensor(f, 3, 2, need, IM, got))
@@ -1001,9 +1009,8 @@ static int fit_shape(struct fit *f, struct ncf_shape *s)
 	for (int k = 0; k < L; k++) {
 		int sw = SLOT_MLP + 2 * k;
 		need[0] = 0, need[1] = s->layers[k];
-		if (fit_tensor(f, sw, 2, need, OUT_IN, got) ||
-		    fit_range(f, sw, "outputs", got[0], 8192))
-			return -1;
+		NCF_TRY(fit_tensor(f, sw, 2, need, OUT_IN, got));
+		NCF_TRY(fit_range(f, sw, "outputs", got[0], 8192));
 		s->layers[k + 1] = (uint32_t)got[0];
 		need[0] = s->layers[k + 1];
 		if (fit_tensor(f, sw + 1, 1, need, OUT_IN, got))
@@ -1290,9 +1297,10 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 			  u ? "ncf.user_ids" : "ncf.item_ids", u ? "ncf.item_ids" : "ncf.user_ids");
 		return -1;
 	}
-	if (u && (parse_ids(display, u, s->users, &m->user_ids) ||
-		  parse_ids(display, i, s->items, &m->item_ids)))
-		return -1;
+	if (!u)
+		return 0;
+	NCF_TRY(parse_ids(display, u, s->users, &m->user_ids));
+	NCF_TRY(parse_ids(display, i, s->items, &m->item_ids));
 	return 0;
 }
 
@@ -1327,10 +1335,11 @@ static int read_data(struct src *s, uint64_t need, unsigned char **out)
 	return 0;
 }
 
-static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model_file *m)
+/* The 8-byte header length N and the N bytes of JSON header into a new
+ * buffer *hb.  Returns 0 or -1 (reported). */
+static int read_header_bytes(struct src *s, uint64_t *N_out, unsigned char **hb_out)
 {
 	const char *display = s->display;
-	memset(m, 0, sizeof *m);
 	unsigned char len8[8];
 	int64_t got = src_read(s, len8, 8);
 	if (got < 0)
@@ -1362,13 +1371,118 @@ static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_
 		free(hb);
 		return -1;
 	}
+	*N_out = N;
+	*hb_out = hb;
+	return 0;
+}
+
+/* A file of known size: after the 8 + N header bytes it must hold the D
+ * bytes of tensor data, no more, no less.  Returns 0 or -1 (reported). */
+static int check_data_size(const struct src *s, const struct header *h, uint64_t N, uint64_t D)
+{
+	if (s->left < 0)
+		return 0;
+	uint64_t R = (uint64_t)s->left - 8 - N;
+	for (int k = 0; R < D && k < N_SLOTS; k++)
+		if (h->t[k].present && h->t[k].end > R) {
+			char name[32];
+			slot_name(k, name, sizeof name);
+			ncf_error("%s: tensor '%s': data_offsets [%llu, %llu] run past the end of "
+				  "the file (%llu bytes of data)",
+				  s->display, name, (unsigned long long)h->t[k].begin,
+				  (unsigned long long)h->t[k].end, (unsigned long long)R);
+			return -1;
+		}
+	if (R > D) {
+		ncf_error("%s: %llu bytes after the last tensor; the data must be exactly the "
+			  "tensors",
+			  s->display, (unsigned long long)(R - D));
+		return -1;
+	}
+	return 0;
+}
+
+/* A stream (size unknown) must end with the last tensor.  Returns 0 or -1
+ * (reported). */
+static int check_stream_end(struct src *s)
+{
+	if (s->left >= 0)
+		return 0;
+	unsigned char extra;
+	int64_t x = src_read(s, &extra, 1);
+	if (x == 0)
+		return 0;
+	if (x > 0)
+		ncf_error("%s: bytes after the last tensor; the data must be exactly the tensors",
+			  s->display);
+	return -1;
+}
+
+/* The parameter vector from the tensor data: the data itself when the
+ * tensors come in layout order (data is then owned by the result), else
+ * each tensor copied to its place (data freed). */
+static float *place_params(const struct header *h, const struct ncf_shape *shape,
+			   const struct ncf_layout *L, unsigned char *data)
+{
+	int in_order = 1;
+	for (int k = 0; k < N_SLOTS; k++) {
+		size_t off, len;
+		if (!slot_used(shape, k))
+			continue;
+		slot_place(shape, L, k, &off, &len);
+		if (h->t[k].begin != 4 * (uint64_t)off)
+			in_order = 0;
+	}
+	if (in_order)
+		return (float *)(void *)data;
+	float *params = ncf_xmalloc(L->total * sizeof(float));
+	for (int k = 0; k < N_SLOTS; k++) {
+		size_t off, len;
+		if (!slot_used(shape, k))
+			continue;
+		slot_place(shape, L, k, &off, &len);
+		memcpy(params + off, data + h->t[k].begin, 4 * len);
+	}
+	free(data);
+	return params;
+}
+
+/* Every parameter finite.  Returns 0 or -1 (reported). */
+static int check_finite(const struct ncf_model_file *m, const struct ncf_layout *L,
+			const char *display)
+{
+	for (int k = 0; k < N_SLOTS; k++) {
+		size_t off, len;
+		if (!slot_used(&m->shape, k))
+			continue;
+		slot_place(&m->shape, L, k, &off, &len);
+		for (size_t q = 0; q < len; q++)
+			if (!isfinite(m->params[off + q])) {
+				char name[32];
+				slot_name(k, name, sizeof name);
+				ncf_error("%s: tensor '%s': element %zu is %g", display, name, q,
+					  (double)m->params[off + q]);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model_file *m)
+{
+	const char *display = s->display;
+	memset(m, 0, sizeof *m);
+	uint64_t N;
+	unsigned char *hb;
+	NCF_TRY(read_header_bytes(s, &N, &hb));
 	struct header h;
 	int rc = parse_header(hb, (size_t)N, display, &h);
 	free(hb);
 	uint64_t D = 0;
 	struct fit f = {display, &h, want};
-	if (rc != 0 || check_offsets(&h, display, &D) != 0 || fit_shape(&f, &m->shape) != 0)
-		goto fail;
+	NCF_TRY_GOTO(rc, fail);
+	NCF_TRY_GOTO(check_offsets(&h, display, &D), fail);
+	NCF_TRY_GOTO(fit_shape(&f, &m->shape), fail);
 	struct ncf_layout L;
 	ncf_layout_make(&m->shape, &L);
 	if (D != 4 * (uint64_t)L.total) { /* cannot happen after the checks above */
@@ -1376,82 +1490,17 @@ static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_
 			  (unsigned long long)D, L.total);
 		goto fail;
 	}
-	if (s->left >= 0) {
-		uint64_t R = (uint64_t)s->left - 8 - N;
-		if (R < D) {
-			for (int k = 0; k < N_SLOTS; k++)
-				if (h.t[k].present && h.t[k].end > R) {
-					char name[32];
-					slot_name(k, name, sizeof name);
-					ncf_error("%s: tensor '%s': data_offsets [%llu, %llu] run past the end of "
-						  "the file (%llu bytes of data)",
-						  display, name, (unsigned long long)h.t[k].begin,
-						  (unsigned long long)h.t[k].end, (unsigned long long)R);
-					goto fail;
-				}
-		}
-		if (R > D) {
-			ncf_error("%s: %llu bytes after the last tensor; the data must be exactly the "
-				  "tensors",
-				  display, (unsigned long long)(R - D));
-			goto fail;
-		}
-	}
+	NCF_TRY_GOTO(check_data_size(s, &h, N, D), fail);
 	ncf_hparams_nvidia(&m->hp);
-	if (read_metadata(&h, display, m) != 0)
-		goto fail;
+	NCF_TRY_GOTO(read_metadata(&h, display, m), fail);
 	unsigned char *data;
-	if (read_data(s, D, &data) != 0)
-		goto fail;
-	if (s->left < 0) {
-		unsigned char extra;
-		int64_t x = src_read(s, &extra, 1);
-		if (x != 0) {
-			if (x > 0)
-				ncf_error("%s: bytes after the last tensor; the data must be exactly the "
-					  "tensors",
-					  display);
-			free(data);
-			goto fail;
-		}
-	}
-	/* the data in layout order is the parameter vector itself */
-	int in_order = 1;
-	for (int k = 0; k < N_SLOTS; k++) {
-		size_t off, len;
-		if (!slot_used(&m->shape, k))
-			continue;
-		slot_place(&m->shape, &L, k, &off, &len);
-		if (h.t[k].begin != 4 * (uint64_t)off)
-			in_order = 0;
-	}
-	if (in_order) {
-		m->params = (float *)(void *)data;
-	} else {
-		m->params = ncf_xmalloc(L.total * sizeof(float));
-		for (int k = 0; k < N_SLOTS; k++) {
-			size_t off, len;
-			if (!slot_used(&m->shape, k))
-				continue;
-			slot_place(&m->shape, &L, k, &off, &len);
-			memcpy(m->params + off, data + h.t[k].begin, 4 * len);
-		}
+	NCF_TRY_GOTO(read_data(s, D, &data), fail);
+	if (check_stream_end(s) != 0) {
 		free(data);
+		goto fail;
 	}
-	for (int k = 0; k < N_SLOTS; k++) {
-		size_t off, len;
-		if (!slot_used(&m->shape, k))
-			continue;
-		slot_place(&m->shape, &L, k, &off, &len);
-		for (size_t q = 0; q < len; q++)
-			if (!isfinite(m->params[off + q])) {
-				char name[32];
-				slot_name(k, name, sizeof name);
-				ncf_error("%s: tensor '%s': element %zu is %g", display, name, q,
-					  (double)m->params[off + q]);
-				goto fail;
-			}
-	}
+	m->params = place_params(&h, &m->shape, &L, data);
+	NCF_TRY_GOTO(check_finite(m, &L, display), fail);
 	m->format = NCF_MODEL_SAFETENSORS;
 	header_free(&h);
 	return 0;

@@ -202,6 +202,41 @@ int ncf_backend_take_loss(struct ncf_backend *be, double *loss_sum)
 	return 0;
 }
 
+/* Host memory from the backend carries a header saying who gave it, so
+ * that a fallback to malloc is freed as such. */
+struct host_block {
+	int pinned;
+	int pad[3];
+};
+
+void *ncf_backend_host_alloc(struct ncf_backend *be, size_t bytes)
+{
+	struct host_block *b = NULL;
+	if (be->i->host_alloc)
+		b = be->i->host_alloc(be, sizeof *b + bytes);
+	if (b) {
+		b->pinned = 1;
+	} else {
+		if (be->i->host_alloc)
+			ncf_debug("%s backend: no page-locked memory for %zu bytes; using "
+				  "ordinary memory", be->i->name, bytes);
+		b = ncf_xmalloc(sizeof *b + bytes);
+		b->pinned = 0;
+	}
+	return b + 1;
+}
+
+void ncf_backend_host_free(struct ncf_backend *be, void *p)
+{
+	if (!p)
+		return;
+	struct host_block *b = (struct host_block *)p - 1;
+	if (b->pinned)
+		be->i->host_free(be, b);
+	else
+		free(b);
+}
+
 int ncf_backend_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 		     float *grad, double *loss_sum)
 {

@@ -117,6 +117,14 @@ int ncf_backend_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 /* *loss_sum = this rank's loss sum over the steps given no loss_sum since
  * the last call (0 if none), waiting for them to end.  Returns 0 or -1. */
 int ncf_backend_take_loss(struct ncf_backend *be, double *loss_sum);
+/* bytes of host memory that get_state and set_state copy fastest to and
+ * from (page-locked on a GPU, so that a copy runs at the bus's speed and
+ * needs no staging), or plain malloc'd memory where the backend has no
+ * such kind or cannot give it now.  Never NULL (out of memory ends the
+ * process, as ncf_xmalloc).  Free with ncf_backend_host_free on the same
+ * open backend. */
+void *ncf_backend_host_alloc(struct ncf_backend *be, size_t bytes);
+void ncf_backend_host_free(struct ncf_backend *be, void *p);
 /* The gradient of the mean loss over positions [first, first + n) of
  * epoch (this rank's slice) into grad (layout.total floats), no update, no
  * all-reduce; for tests.  Returns 0, or -1 (reported; also when the

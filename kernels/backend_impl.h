@@ -61,6 +61,10 @@ struct ncf_backend_i {
 	/* (optional) ncf_backend_take_loss; then train_step takes a NULL
 	 * loss_sum and keeps the loss itself */
 	int (*take_loss)(struct ncf_backend *be, double *loss_sum);
+	/* (optional, both or neither) ncf_backend_host_alloc/_free: NULL gives
+	 * malloc'd memory */
+	void *(*host_alloc)(struct ncf_backend *be, size_t bytes);
+	void (*host_free)(struct ncf_backend *be, void *p);
 };
 
 /* The fast cpu backend (kernels/cpu/) and the plain reference it is tested

@@ -126,77 +126,188 @@ static void print_metrics(const struct ncf_cache *c, uint32_t topk, double hr, d
 	}
 }
 
+static const struct option long_opts[] = {
+	{"model", required_argument, 0, 'm'},
+	{"baseline", required_argument, 0, OPT_BASELINE},
+	{"topk", required_argument, 0, 'k'},
+	{"json", no_argument, 0, OPT_JSON},
+	{"scores", required_argument, 0, OPT_SCORES},
+	NCF_BACKEND_LONGOPTS,
+	NCF_COMMON_LONGOPTS,
+	{0, 0, 0, 0},
+};
+
+/* The command line. */
+struct eval_opts {
+	const char *model;	/* -m */
+	const char *baseline;	/* --baseline popularity */
+	const char *scores;	/* --scores FILE */
+	const char *cache_path; /* CACHE */
+	uint32_t topk;
+	int json;
+	struct ncf_backend_opts bo;
+};
+
+/* Every option into o; -h, -V and bad options end here.  Returns 1 when
+ * -V was given. */
+static int parse_opts(int argc, char **argv, struct eval_opts *o)
+{
+	int version = 0, c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":m:k:qvhV", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			o->model = optarg;
+			break;
+		case OPT_BASELINE:
+			if (strcmp(optarg, "popularity") != 0)
+				ncf_usage_error("--baseline: '%s' is not a baseline (popularity)",
+						ncf_escape(optarg, strlen(optarg), 40));
+			o->baseline = optarg;
+			break;
+		case 'k':
+			o->topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
+			break;
+		case OPT_JSON:
+			o->json = 1;
+			break;
+		case OPT_SCORES:
+			o->scores = optarg;
+			break;
+		default:
+			if (!ncf_backend_option(c, optarg, &o->bo))
+				ncf_cli_common(c, argv, usage, &version);
+		}
+	}
+	return version;
+}
+
+/* The operands and the files.  Returns 0, or NCF_EXIT_USAGE after a
+ * same-file refusal (other usage errors exit here). */
+static int check_opts(int argc, char **argv, struct eval_opts *o)
+{
+	ncf_backend_opts_finish(&o->bo);
+	if (!o->model && !o->baseline)
+		ncf_usage_error("give a model (-m MODEL) or --baseline popularity");
+	if (o->model && o->baseline)
+		ncf_usage_error("-m and --baseline exclude each other");
+	if (o->scores && !o->model)
+		ncf_usage_error("--scores needs a model (-m MODEL)");
+	if (optind >= argc)
+		ncf_usage_error("no cache given");
+	if (argc - optind > 1)
+		ncf_usage_error("one cache only ('%s' is extra)", argv[optind + 1]);
+	o->cache_path = argv[optind];
+	if (o->model && !strcmp(o->model, "-") && !strcmp(o->cache_path, "-"))
+		ncf_usage_error("the model and the cache cannot both come from stdin");
+	struct ncf_named files[] = {
+		{.path = o->cache_path, .what = "the cache"},
+		{.path = o->model, .what = "-m"},
+		{.path = o->scores, .what = "--scores", .output = 1},
+		{.path = "-", .output = 1},
+	};
+	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+		return NCF_EXIT_USAGE;
+	return 0;
+}
+
+/* --baseline popularity: HR@K and NDCG@K of ranking by training count. */
+static void eval_popularity(const struct ncf_cache *c, uint32_t topk, double *hr, double *ndcg)
+{
+	uint8_t *mask =
+		ncf_eval_mask(c->test_items, c->eval_neg, c->users, c->eval_negatives, c->items);
+	uint32_t *ranks = ncf_xmalloc((size_t)c->users * sizeof *ranks);
+	popularity_ranks(c, mask, ranks);
+	ncf_metrics_from_ranks(ranks, c->users, topk, hr, ndcg);
+	free(ranks);
+	free(mask);
+}
+
+/* -m MODEL, which must belong to the cache.  Returns 0 or -1 (reported). */
+static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
+		      struct ncf_model_file *ck)
+{
+	struct ncf_model_want want = {cache->users, cache->items};
+	if (ncf_model_file_read(o->model, &want, ck) != 0)
+		return -1;
+	uint32_t fp = ncf_cache_fingerprint(cache);
+	/* a model without ids (NVIDIA's, converted): its rows are the cache's
+	 * indices, which follow NVIDIA's order */
+	uint32_t model_fp = ck->user_ids ? ncf_model_file_fingerprint(ck) : fp;
+	if (!ck->user_ids)
+		ncf_debug("%s has no original ids; its rows are taken as %s's users and items",
+			  o->model, o->cache_path);
+	if (model_fp == fp && ck->shape.users == cache->users && ck->shape.items == cache->items)
+		return 0;
+	ncf_error("%s and %s do not belong together: the model was trained on %u users "
+		  "and %u items (data fingerprint %08x), the cache has %u users and %u "
+		  "items (fingerprint %08x); evaluate with the cache the model was "
+		  "trained on",
+		  o->model, o->cache_path, ck->shape.users, ck->shape.items, model_fp, cache->users,
+		  cache->items, fp);
+	return -1;
+}
+
+/* What evaluating gives: the metrics, and whether they are printed
+ * already (before the --scores that may share stdout). */
+struct eval_result {
+	double hr, ndcg;
+	int printed;
+};
+
+/* The model's metrics on the backend, and with --scores every candidate's
+ * probability (rank 0).  Returns 0 or -1 (reported). */
+static int score_model(const struct eval_opts *o, struct ncf_backend *be, int rank,
+		       const struct ncf_cache *cache, const struct ncf_model_file *ck,
+		       uint8_t **mask, struct eval_result *res)
+{
+	NCF_TRY(ncf_backend_set_state(be, ck->params, NULL, NULL));
+	NCF_TRY(ncf_backend_load_cache(be, cache, mask, 0));
+	NCF_TRY(ncf_evaluate(be, cache, o->topk, &res->hr, &res->ndcg));
+	if (!o->scores || rank != 0)
+		return 0;
+	/* the metrics first (they may share stdout with the scores) */
+	print_metrics(cache, o->topk, res->hr, res->ndcg, o->json);
+	NCF_TRY(fflush(stdout));
+	NCF_TRY(write_scores(be, cache, o->scores));
+	res->printed = 1;
+	return 0;
+}
+
+/* -m MODEL on the backend.  Returns 0, or an exit status for
+ * ncf_dist_abort. */
+static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
+		      const struct ncf_cache *cache, struct eval_result *res)
+{
+	struct ncf_model_file ck;
+	if (read_model(o, cache, &ck) != 0)
+		return NCF_EXIT_FAIL;
+	struct ncf_backend be;
+	int rc = ncf_backend_open(&be, o->bo.device, &ck.shape, &ck.hp, o->bo.precision,
+				  o->bo.threads, dist);
+	if (rc != 0)
+		return rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+	uint8_t *mask = NULL;
+	if (score_model(o, &be, dist->rank, cache, &ck, &mask, res) != 0)
+		return NCF_EXIT_FAIL;
+	ncf_backend_close(&be);
+	free(mask);
+	ncf_model_file_free(&ck);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
-	static const struct option opts[] = {
-		{"model", required_argument, 0, 'm'},
-		{"baseline", required_argument, 0, OPT_BASELINE},
-		{"topk", required_argument, 0, 'k'},
-		{"json", no_argument, 0, OPT_JSON},
-		{"scores", required_argument, 0, OPT_SCORES},
-		NCF_BACKEND_LONGOPTS,
-		NCF_COMMON_LONGOPTS,
-		{0, 0, 0, 0},
-	};
-	const char *model = NULL, *baseline = NULL, *scores = NULL;
-	uint32_t topk = 10;
-	int json = 0, version = 0, c;
-	struct ncf_backend_opts bo = {0};
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":m:k:qvhV", opts, NULL)) != -1) {
-		switch (c) {
-		case 'm':
-			model = optarg;
-			break;
-		case OPT_BASELINE:
-			if (strcmp(optarg, "popularity") != 0)
-				ncf_usage_error("--baseline: '%s' is not a baseline (popularity)",
-						ncf_escape(optarg, strlen(optarg), 40));
-			baseline = optarg;
-			break;
-		case 'k':
-			topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
-			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_SCORES:
-			scores = optarg;
-			break;
-		default:
-			if (!ncf_backend_option(c, optarg, &bo))
-				ncf_cli_common(c, argv, usage, &version);
-		}
-	}
-	if (version) {
+	struct eval_opts o = {.topk = 10};
+	if (parse_opts(argc, argv, &o)) {
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	ncf_backend_opts_finish(&bo);
-	if (!model && !baseline)
-		ncf_usage_error("give a model (-m MODEL) or --baseline popularity");
-	if (model && baseline)
-		ncf_usage_error("-m and --baseline exclude each other");
-	if (scores && !model)
-		ncf_usage_error("--scores needs a model (-m MODEL)");
-	if (optind >= argc)
-		ncf_usage_error("no cache given");
-	if (argc - optind > 1)
-		ncf_usage_error("one cache only ('%s' is extra)", argv[optind + 1]);
-	const char *cache_path = argv[optind];
-	if (model && !strcmp(model, "-") && !strcmp(cache_path, "-"))
-		ncf_usage_error("the model and the cache cannot both come from stdin");
-	struct ncf_named files[] = {
-		{.path = cache_path, .what = "the cache"},
-		{.path = model, .what = "-m"},
-		{.path = scores, .what = "--scores", .output = 1},
-		{.path = "-", .output = 1},
-	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	if (check_opts(argc, argv, &o) != 0)
 		return NCF_EXIT_USAGE;
 
 	ncf_out_cleanup_on_signals();
@@ -204,60 +315,16 @@ int main(int argc, char **argv)
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	struct ncf_cache cache;
-	if (ncf_cache_read(cache_path, &cache) != 0)
+	if (ncf_cache_read(o.cache_path, &cache) != 0)
 		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-	double t0 = ncf_now(), hr = 0, ndcg = 0;
-	int printed = 0;
-	if (baseline) {
-		uint8_t *mask = ncf_eval_mask(cache.test_items, cache.eval_neg, cache.users,
-					      cache.eval_negatives, cache.items);
-		uint32_t *ranks = ncf_xmalloc((size_t)cache.users * sizeof *ranks);
-		popularity_ranks(&cache, mask, ranks);
-		ncf_metrics_from_ranks(ranks, cache.users, topk, &hr, &ndcg);
-		free(ranks);
-		free(mask);
+	double t0 = ncf_now();
+	struct eval_result res = {0};
+	if (o.baseline) {
+		eval_popularity(&cache, o.topk, &res.hr, &res.ndcg);
 	} else {
-		struct ncf_model_file ck;
-		struct ncf_model_want want = {cache.users, cache.items};
-		if (ncf_model_file_read(model, &want, &ck) != 0)
-			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-		uint32_t fp = ncf_cache_fingerprint(&cache);
-		/* a model without ids (NVIDIA's, converted): its rows are the cache's
-		 * indices, which follow NVIDIA's order */
-		uint32_t model_fp = ck.user_ids ? ncf_model_file_fingerprint(&ck) : fp;
-		if (!ck.user_ids)
-			ncf_debug("%s has no original ids; its rows are taken as %s's users and items",
-				  model, cache_path);
-		if (model_fp != fp || ck.shape.users != cache.users ||
-		    ck.shape.items != cache.items) {
-			ncf_error("%s and %s do not belong together: the model was trained on %u users "
-				  "and %u items (data fingerprint %08x), the cache has %u users and %u "
-				  "items (fingerprint %08x); evaluate with the cache the model was "
-				  "trained on",
-				  model, cache_path, ck.shape.users, ck.shape.items, model_fp,
-				  cache.users, cache.items, fp);
-			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-		}
-		struct ncf_backend be;
-		int rc = ncf_backend_open(&be, bo.device, &ck.shape, &ck.hp, bo.precision, bo.threads,
-					  &dist);
+		int rc = eval_model(&o, &dist, &cache, &res);
 		if (rc != 0)
-			ncf_dist_abort(&dist, rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL);
-		uint8_t *mask = NULL;
-		if (ncf_backend_set_state(&be, ck.params, NULL, NULL) != 0 ||
-		    ncf_backend_load_cache(&be, &cache, &mask, 0) != 0 ||
-		    ncf_evaluate(&be, &cache, topk, &hr, &ndcg) != 0)
-			ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-		if (scores && dist.rank == 0) {
-			/* the metrics first (they may share stdout with the scores) */
-			print_metrics(&cache, topk, hr, ndcg, json);
-			if (fflush(stdout) != 0 || write_scores(&be, &cache, scores) != 0)
-				ncf_dist_abort(&dist, NCF_EXIT_FAIL);
-			printed = 1;
-		}
-		ncf_backend_close(&be);
-		free(mask);
-		ncf_model_file_free(&ck);
+			ncf_dist_abort(&dist, rc);
 	}
 	double dt = ncf_now() - t0;
 	ncf_debug("evaluated %u users x %u candidates in %.3f s (%.0f candidates/s)", cache.users,
@@ -265,8 +332,8 @@ int main(int argc, char **argv)
 		  dt > 0 ? (double)cache.users * (cache.eval_negatives + 1) / dt : 0.0);
 	int status = 0;
 	if (dist.rank == 0) {
-		if (!printed)
-			print_metrics(&cache, topk, hr, ndcg, json);
+		if (!res.printed)
+			print_metrics(&cache, o.topk, res.hr, res.ndcg, o.json);
 		if (ncf_close_stdout() != 0)
 			status = NCF_EXIT_FAIL;
 	}

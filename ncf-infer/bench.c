@@ -117,12 +117,11 @@ static int bench_size(struct ncf_backend *be, size_t n, int s, int warmup, int i
 	}
 	int rc = -1;
 	struct pass p = {be, 1, u, it, out, n};
-	if (ncf_backend_resident_set(be, u, it, n) != 0 ||
-	    time_passes(&p, warmup, iterations, lat) != 0)
-		goto out;
+	NCF_TRY_GOTO(ncf_backend_resident_set(be, u, it, n), out);
+	NCF_TRY_GOTO(time_passes(&p, warmup, iterations, lat), out);
 	summarise(lat, iterations, dev);
-	if (ncf_backend_score_resident(be, n, out) != 0 || probabilities(out, n, "device") != 0)
-		goto out;
+	NCF_TRY_GOTO(ncf_backend_score_resident(be, n, out), out);
+	NCF_TRY_GOTO(probabilities(out, n, "device"), out);
 	p.resident = 0;
 	if (time_passes(&p, warmup, iterations, lat) != 0)
 		goto out;

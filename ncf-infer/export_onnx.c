@@ -7,18 +7,19 @@
  * and says what is missing.
  *
  * The graph (opset 13, and ai.onnx.ml 2 for LabelEncoder; IR version 7;
- * N is the batch, dynamic; U users, I items, F factors, M = H_0 / 2):
+ * B is the batch, dynamic: the file names that dimension "N"; U users, I
+ * items, F factors, M = H_0 / 2):
  *
- *   user, item            int64 [N]     original ids, as in the ratings file
+ *   user, item            int64 [B]     original ids, as in the ratings file
  *   user_row = LabelEncoder(user)        id -> row (ai.onnx.ml; unknown: 0)
  *   user_nan = LabelEncoder(user)        id -> 0.0f (unknown: NaN)
  *   item_row, item_nan    the same for items
  *   gmf  = Gather(mf_user_embed.weight, user_row) * Gather(mf_item_embed.weight, item_row)
  *   h_0  = Concat(Gather(mlp_user_embed.weight, user_row),
- *                 Gather(mlp_item_embed.weight, item_row), axis 1)      [N, 2M]
- *   h_k  = Relu(Gemm(h_k-1, mlp.K.weight, mlp.K.bias, transB = 1))      [N, H_k]
+ *                 Gather(mlp_item_embed.weight, item_row), axis 1)      [B, 2M]
+ *   h_k  = Relu(Gemm(h_k-1, mlp.K.weight, mlp.K.bias, transB = 1))      [B, H_k]
  *   logit = Reshape(Gemm(Concat(gmf, h_L), final.weight, final.bias, transB = 1), [-1])
- *   probability = Sigmoid(logit) + user_nan + item_nan   float32 [N]
+ *   probability = Sigmoid(logit) + user_nan + item_nan   float32 [B]
  *
  * An unknown id is looked up as row 0 and its pair's probability made NaN
  * by adding NaN (x + 0.0f is x exactly, so known pairs are untouched).
@@ -191,7 +192,7 @@ static void add_node(struct graph *g, const char *op, const char *domain, const 
 	g->node[g->n_node++] = n;
 }
 
-/* A graph input or output: elem_type [N]. */
+/* A graph input or output: elem_type [B], the dimension named "N". */
 static Onnx__ValueInfoProto *io_value(struct arena *a, const char *name, int32_t elem)
 {
 	Onnx__ValueInfoProto *v = anew(a, sizeof *v);
@@ -285,142 +286,168 @@ void ncf_export_describe(FILE *out)
 		protobuf_c_version());
 }
 
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+/* NeuMF's nodes and initializers into g (the graph at the top of this
+ * file). */
+static void build_neumf(struct graph *g, const struct ncf_model_file *m,
+			const struct ncf_layout *L)
 {
 	const struct ncf_shape *s = &m->shape;
+	struct arena *a = g->a;
+	const float *p = m->params;
+	int64_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
+	char name[64], in[64], out[64];
+
+	add_encoders(g, "user", m->user_ids, s->users);
+	add_encoders(g, "item", m->item_ids, s->items);
+	weights(g, "mf_user_embed.weight", p + L->gmf_user, U, F);
+	weights(g, "mf_item_embed.weight", p + L->gmf_item, I, F);
+	weights(g, "mlp_user_embed.weight", p + L->mlp_user, U, M);
+	weights(g, "mlp_item_embed.weight", p + L->mlp_item, I, M);
+	add_node(g, "Gather", "", "mf_user", "mf_user_embed.weight", "user_row", NULL,
+		 attr_int(a, "axis", 0), NULL, NULL, NULL);
+	add_node(g, "Gather", "", "mf_item", "mf_item_embed.weight", "item_row", NULL,
+		 attr_int(a, "axis", 0), NULL, NULL, NULL);
+	add_node(g, "Mul", "", "gmf", "mf_user", "mf_item", NULL, NULL, NULL, NULL, NULL);
+	add_node(g, "Gather", "", "mlp_user", "mlp_user_embed.weight", "user_row", NULL,
+		 attr_int(a, "axis", 0), NULL, NULL, NULL);
+	add_node(g, "Gather", "", "mlp_item", "mlp_item_embed.weight", "item_row", NULL,
+		 attr_int(a, "axis", 0), NULL, NULL, NULL);
+	add_node(g, "Concat", "", "h_0", "mlp_user", "mlp_item", NULL, attr_int(a, "axis", 1), NULL,
+		 NULL, NULL);
+	for (uint32_t k = 1; k < s->n_layers; k++) {
+		char w[32], b[32];
+		snprintf(w, sizeof w, "mlp.%u.weight", k - 1);
+		snprintf(b, sizeof b, "mlp.%u.bias", k - 1);
+		weights(g, w, p + L->w[k], s->layers[k], s->layers[k - 1]);
+		weights(g, b, p + L->b[k], s->layers[k], 0);
+		snprintf(in, sizeof in, "h_%u", k - 1);
+		snprintf(name, sizeof name, "z_%u", k);
+		snprintf(out, sizeof out, "h_%u", k);
+		add_node(g, "Gemm", "", name, in, w, b, attr_int(a, "transB", 1), NULL, NULL, NULL);
+		add_node(g, "Relu", "", out, name, NULL, NULL, NULL, NULL, NULL, NULL);
+	}
+	add_node(g, "Concat", "", "head_in", "gmf", out, NULL, attr_int(a, "axis", 1), NULL, NULL,
+		 NULL);
+	weights(g, "final.weight", p + L->head_w, 1, F + ncf_shape_last(s));
+	weights(g, "final.bias", p + L->head_b, 1, 0);
+	add_node(g, "Gemm", "", "logit_2d", "head_in", "final.weight", "final.bias",
+		 attr_int(a, "transB", 1), NULL, NULL, NULL);
+	static const int64_t minus_one = -1, one = 1;
+	g->init[g->n_init++] = tensor(a, "flat", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &one, 1,
+				      &minus_one, sizeof minus_one);
+	add_node(g, "Reshape", "", "logit", "logit_2d", "flat", NULL, NULL, NULL, NULL, NULL);
+	add_node(g, "Sigmoid", "", "score", "logit", NULL, NULL, NULL, NULL, NULL, NULL);
+	add_node(g, "Add", "", "score_u", "score", "user_nan", NULL, NULL, NULL, NULL, NULL);
+	add_node(g, "Add", "", "probability", "score_u", "item_nan", NULL, NULL, NULL, NULL, NULL);
+}
+
+/* The graph of g's nodes: its name, inputs (user, item) and output
+ * (probability). */
+static Onnx__GraphProto *graph_proto(struct graph *g)
+{
+	struct arena *a = g->a;
+	Onnx__GraphProto *gp = anew(a, sizeof *gp);
+	onnx__graph_proto__init(gp);
+	gp->name = astr(a, "neumf");
+	gp->doc_string = astr(a, "NeuMF (ncf): the probability that user interacts with item, "
+				 "both original ids; NaN for an id the model does not know");
+	gp->n_node = g->n_node;
+	gp->node = g->node;
+	gp->n_initializer = g->n_init;
+	gp->initializer = g->init;
+	gp->n_input = 2;
+	gp->input = anew(a, 2 * sizeof *gp->input);
+	gp->input[0] = io_value(a, "user", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+	gp->input[1] = io_value(a, "item", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+	gp->n_output = 1;
+	gp->output = anew(a, sizeof *gp->output);
+	gp->output[0] = io_value(a, "probability", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+	return gp;
+}
+
+/* The model around graph gp: IR version, opsets, producer, ncf's
+ * metadata. */
+static void model_proto(struct arena *a, Onnx__ModelProto *model, Onnx__GraphProto *gp,
+			const struct ncf_model_file *m)
+{
+	const struct ncf_shape *s = &m->shape;
+	Onnx__OperatorSetIdProto **opp = anew(a, 2 * sizeof *opp);
+	for (int k = 0; k < 2; k++) {
+		opp[k] = anew(a, sizeof *opp[k]);
+		onnx__operator_set_id_proto__init(opp[k]);
+		opp[k]->domain = k ? "ai.onnx.ml" : "";
+		opp[k]->has_version = 1;
+		opp[k]->version = k ? 2 : 13;
+	}
+	char layers[128];
+	size_t o = 0;
+	for (uint32_t k = 0; k < s->n_layers; k++)
+		o += (size_t)snprintf(layers + o, sizeof layers - o, "%s%u", k ? "," : "", s->layers[k]);
+	enum { N_PROPS = 6 };
+	Onnx__StringStringEntryProto **props = anew(a, N_PROPS * sizeof *props);
+	props[0] = prop(a, "ncf.version", "%s", NCF_VERSION);
+	props[1] = prop(a, "ncf.users", "%u", s->users);
+	props[2] = prop(a, "ncf.items", "%u", s->items);
+	props[3] = prop(a, "ncf.factors", "%u", s->factors);
+	props[4] = prop(a, "ncf.layers", "%s", layers);
+	props[5] = prop(a, "ncf.fingerprint", "%08x", ncf_model_file_fingerprint(m));
+	onnx__model_proto__init(model);
+	model->has_ir_version = 1;
+	model->ir_version = 7;
+	model->n_opset_import = 2;
+	model->opset_import = opp;
+	model->producer_name = "ncf";
+	model->producer_version = NCF_VERSION;
+	model->doc_string = "NeuMF, Neural Collaborative Filtering (ncf-infer --export)";
+	model->graph = gp;
+	model->n_metadata_props = N_PROPS;
+	model->metadata_props = props;
+}
+
+/* Pack model into path.  Returns 0 or -1 (reported). */
+static int write_model(const Onnx__ModelProto *model, const char *path, const struct graph *g)
+{
+	size_t size = protobuf_c_message_get_packed_size(&model->base);
+	if (size > (size_t)INT32_MAX) {
+		ncf_error("%s: the ONNX model would be %zu bytes, over protobuf's 2 GiB limit; "
+			  "export .safetensors instead",
+			  path, size);
+		return -1;
+	}
+	struct ncf_out of;
+	if (ncf_out_open(&of, path, 1) != 0)
+		return -1;
+	struct fbuf fb = {{fbuf_append}, of.fp, 0};
+	errno = 0;
+	protobuf_c_message_pack_to_buffer(&model->base, &fb.base);
+	if (fb.err) {
+		ncf_error("%s: write failed: %s", of.display, strerror(fb.err));
+		ncf_out_abort(&of);
+		return -1;
+	}
+	if (ncf_out_commit(&of) != 0)
+		return -1;
+	ncf_debug("%s: %zu bytes of ONNX (%zu nodes, %zu initializers)", of.display, size,
+		  g->n_node, g->n_init);
+	return 0;
+}
+
+int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+{
 	if (!m->user_ids || !m->item_ids) {
 		ncf_error("the model has no original ids, which the ONNX graph maps to rows; give the "
 			  "cache it was trained on with --ids CACHE");
 		return -1;
 	}
 	struct arena ar = {0};
-	struct arena *a = &ar;
-	struct graph g = {.a = a};
+	struct graph g = {.a = &ar};
 	struct ncf_layout L;
-	ncf_layout_make(s, &L);
-	const float *p = m->params;
-	int64_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
-	char name[64], in[64], out[64];
-
-	add_encoders(&g, "user", m->user_ids, s->users);
-	add_encoders(&g, "item", m->item_ids, s->items);
-	weights(&g, "mf_user_embed.weight", p + L.p, U, F);
-	weights(&g, "mf_item_embed.weight", p + L.q, I, F);
-	weights(&g, "mlp_user_embed.weight", p + L.pm, U, M);
-	weights(&g, "mlp_item_embed.weight", p + L.qm, I, M);
-	add_node(&g, "Gather", "", "mf_user", "mf_user_embed.weight", "user_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(&g, "Gather", "", "mf_item", "mf_item_embed.weight", "item_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(&g, "Mul", "", "gmf", "mf_user", "mf_item", NULL, NULL, NULL, NULL, NULL);
-	add_node(&g, "Gather", "", "mlp_user", "mlp_user_embed.weight", "user_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(&g, "Gather", "", "mlp_item", "mlp_item_embed.weight", "item_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(&g, "Concat", "", "h_0", "mlp_user", "mlp_item", NULL, attr_int(a, "axis", 1), NULL,
-		 NULL, NULL);
-	for (uint32_t k = 1; k < s->n_layers; k++) {
-		char w[32], b[32];
-		snprintf(w, sizeof w, "mlp.%u.weight", k - 1);
-		snprintf(b, sizeof b, "mlp.%u.bias", k - 1);
-		weights(&g, w, p + L.w[k], s->layers[k], s->layers[k - 1]);
-		weights(&g, b, p + L.b[k], s->layers[k], 0);
-		snprintf(in, sizeof in, "h_%u", k - 1);
-		snprintf(name, sizeof name, "z_%u", k);
-		snprintf(out, sizeof out, "h_%u", k);
-		add_node(&g, "Gemm", "", name, in, w, b, attr_int(a, "transB", 1), NULL, NULL, NULL);
-		add_node(&g, "Relu", "", out, name, NULL, NULL, NULL, NULL, NULL, NULL);
-	}
-	add_node(&g, "Concat", "", "head_in", "gmf", out, NULL, attr_int(a, "axis", 1), NULL, NULL,
-		 NULL);
-	weights(&g, "final.weight", p + L.head_w, 1, F + ncf_shape_last(s));
-	weights(&g, "final.bias", p + L.head_b, 1, 0);
-	add_node(&g, "Gemm", "", "logit_2d", "head_in", "final.weight", "final.bias",
-		 attr_int(a, "transB", 1), NULL, NULL, NULL);
-	static const int64_t minus_one = -1, one = 1;
-	g.init[g.n_init++] = tensor(a, "flat", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &one, 1,
-				    &minus_one, sizeof minus_one);
-	add_node(&g, "Reshape", "", "logit", "logit_2d", "flat", NULL, NULL, NULL, NULL, NULL);
-	add_node(&g, "Sigmoid", "", "score", "logit", NULL, NULL, NULL, NULL, NULL, NULL);
-	add_node(&g, "Add", "", "score_u", "score", "user_nan", NULL, NULL, NULL, NULL, NULL);
-	add_node(&g, "Add", "", "probability", "score_u", "item_nan", NULL, NULL, NULL, NULL, NULL);
-
-	Onnx__GraphProto *gp = anew(a, sizeof *gp);
-	onnx__graph_proto__init(gp);
-	gp->name = astr(a, "neumf");
-	gp->doc_string = astr(a, "NeuMF (ncf): the probability that user interacts with item, "
-				 "both original ids; NaN for an id the model does not know");
-	gp->n_node = g.n_node;
-	gp->node = g.node;
-	gp->n_initializer = g.n_init;
-	gp->initializer = g.init;
-	Onnx__ValueInfoProto *ins[2] = {io_value(a, "user", ONNX__TENSOR_PROTO__DATA_TYPE__INT64),
-					io_value(a, "item", ONNX__TENSOR_PROTO__DATA_TYPE__INT64)};
-	Onnx__ValueInfoProto *outs[1] = {
-		io_value(a, "probability", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)};
-	gp->n_input = 2;
-	gp->input = ins;
-	gp->n_output = 1;
-	gp->output = outs;
-
-	Onnx__OperatorSetIdProto ops[2];
-	Onnx__OperatorSetIdProto *opp[2] = {&ops[0], &ops[1]};
-	for (int k = 0; k < 2; k++) {
-		onnx__operator_set_id_proto__init(&ops[k]);
-		ops[k].domain = k ? "ai.onnx.ml" : "";
-		ops[k].has_version = 1;
-		ops[k].version = k ? 2 : 13;
-	}
-	char layers[128];
-	size_t o = 0;
-	for (uint32_t k = 0; k < s->n_layers; k++)
-		o += (size_t)snprintf(layers + o, sizeof layers - o, "%s%u", k ? "," : "", s->layers[k]);
-	Onnx__StringStringEntryProto *props[] = {
-		prop(a, "ncf.version", "%s", NCF_VERSION),
-		prop(a, "ncf.users", "%u", s->users),
-		prop(a, "ncf.items", "%u", s->items),
-		prop(a, "ncf.factors", "%u", s->factors),
-		prop(a, "ncf.layers", "%s", layers),
-		prop(a, "ncf.fingerprint", "%08x", ncf_model_file_fingerprint(m)),
-	};
+	ncf_layout_make(&m->shape, &L);
+	build_neumf(&g, m, &L);
 	Onnx__ModelProto model;
-	onnx__model_proto__init(&model);
-	model.has_ir_version = 1;
-	model.ir_version = 7;
-	model.n_opset_import = 2;
-	model.opset_import = opp;
-	model.producer_name = "ncf";
-	model.producer_version = NCF_VERSION;
-	model.doc_string = "NeuMF, Neural Collaborative Filtering (ncf-infer --export)";
-	model.graph = gp;
-	model.n_metadata_props = sizeof props / sizeof *props;
-	model.metadata_props = props;
-
-	int rc = -1;
-	size_t size = protobuf_c_message_get_packed_size(&model.base);
-	if (size > (size_t)INT32_MAX) {
-		ncf_error("%s: the ONNX model would be %zu bytes, over protobuf's 2 GiB limit; "
-			  "export .safetensors instead",
-			  path, size);
-		goto out;
-	}
-	struct ncf_out of;
-	if (ncf_out_open(&of, path, 1) != 0)
-		goto out;
-	struct fbuf fb = {{fbuf_append}, of.fp, 0};
-	errno = 0;
-	protobuf_c_message_pack_to_buffer(&model.base, &fb.base);
-	if (fb.err) {
-		ncf_error("%s: write failed: %s", of.display, strerror(fb.err));
-		ncf_out_abort(&of);
-		goto out;
-	}
-	rc = ncf_out_commit(&of);
-	if (rc == 0)
-		ncf_debug("%s: %zu bytes of ONNX (%zu nodes, %zu initializers)", of.display, size,
-			  g.n_node, g.n_init);
-out:
-	arena_free(a);
+	model_proto(&ar, &model, graph_proto(&g), m);
+	int rc = write_model(&model, path, &g);
+	arena_free(&ar);
 	return rc;
 }
 

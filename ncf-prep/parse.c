@@ -410,6 +410,238 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	return 0;
 }
 
+/* The input as it streams through a fixed buffer: whole lines in
+ * [pos, have), an unfinished one kept and read after. */
+struct reader {
+	FILE *fp;
+	const char *display;
+	char *buf;		/* (BUF_SIZE) */
+	size_t have, pos;
+	int eof;
+	uint64_t bytes;		/* read so far */
+	uint32_t crc;		/* CRC-32C of those bytes */
+	double total;		/* the file's size, 0 when unknown */
+	struct ncf_progress prog;
+};
+
+/* Keep the unfinished line, read after it.  Returns 0 or -1 (reported). */
+static int refill(struct reader *rd)
+{
+	memmove(rd->buf, rd->buf + rd->pos, rd->have - rd->pos);
+	rd->have -= rd->pos;
+	rd->pos = 0;
+	size_t got = fread(rd->buf + rd->have, 1, BUF_SIZE - rd->have, rd->fp);
+	if (got == 0) {
+		if (ferror(rd->fp)) {
+			ncf_error("%s: read failed: %s", rd->display, strerror(errno));
+			return -1;
+		}
+		rd->eof = 1;
+	}
+	rd->crc = ncf_crc32c(rd->crc, rd->buf + rd->have, got);
+	rd->bytes += got;
+	rd->have += got;
+	ncf_progress_update(&rd->prog, "reading", (double)rd->bytes, rd->total, NULL);
+	return 0;
+}
+
+/* The columns of the headerless formats: user, item, rating, timestamp. */
+static void fixed_columns(struct parser *p)
+{
+	p->nfields = 4;
+	p->col[0] = COL_USER;
+	p->col[1] = COL_ITEM;
+	p->col[2] = COL_RATING;
+	p->col[3] = COL_TS;
+}
+
+/* The format from the first line (first, l0 bytes, its end nl or NULL at
+ * the end of the input), and the header when the format has one.
+ * Returns 0 or -1 (reported). */
+static int setup_format(struct parser *p, struct csv_parser *cp, struct reader *rd,
+			enum ncf_format format, const char *first, size_t l0, const char *nl)
+{
+	const char *display = rd->display;
+	enum ncf_format guess = detect(first, l0);
+	if (format == NCF_FORMAT_UNKNOWN)
+		format = guess;
+	if (format == NCF_FORMAT_UNKNOWN) {
+		ncf_error("%s:1: unknown format: '%s' is not a MovieLens ratings line or a "
+			  "CSV header naming user, item and timestamp columns (use --format)",
+			  display, ncf_escape(first, l0, 60));
+		return -1;
+	}
+	p->format = format;
+	if (format == NCF_FORMAT_ML100K) {
+		csv_set_delim(cp, '\t');
+		csv_set_space_func(cp, only_space);
+	} else {
+		csv_set_space_func(cp, csv_space);
+	}
+	if (format == NCF_FORMAT_ML20M &&
+	    !(l0 == strlen(ML20M_HEADER) && !memcmp(first, ML20M_HEADER, l0))) {
+		ncf_error("%s:1: expected the ml-20m header '%s', found '%s'", display, ML20M_HEADER,
+			  ncf_escape(first, l0, 60));
+		return -1;
+	}
+	if (format != NCF_FORMAT_ML20M && format != NCF_FORMAT_CSV) {
+		fixed_columns(p);
+		return 0;
+	}
+	if (!nl) {
+		ncf_error("%s:1: no ratings after the header (and no line end: truncated file?)",
+			  display);
+		return -1;
+	}
+	if (setup_header(p, cp, first, (size_t)(nl - first) + 1) != 0)
+		return -1;
+	rd->pos = (size_t)(nl - rd->buf) + 1;
+	p->line = 1;
+	return 0;
+}
+
+/* The start of the input: not empty, not binary, a byte-order mark
+ * skipped, the format and header from the first line.  Returns 1 when
+ * done, 0 when the first line is not all in yet, -1 (reported). */
+static int start_input(struct parser *p, struct csv_parser *cp, struct reader *rd,
+		       enum ncf_format format)
+{
+	const char *display = rd->display;
+	if (rd->have == 0 && rd->eof) {
+		ncf_error("%s: empty input, expected MovieLens ratings", display);
+		return -1;
+	}
+	if (rd->have >= 3 && !memcmp(rd->buf, "\xEF\xBB\xBF", 3))
+		rd->pos = 3; /* a UTF-8 byte-order mark: skip it */
+	size_t probe = rd->have < 65536 ? rd->have : 65536;
+	if (memchr(rd->buf, 0, probe)) {
+		ncf_error("%s: binary data (NUL bytes), not a ratings file", display);
+		return -1;
+	}
+	char *nl = memchr(rd->buf + rd->pos, '\n', rd->have - rd->pos);
+	if (!nl && !rd->eof)
+		return 0; /* the first line is not complete yet */
+	const char *first = rd->buf + rd->pos;
+	size_t l0 = nl ? (size_t)(nl - first) : rd->have - rd->pos;
+	if (l0 > MAX_LINE) {
+		ncf_error("%s:1: line longer than %u bytes, not a ratings file", display, MAX_LINE);
+		return -1;
+	}
+	if (l0 && first[l0 - 1] == '\r')
+		l0--;
+	if (setup_format(p, cp, rd, format, first, l0, nl) != 0)
+		return -1;
+	return 1;
+}
+
+/* One line s (len bytes with its LF) into the rows.  Returns 0 or -1
+ * (reported). */
+static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
+{
+	size_t body = len - 1;
+	if (body && s[body - 1] == '\r')
+		body--;
+	size_t sp = 0;
+	while (sp < body && (s[sp] == ' ' || s[sp] == '\t'))
+		sp++;
+	if (sp == body)
+		return 0; /* blank line (or spaces only) */
+	if (memchr(s, 0, body)) {
+		ncf_error("%s:%llu: binary data (NUL byte)", p->display, (unsigned long long)p->line);
+		return -1;
+	}
+	uint64_t ended = p->rows_ended;
+	if (p->format == NCF_FORMAT_ML1M) {
+		parse_dat_line(p, s, body);
+	} else if (csv_parse(cp, s, len, cb_field, cb_row, p) != len) {
+		ncf_error("%s:%llu: malformed CSV: %s", p->display, (unsigned long long)p->line,
+			  csv_strerror(csv_error(cp)));
+		return -1;
+	}
+	if (!p->err && p->rows_ended == ended) {
+		/* the line ended inside a quoted field */
+		ncf_error("%s:%llu: unterminated quote (a field cannot span lines)", p->display,
+			  (unsigned long long)p->line);
+		return -1;
+	}
+	if (p->err) {
+		ncf_error("%s:%llu: %s", p->display, (unsigned long long)p->line, p->msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* The whole lines in the buffer; at the end of the input, none may be
+ * left without its line end.  Returns 0 or -1 (reported). */
+static int parse_lines(struct parser *p, struct csv_parser *cp, struct reader *rd)
+{
+	while (rd->pos < rd->have) {
+		char *nl = memchr(rd->buf + rd->pos, '\n', rd->have - rd->pos);
+		if (!nl) {
+			if (rd->have - rd->pos > MAX_LINE) {
+				ncf_error("%s:%llu: line longer than %u bytes (binary data?)",
+					  rd->display, (unsigned long long)p->line + 1, MAX_LINE);
+				return -1;
+			}
+			break;
+		}
+		size_t len = (size_t)(nl - (rd->buf + rd->pos)) + 1;
+		const char *s = rd->buf + rd->pos;
+		rd->pos += len;
+		p->line++;
+		if (parse_line(p, cp, s, len) != 0)
+			return -1;
+	}
+	if (rd->eof && rd->pos < rd->have) {
+		ncf_error("%s:%llu: last line has no line end (truncated file?): '%s'", rd->display,
+			  (unsigned long long)p->line + 1,
+			  ncf_escape(rd->buf + rd->pos, rd->have - rd->pos, 60));
+		return -1;
+	}
+	return 0;
+}
+
+/* The end of the input: libcsv's last row, and at least one rating.
+ * Returns 0 or -1 (reported). */
+static int finish_input(struct parser *p, struct csv_parser *cp)
+{
+	if (csv_fini(cp, cb_field, cb_row, p) != 0) {
+		ncf_error("%s:%llu: malformed CSV at the end: %s", p->display,
+			  (unsigned long long)p->line, csv_strerror(csv_error(cp)));
+		return -1;
+	}
+	if (p->err) {
+		ncf_error("%s:%llu: %s", p->display, (unsigned long long)p->line, p->msg);
+		return -1;
+	}
+	if (p->rows->n == 0) {
+		ncf_error("%s: no ratings%s", p->display, p->has_header ? " after the header" : "");
+		return -1;
+	}
+	return 0;
+}
+
+/* Read and parse until the end of the input.  Returns 0 or -1 (reported). */
+static int parse_input(struct parser *p, struct csv_parser *cp, struct reader *rd,
+		       enum ncf_format format)
+{
+	int started = 0;
+	while (!rd->eof) {
+		if (refill(rd) != 0)
+			return -1;
+		if (!started) {
+			started = start_input(p, cp, rd, format);
+			if (started < 0)
+				return -1;
+			if (!started)
+				continue;
+		}
+		if (parse_lines(p, cp, rd) != 0)
+			return -1;
+	}
+	return finish_input(p, cp);
+}
+
 int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_rows *rows,
 	      struct ncf_parse_info *info, int force_progress)
 {
@@ -423,187 +655,26 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 		ncf_error("libcsv: csv_init failed");
 		return -1;
 	}
+	struct reader rd = {.fp = fp, .display = display};
 	struct stat st;
-	double total = 0;
 	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode))
-		total = (double)st.st_size;
-	struct ncf_progress prog;
-	ncf_progress_init(&prog, force_progress);
-
-	char *buf = ncf_xmalloc(BUF_SIZE);
-	size_t have = 0, pos = 0;
-	uint64_t bytes = 0;
-	uint32_t crc = 0;
-	int eof = 0, rc = -1, started = 0;
-	while (1) {
-		/* Refill: keep the unfinished line, read after it. */
-		if (!eof) {
-			memmove(buf, buf + pos, have - pos);
-			have -= pos;
-			pos = 0;
-			size_t got = fread(buf + have, 1, BUF_SIZE - have, fp);
-			if (got == 0) {
-				if (ferror(fp)) {
-					ncf_error("%s: read failed: %s", display, strerror(errno));
-					goto out;
-				}
-				eof = 1;
-			}
-			crc = ncf_crc32c(crc, buf + have, got);
-			bytes += got;
-			have += got;
-			ncf_progress_update(&prog, "reading", (double)bytes, total, NULL);
-		}
-		if (!started) {
-			if (have == 0 && eof) {
-				ncf_error("%s: empty input, expected MovieLens ratings", display);
-				goto out;
-			}
-			if (have >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3))
-				pos = 3; /* a UTF-8 byte-order mark: skip it */
-			size_t probe = have < 65536 ? have : 65536;
-			if (memchr(buf, 0, probe)) {
-				ncf_error("%s: binary data (NUL bytes), not a ratings file", display);
-				goto out;
-			}
-			char *nl = memchr(buf + pos, '\n', have - pos);
-			if (!nl && !eof)
-				continue; /* the first line is not complete yet */
-			const char *first = buf + pos;
-			size_t l0 = nl ? (size_t)(nl - first) : have - pos;
-			if (l0 > MAX_LINE) {
-				ncf_error("%s:1: line longer than %u bytes, not a ratings file", display,
-					  MAX_LINE);
-				goto out;
-			}
-			if (l0 && first[l0 - 1] == '\r')
-				l0--;
-			enum ncf_format guess = detect(first, l0);
-			if (format == NCF_FORMAT_UNKNOWN)
-				format = guess;
-			if (format == NCF_FORMAT_UNKNOWN) {
-				ncf_error("%s:1: unknown format: '%s' is not a MovieLens ratings line or a "
-					  "CSV header naming user, item and timestamp columns "
-					  "(use --format)",
-					  display, ncf_escape(first, l0, 60));
-				goto out;
-			}
-			p.format = format;
-			if (format == NCF_FORMAT_ML100K) {
-				csv_set_delim(&cp, '\t');
-				csv_set_space_func(&cp, only_space);
-			} else {
-				csv_set_space_func(&cp, csv_space);
-			}
-			if (format == NCF_FORMAT_ML20M &&
-			    !(l0 == strlen(ML20M_HEADER) && !memcmp(first, ML20M_HEADER, l0))) {
-				ncf_error("%s:1: expected the ml-20m header '%s', found '%s'", display,
-					  ML20M_HEADER, ncf_escape(first, l0, 60));
-				goto out;
-			}
-			if (format == NCF_FORMAT_ML20M || format == NCF_FORMAT_CSV) {
-				if (!nl) {
-					ncf_error("%s:1: no ratings after the header (and no line end: "
-						  "truncated file?)",
-						  display);
-					goto out;
-				}
-				if (setup_header(&p, &cp, first, (size_t)(nl - first) + 1) != 0)
-					goto out;
-				pos = (size_t)(nl - buf) + 1;
-				p.line = 1;
-			} else {
-				p.nfields = 4;
-				p.col[0] = COL_USER;
-				p.col[1] = COL_ITEM;
-				p.col[2] = COL_RATING;
-				p.col[3] = COL_TS;
-			}
-			started = 1;
-		}
-		/* Whole lines in [pos, have). */
-		while (pos < have) {
-			char *nl = memchr(buf + pos, '\n', have - pos);
-			if (!nl) {
-				if (have - pos > MAX_LINE) {
-					ncf_error("%s:%llu: line longer than %u bytes (binary data?)",
-						  display, (unsigned long long)p.line + 1, MAX_LINE);
-					goto out;
-				}
-				break;
-			}
-			size_t len = (size_t)(nl - (buf + pos)) + 1;
-			const char *s = buf + pos;
-			pos += len;
-			p.line++;
-			size_t body = len - 1;
-			if (body && s[body - 1] == '\r')
-				body--;
-			size_t sp = 0;
-			while (sp < body && (s[sp] == ' ' || s[sp] == '\t'))
-				sp++;
-			if (sp == body)
-				continue; /* blank line (or spaces only) */
-			if (memchr(s, 0, body)) {
-				ncf_error("%s:%llu: binary data (NUL byte)", display,
-					  (unsigned long long)p.line);
-				goto out;
-			}
-			uint64_t ended = p.rows_ended;
-			if (format == NCF_FORMAT_ML1M) {
-				parse_dat_line(&p, s, body);
-			} else if (csv_parse(&cp, s, len, cb_field, cb_row, &p) != len) {
-				ncf_error("%s:%llu: malformed CSV: %s", display,
-					  (unsigned long long)p.line, csv_strerror(csv_error(&cp)));
-				goto out;
-			}
-			if (!p.err && p.rows_ended == ended) {
-				/* the line ended inside a quoted field */
-				ncf_error("%s:%llu: unterminated quote (a field cannot span lines)",
-					  display, (unsigned long long)p.line);
-				goto out;
-			}
-			if (p.err) {
-				ncf_error("%s:%llu: %s", display, (unsigned long long)p.line, p.msg);
-				goto out;
-			}
-		}
-		if (eof) {
-			if (pos < have) {
-				ncf_error("%s:%llu: last line has no line end (truncated file?): '%s'",
-					  display, (unsigned long long)p.line + 1,
-					  ncf_escape(buf + pos, have - pos, 60));
-				goto out;
-			}
-			break;
-		}
-	}
-	if (csv_fini(&cp, cb_field, cb_row, &p) != 0) {
-		ncf_error("%s:%llu: malformed CSV at the end: %s", display, (unsigned long long)p.line,
-			  csv_strerror(csv_error(&cp)));
-		goto out;
-	}
-	if (p.err) {
-		ncf_error("%s:%llu: %s", display, (unsigned long long)p.line, p.msg);
-		goto out;
-	}
-	if (rows->n == 0) {
-		ncf_error("%s: no ratings%s", display, p.has_header ? " after the header" : "");
-		goto out;
-	}
-	info->format = format;
-	info->bytes = bytes;
-	info->crc = crc;
-	info->lines = p.line;
-	rc = 0;
-out:
-	if (rc != 0)
+		rd.total = (double)st.st_size;
+	ncf_progress_init(&rd.prog, force_progress);
+	rd.buf = ncf_xmalloc(BUF_SIZE);
+	int rc = parse_input(&p, &cp, &rd, format);
+	if (rc == 0) {
+		info->format = p.format;
+		info->bytes = rd.bytes;
+		info->crc = rd.crc;
+		info->lines = p.line;
+	} else {
 		ncf_rows_free(rows); /* the rows before the bad one */
-	ncf_progress_clear(&prog);
+	}
+	ncf_progress_clear(&rd.prog);
 	csv_free(&cp);
 	for (int i = 0; i < MAX_FIELDS; i++)
 		free(p.header[i]);
-	free(buf);
+	free(rd.buf);
 	return rc;
 }
 

@@ -71,33 +71,54 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c)
+/* The rows regrouped by user while the protocol runs: user u's rows are
+ * order[start[u] .. start[u + 1]), the first kept[u] of them its distinct
+ * interactions in time order after step 2.  U0, I0: the users and items
+ * of the rows; user_new, item_new: their final indices (UINT32_MAX:
+ * dropped). */
+struct grouping {
+	uint32_t U0, I0;
+	uint32_t *start;    /* (U0 + 1) */
+	uint32_t *order;    /* (n) row numbers */
+	uint32_t *kept;	    /* (U0) */
+	uint32_t *user_new; /* (U0) */
+	uint32_t *item_new; /* (I0) */
+};
+
+static void grouping_free(struct grouping *g)
+{
+	free(g->start);
+	free(g->order);
+	free(g->kept);
+	free(g->user_new);
+	free(g->item_new);
+}
+
+/* 1. Group rows by user (counting sort, stable: file order within). */
+static void group_by_user(const struct ncf_rows *r, struct grouping *g)
 {
 	size_t n = r->n;
-	uint32_t U0 = r->n_users, I0 = r->n_items;
-	if (n >= UINT32_MAX) {
-		ncf_error("%zu ratings: at most %u are supported", n, UINT32_MAX - 1);
-		return -1;
-	}
-	/* 1. Group rows by user (counting sort, stable: file order within). */
-	uint32_t *start = ncf_xcalloc((size_t)U0 + 1, sizeof *start);
+	uint32_t U0 = g->U0;
+	g->start = ncf_xcalloc((size_t)U0 + 1, sizeof *g->start);
 	for (size_t k = 0; k < n; k++)
-		start[r->user[k] + 1]++;
+		g->start[r->user[k] + 1]++;
 	for (uint32_t u = 0; u < U0; u++)
-		start[u + 1] += start[u];
-	uint32_t *order = ncf_xmalloc(n * sizeof *order);
-	{
-		uint32_t *fill = ncf_xmalloc((size_t)U0 * sizeof *fill);
-		memcpy(fill, start, (size_t)U0 * sizeof *fill);
-		for (size_t k = 0; k < n; k++)
-			order[fill[r->user[k]]++] = (uint32_t)k;
-		free(fill);
-	}
+		g->start[u + 1] += g->start[u];
+	g->order = ncf_xmalloc(n * sizeof *g->order);
+	uint32_t *fill = ncf_xmalloc((size_t)U0 * sizeof *fill);
+	memcpy(fill, g->start, (size_t)U0 * sizeof *fill);
+	for (size_t k = 0; k < n; k++)
+		g->order[fill[r->user[k]]++] = (uint32_t)k;
+	free(fill);
+}
 
-	/* 2. Per user: order by (timestamp, row), drop repeated items (keep the
-	 * earliest), count what is left.  order[start[u] .. start[u]+kept[u])
-	 * then holds the user's distinct interactions in time order. */
-	uint32_t *kept = ncf_xmalloc((size_t)U0 * sizeof *kept);
+/* 2. Per user: order by (timestamp, row), drop repeated items (keep the
+ * earliest), count what is left.  Returns the duplicates dropped. */
+static uint64_t order_and_dedup(const struct ncf_rows *r, struct grouping *g)
+{
+	const uint32_t U0 = g->U0, I0 = g->I0;
+	uint32_t *start = g->start, *order = g->order;
+	uint32_t *kept = g->kept = ncf_xmalloc((size_t)U0 * sizeof *g->kept);
 	uint64_t dups = 0;
 #pragma omp parallel reduction(+ : dups)
 	{
@@ -127,27 +148,32 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 		free(stamp);
 		free(tmp);
 	}
-	c->duplicates_dropped = dups;
+	return dups;
+}
 
-	/* 3. --min-ratings, then final indices by first appearance among the
-	 * rows kept. */
-	uint32_t *user_new = ncf_xmalloc((size_t)U0 * sizeof *user_new);
+/* 3. --min-ratings, then final indices by first appearance among the
+ * rows kept; sizes, counters and id maps into c.  Returns 0, or -1 when
+ * no user is left (reported). */
+static int reindex(const struct ncf_rows *r, const struct ncf_protocol_opts *o,
+		   struct grouping *g, struct ncf_cache *c)
+{
+	const uint32_t U0 = g->U0, I0 = g->I0;
+	uint32_t *user_new = g->user_new = ncf_xmalloc((size_t)U0 * sizeof *g->user_new);
 	uint32_t U = 0;
 	uint64_t ratings_dropped = 0;
 	for (uint32_t u = 0; u < U0; u++) {
-		if (kept[u] >= o->min_ratings) {
+		if (g->kept[u] >= o->min_ratings) {
 			user_new[u] = U++;
 		} else {
 			user_new[u] = UINT32_MAX;
-			ratings_dropped += kept[u]; /* duplicates are counted once, above */
+			ratings_dropped += g->kept[u]; /* duplicates are counted once, above */
 		}
 	}
 	if (U == 0) {
 		ncf_error("no user has %u or more ratings (--min-ratings)", o->min_ratings);
-		free(start), free(order), free(kept), free(user_new);
 		return -1;
 	}
-	uint32_t *item_new = ncf_xmalloc((size_t)I0 * sizeof *item_new);
+	uint32_t *item_new = g->item_new = ncf_xmalloc((size_t)I0 * sizeof *g->item_new);
 	uint32_t I = 0;
 	if (U == U0) {
 		for (uint32_t i = 0; i < I0; i++)
@@ -156,7 +182,7 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 	} else {
 		for (uint32_t i = 0; i < I0; i++)
 			item_new[i] = UINT32_MAX;
-		for (size_t k = 0; k < n; k++)
+		for (size_t k = 0; k < r->n; k++)
 			if (user_new[r->user[k]] != UINT32_MAX && item_new[r->item[k]] == UINT32_MAX)
 				item_new[r->item[k]] = I++;
 	}
@@ -174,9 +200,16 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 	for (uint32_t i = 0; i < I0; i++)
 		if (item_new[i] != UINT32_MAX)
 			c->item_ids[item_new[i]] = r->item_ids[i];
+	return 0;
+}
 
-	/* 4. Leave-one-out: the last interaction is the test positive, the
-	 * rest become the training CSR, sorted by item. */
+/* 4. Leave-one-out: the last interaction is the test positive, the rest
+ * become the training CSR, sorted by item. */
+static void leave_one_out(const struct ncf_rows *r, const struct grouping *g, struct ncf_cache *c)
+{
+	const uint32_t U0 = g->U0, U = c->users;
+	const uint32_t *start = g->start, *order = g->order, *kept = g->kept;
+	const uint32_t *user_new = g->user_new, *item_new = g->item_new;
 	c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
 	c->test_items = ncf_xmalloc((size_t)U * sizeof *c->test_items);
 	c->offsets[0] = 0;
@@ -209,12 +242,23 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 		qsort(dst, len - 1, sizeof *dst, cmp_u32);
 	}
 	c->test_ties = ties;
-	free(start);
-	free(order);
-	free(kept);
-	free(user_new);
-	free(item_new);
+}
 
+int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c)
+{
+	if (r->n >= UINT32_MAX) {
+		ncf_error("%zu ratings: at most %u are supported", r->n, UINT32_MAX - 1);
+		return -1;
+	}
+	struct grouping g = {.U0 = r->n_users, .I0 = r->n_items};
+	group_by_user(r, &g);
+	c->duplicates_dropped = order_and_dedup(r, &g);
+	int rc = reindex(r, o, &g, c);
+	if (rc == 0)
+		leave_one_out(r, &g, c);
+	grouping_free(&g);
+	if (rc != 0)
+		return -1;
 	/* 5. Evaluation negatives. */
 	ncf_protocol_draw_negatives(c, o->eval_negatives, o->seed);
 	return 0;

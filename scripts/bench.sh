@@ -82,6 +82,11 @@ measure "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS
 sed 's/^/  /' "$W/train.out"
 echo "  peak_rss_mb_total	$PEAK_MB"
 
+say "ncf-train checkpoints, ml-20m-sized model: the snapshot (on the training clock), a write with zstd on one thread (before), with workers (the writer thread), the copy to -o (seconds, min and median of 3)"
+measure "$BENCHBIN/bench_save" "$W" --reps 3 >"$W/save.out"
+sed 's/^/  /' "$W/save.out"
+echo "  peak_rss_mb_total	$PEAK_MB"
+
 say "ncf-train, cpu backend: seconds per epoch on ml-latest-small (batch 16384)"
 if [ -s "$DATA/ml-latest-small/ratings.csv" ]; then
 	"$BIN/ncf-prep" -q -o "$W/mls.ncfc" "$DATA/ml-latest-small/ratings.csv"
@@ -92,7 +97,7 @@ else
 fi
 measure "$BIN/ncf-train" "$W/mls.ncfc" -o "$W/mls.ncfm" -e 2 -b 16384 --log "$W/mls.jsonl" 2>/dev/null
 echo "  data: $src; peak memory $PEAK_MB MB"
-awk -F'[:,] *' '{ for (i = 1; i < NF; i++) { k = $i; gsub(/[{" ]/, "", k); v[k] = $(i + 1) }
+awk -F'[:,] *' '/"summary": true/ { next } { for (i = 1; i < NF; i++) { k = $i; gsub(/[{" ]/, "", k); v[k] = $(i + 1) }
 	printf "  epoch %d: train %.2f s (%.0f samples/s), eval %.3f s, hr@10 %.4f\n",
 		v["epoch"], v["train_time"], v["train_throughput"], v["eval_time"], v["hr@10"] }' "$W/mls.jsonl"
 

@@ -22,7 +22,7 @@
  * H0..HL the MLP widths (H0 = 2M, M the MLP embedding width), Bu and Bi the
  * distinct users and items of a batch ("slots"), in order of first
  * appearance.  Tables by role: gmf_user (U, F), gmf_item (I, F), mlp_user
- * (U, M), mlp_item (I, M) (model.h's P, Q, Pm, Qm; layout.p, .q, .pm, .qm).
+ * (U, M), mlp_item (I, M) (model.h; the layout's offsets of the same names).
  */
 #ifndef NCF_CPU_H
 #define NCF_CPU_H

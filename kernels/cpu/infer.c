@@ -80,8 +80,8 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
 	const float *W1 = c->params + L->w[1], *b1 = c->params + L->b[1];
-	ncf_cpu_rows_times_wt(c->params + L->pm, s->users, M, W1, 2 * M, H1, c->AU);
-	ncf_cpu_rows_times_wt(c->params + L->qm, s->items, M, W1 + M, 2 * M, H1, c->AI);
+	ncf_cpu_rows_times_wt(c->params + L->mlp_user, s->users, M, W1, 2 * M, H1, c->AU);
+	ncf_cpu_rows_times_wt(c->params + L->mlp_item, s->items, M, W1 + M, 2 * M, H1, c->AI);
 #pragma omp parallel for schedule(static)
 	for (int64_t u = 0; u < (int64_t)s->users; u++)
 		for (size_t h = 0; h < H1; h++)
@@ -132,8 +132,8 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 	const float *wg = prm + L->head_w, *wh = wg + F;
 	size_t HL = s->layers[last];
 	for (size_t j = 0; j < n; j++) {
-		const float *pu = prm + L->p + (size_t)users[j] * F;
-		const float *qi = prm + L->q + (size_t)items[j] * F;
+		const float *pu = prm + L->gmf_user + (size_t)users[j] * F;
+		const float *qi = prm + L->gmf_item + (size_t)items[j] * F;
 		const float *hrow = prev + j * ld;
 		out[j] = (dot8_prod(pu, qi, wg, F) + dot8(wh, hrow, HL)) + prm[L->head_b];
 	}

@@ -296,8 +296,8 @@ static void forward(const struct ncf_backend *be, const float *prm, struct batch
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	size_t B = b->B, F = s->factors, M = ncf_shape_m(s), last = s->n_layers - 1;
-	gmf_forward(b->g, b->users, b->items, B, prm + L->p, prm + L->q, F);
-	embedding_forward(b->x, b->users, b->items, B, prm + L->pm, prm + L->qm, M);
+	gmf_forward(b->g, b->users, b->items, B, prm + L->gmf_user, prm + L->gmf_item, F);
+	embedding_forward(b->x, b->users, b->items, B, prm + L->mlp_user, prm + L->mlp_item, M);
 	const float *in = b->x;
 	for (uint32_t l = 1; l <= last; l++) {
 		size_t K = s->layers[l - 1], H = s->layers[l];
@@ -331,8 +331,8 @@ static void backward(const struct ncf_backend *be, const float *prm, struct batc
 		linear_backward(dh, grad + L->w[l], grad + L->b[l], dz, l > 1 ? b->h[l - 1] : b->x,
 				prm + L->w[l], B, K, H);
 	}
-	embedding_backward(grad + L->pm, grad + L->qm, dh, b->users, b->items, B, M);
-	gmf_backward(grad + L->p, grad + L->q, dg, b->users, b->items, B, prm + L->p, prm + L->q,
+	embedding_backward(grad + L->mlp_user, grad + L->mlp_item, dh, b->users, b->items, B, M);
+	gmf_backward(grad + L->gmf_user, grad + L->gmf_item, dg, b->users, b->items, B, prm + L->gmf_user, prm + L->gmf_item,
 		     F);
 	free(dg), free(dh), free(dz);
 }

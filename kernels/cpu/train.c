@@ -228,8 +228,8 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	float *restrict dl_row = x->logit;
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
-		const float *restrict pu = prm + L->p + (size_t)c->su[j] * F;
-		const float *restrict qi = prm + L->q + (size_t)c->si[j] * F;
+		const float *restrict pu = prm + L->gmf_user + (size_t)c->su[j] * F;
+		const float *restrict qi = prm + L->gmf_item + (size_t)c->si[j] * F;
 		float *restrict g = x->g + r * F;
 		for (size_t f = 0; f < F; f++)
 			g[f] = pu[f] * qi[f];
@@ -358,11 +358,11 @@ static void layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 	const float *W1 = c->params + L->w[1];
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->xu + (size_t)k * M, c->params + L->pm + (size_t)c->slot_user[k] * M,
+		memcpy(c->xu + (size_t)k * M, c->params + L->mlp_user + (size_t)c->slot_user[k] * M,
 		       M * sizeof(float));
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->xi + (size_t)k * M, c->params + L->qm + (size_t)c->slot_item[k] * M,
+		memcpy(c->xi + (size_t)k * M, c->params + L->mlp_item + (size_t)c->slot_item[k] * M,
 		       M * sizeof(float));
 	ncf_cpu_rows_times_wt(c->xu, nu, M, W1, 2 * M, H1, c->au);
 	ncf_cpu_rows_times_wt(c->xi, ni, M, W1 + M, 2 * M, H1, c->ai);
@@ -443,12 +443,12 @@ static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, 
 	ncf_cpu_rows_times_w(c->dau, nu, H1, W1, 2 * M, M, c->dx);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->grad + L->pm + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
+		memcpy(c->grad + L->mlp_user + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
 	ncf_cpu_rows_times_w(c->dai, ni, H1, W1 + M, 2 * M, M, c->dx);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->grad + L->qm + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
+		memcpy(c->grad + L->mlp_item + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
 }
 
@@ -489,9 +489,9 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	*loss_sum = run_chunks(be, c, B, pos0, epoch, inv_n);	 /* 4 */
 	layer1_backward(be, c, nu, ni);				 /* 5 */
 	const float *wg = c->params + L->head_w;		 /* 6 */
-	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->params + L->q, c->slot_user,
-		      c->grad + L->p, wg, F);
-	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->params + L->p, c->slot_item,
-		      c->grad + L->q, wg, F);
+	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->params + L->gmf_item, c->slot_user,
+		      c->grad + L->gmf_user, wg, F);
+	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->params + L->gmf_user, c->slot_item,
+		      c->grad + L->gmf_item, wg, F);
 	return 0;
 }

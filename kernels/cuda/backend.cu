@@ -496,6 +496,26 @@ static int cuda_take_loss(struct ncf_backend *be, double *loss_sum)
 	return 0;
 }
 
+/* Page-locked host memory: get_state's copies (the checkpoint snapshot)
+ * run at the bus's speed with no staging.  NULL when there is none to
+ * have (the caller falls back to malloc). */
+static void *cuda_host_alloc(struct ncf_backend *be, size_t bytes)
+{
+	(void)be;
+	void *p = NULL;
+	if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError(); /* not sticky: clear it */
+		return NULL;
+	}
+	return p;
+}
+
+static void cuda_host_free(struct ncf_backend *be, void *p)
+{
+	(void)be;
+	cudaFreeHost(p);
+}
+
 static int cuda_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 		     float *grad, double *loss_sum)
 {
@@ -613,6 +633,8 @@ const struct ncf_backend_i ncf_backend_cuda = {
 	cuda_resident_set,	/* resident_set */
 	cuda_score_resident,	/* score_resident */
 	cuda_take_loss,		/* take_loss */
+	cuda_host_alloc,	/* host_alloc */
+	cuda_host_free,		/* host_free */
 };
 
 void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)

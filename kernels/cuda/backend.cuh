@@ -20,8 +20,8 @@
  * Legend: B rows of a step (this rank's slice), U users, I items, F GMF
  * factors, H1..HL the hidden widths, M the MLP embedding width, P training
  * positives, N evaluation negatives per user.  Tables by role: gmf_user
- * (U, F), gmf_item (I, F), mlp_user (U, M), mlp_item (I, M) (layout.p, .q,
- * .pm, .qm).
+ * (U, F), gmf_item (I, F), mlp_user (U, M), mlp_item (I, M) (the layout's
+ * offsets of the same names).
  */
 #ifndef NCF_CUDA_BACKEND_CUH
 #define NCF_CUDA_BACKEND_CUH
@@ -68,7 +68,7 @@ struct cu {
 
 	/* parameters (layout.total floats each) */
 	float *params, *m, *v, *grad;
-	void *plo; /* 16-bit copy of params from layout.pm on (bf16, fp16) */
+	void *plo; /* 16-bit copy of params from layout.mlp_user on (bf16, fp16) */
 	int plo_valid, tables_valid;
 	void *AU, *AI;	  /* (U, H1), (I, H1) activation type: mlp_user W1u^T, mlp_item W1i^T */
 	float *dAU, *dAI; /* (U, H1), (I, H1) */

@@ -106,15 +106,15 @@ template <typename T> int make_tables(struct ncf_backend *be, struct cu *c)
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(s), H1 = s->layers[1];
 	if (c->act != ACT_F32 && !c->plo_valid) {
-		size_t count = L->total - L->pm;
-		NCF_TRY(cast_cuda<T>(c->params + L->pm, (T *)c->plo + L->pm, count, c->s));
+		size_t count = L->total - L->mlp_user;
+		NCF_TRY(cast_cuda<T>(c->params + L->mlp_user, (T *)c->plo + L->mlp_user, count, c->s));
 		c->plo_valid = 1;
 	}
 	const T *w = wts<T>(c);
 	cudaDataType dt = dtype_of<T>();
-	NCF_TRY(lin_fwd(c, "gemm_table_user", s->users, M, H1, w + L->pm, dt, M, w + L->w[1], dt,
+	NCF_TRY(lin_fwd(c, "gemm_table_user", s->users, M, H1, w + L->mlp_user, dt, M, w + L->w[1], dt,
 			2 * M, c->AU, dt, H1));
-	NCF_TRY(lin_fwd(c, "gemm_table_item", s->items, M, H1, w + L->qm, dt, M, w + L->w[1] + M,
+	NCF_TRY(lin_fwd(c, "gemm_table_item", s->items, M, H1, w + L->mlp_item, dt, M, w + L->w[1] + M,
 			dt, 2 * M, c->AI, dt, H1));
 	c->tables_valid = 1;
 	return 0;
@@ -156,8 +156,8 @@ static int forward_logits(struct ncf_backend *be, struct cu *c, size_t n, float 
 	NCF_TRY(layer1_cuda<T>(n, s->layers[1], c->su, c->si, (const T *)c->AU, (const T *)c->AI,
 			       c->params + L->b[1], 1, none, (T *)c->h[1], c->s));
 	NCF_TRY(mlp_forward<T>(be, c, n, none));
-	return head_logits_cuda<T>(n, s->factors, s->layers[last], c->su, c->si, c->params + L->p,
-				   c->params + L->q, c->params + L->head_w, (const T *)c->h[last],
+	return head_logits_cuda<T>(n, s->factors, s->layers[last], c->su, c->si, c->params + L->gmf_user,
+				   c->params + L->gmf_item, c->params + L->head_w, (const T *)c->h[last],
 				   prob, out, c->s);
 }
 
@@ -187,10 +187,10 @@ static int forward_train(struct ncf_backend *be, struct cu *c, uint64_t S, uint3
 			       prm + L->b[1], 0, dk, (T *)c->h[1], c->s));
 	NCF_TRY(mlp_forward<T>(be, c, B, dk));
 	mark(c, PH_HEAD);
-	NCF_TRY(head_train_cuda<T>(B, F, HL, c->su, c->si, c->lab, prm + L->p, prm + L->q,
+	NCF_TRY(head_train_cuda<T>(B, F, HL, c->su, c->si, c->lab, prm + L->gmf_user, prm + L->gmf_item,
 				   prm + L->head_w, (const T *)c->h[last], inv_n, c->loss_scale,
 				   dk.scale, c->loss, c->dl, (T *)c->d[last], c->s));
-	return head_grad_cuda<T>(B, F, HL, c->su, c->si, prm + L->p, prm + L->q,
+	return head_grad_cuda<T>(B, F, HL, c->su, c->si, prm + L->gmf_user, prm + L->gmf_item,
 				 (const T *)c->h[last], c->dl, c->grad + L->head_w, c->red, c->s);
 }
 
@@ -240,15 +240,15 @@ template <typename T> static int layer1_backward(struct ncf_backend *be, struct 
 	NCF_TRY(segsum_rows_cuda<T>(c->ki, c->ji, B, (const T *)c->d[1], H1, I, c->dAI,
 				    c->seg_head, c->seg_tail, c->s));
 	NCF_TRY(grow_red(c, colsum_scratch(U, H1)));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->pm,
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->mlp_user,
 			  CUDA_R_32F, M, g + L->w[1], 2 * (size_t)M));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->qm,
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->mlp_item,
 			  CUDA_R_32F, M, g + L->w[1] + M, 2 * (size_t)M));
 	NCF_TRY(colsum_cuda<float>(c->dAU, U, H1, g + L->b[1], c->red, c->s));
 	NCF_TRY(lin_dgrad(c, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],
-			  CUDA_R_32F, 2 * (size_t)M, g + L->pm, CUDA_R_32F, M));
+			  CUDA_R_32F, 2 * (size_t)M, g + L->mlp_user, CUDA_R_32F, M));
 	return lin_dgrad(c, "gemm_dgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->w[1] + M,
-			 CUDA_R_32F, 2 * (size_t)M, g + L->qm, CUDA_R_32F, M);
+			 CUDA_R_32F, 2 * (size_t)M, g + L->mlp_item, CUDA_R_32F, M);
 }
 
 /* Step 5: the GMF embedding gradients from the sorted batch; the loss sum. */
@@ -260,12 +260,12 @@ static int gmf_backward_loss(struct ncf_backend *be, struct cu *c, size_t B)
 	const float *prm = c->params;
 	float *g = c->grad;
 	mark(c, PH_GMF_LOSS);
-	DMEMSET_TRY(g + L->p, ((size_t)s->users + s->items) * F * sizeof(float), c->s,
+	DMEMSET_TRY(g + L->gmf_user, ((size_t)s->users + s->items) * F * sizeof(float), c->s,
 		    "clear_dgmf");
-	NCF_TRY(segsum_gmf_cuda(c->ku, c->ju, B, c->dl, c->si, prm + L->q, prm + L->head_w, F,
-				s->users, g + L->p, c->seg_head, c->seg_tail, c->s));
-	NCF_TRY(segsum_gmf_cuda(c->ki, c->ji, B, c->dl, c->su, prm + L->p, prm + L->head_w, F,
-				s->items, g + L->q, c->seg_head, c->seg_tail, c->s));
+	NCF_TRY(segsum_gmf_cuda(c->ku, c->ju, B, c->dl, c->si, prm + L->gmf_item, prm + L->head_w, F,
+				s->users, g + L->gmf_user, c->seg_head, c->seg_tail, c->s));
+	NCF_TRY(segsum_gmf_cuda(c->ki, c->ji, B, c->dl, c->su, prm + L->gmf_user, prm + L->head_w, F,
+				s->items, g + L->gmf_item, c->seg_head, c->seg_tail, c->s));
 	return sum_f64_cuda(c->loss, B, c->loss_dev, c->dred, c->s);
 }
 

@@ -146,7 +146,7 @@ static int forward_fused(struct ncf_backend *be, struct cu *c, size_t B, uint64_
 					   (const T *)c->h[k - 1], w + L->w[k], prm + L->b[k], dk,
 					   k - 1, c->ju, tf32, (T *)c->h[k], c->s));
 	mark(c, PH_HEAD);
-	return head_fused_cuda<T>(B, F, HL, c->ku, c->ri, c->rlab, prm + L->p, prm + L->q,
+	return head_fused_cuda<T>(B, F, HL, c->ku, c->ri, c->rlab, prm + L->gmf_user, prm + L->gmf_item,
 				  prm + L->head_w, (const T *)c->h[last], 1.0f / (float)n,
 				  c->loss_scale, dk.scale, s->users, c->dl, (T *)c->d[last],
 				  c->fpart, c->floss, c->s);
@@ -212,17 +212,17 @@ template <typename T> static int tables_backward(struct ncf_backend *be, struct 
 	const float *prm = c->params;
 	float *g = c->grad;
 	NCF_TRY(key_grad_cuda<T>(U, H1, F, B, c->uoff, NULL, (const T *)c->d[1], c->dl, c->ri,
-				 prm + L->q, prm + L->head_w, c->dAU, g + L->p, c->s));
+				 prm + L->gmf_item, prm + L->head_w, c->dAU, g + L->gmf_user, c->s));
 	NCF_TRY(key_grad_cuda<T>(I, H1, F, B, c->ioff, c->ji, (const T *)c->d[1], c->dl, c->ku,
-				 prm + L->p, prm + L->head_w, c->dAI, g + L->q, c->s));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->pm,
+				 prm + L->gmf_user, prm + L->head_w, c->dAI, g + L->gmf_item, c->s));
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->mlp_user,
 			  CUDA_R_32F, M, g + L->w[1], 2 * (size_t)M));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->qm,
+	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->mlp_item,
 			  CUDA_R_32F, M, g + L->w[1] + M, 2 * (size_t)M));
 	NCF_TRY(lin_dgrad(c, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],
-			  CUDA_R_32F, 2 * (size_t)M, g + L->pm, CUDA_R_32F, M));
+			  CUDA_R_32F, 2 * (size_t)M, g + L->mlp_user, CUDA_R_32F, M));
 	NCF_TRY(lin_dgrad(c, "gemm_dgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1,
-			  prm + L->w[1] + M, CUDA_R_32F, 2 * (size_t)M, g + L->qm, CUDA_R_32F, M));
+			  prm + L->w[1] + M, CUDA_R_32F, 2 * (size_t)M, g + L->mlp_item, CUDA_R_32F, M));
 	mark(c, PH_GMF_LOSS); /* the GMF gradients came with dAU, dAI */
 	return 0;
 }
@@ -249,7 +249,7 @@ template int compute_grad_fused<f16>(struct ncf_backend *, struct cu *, uint64_t
 int adam_fused(struct ncf_backend *be, struct cu *c, const ncf_adam_k &k, float g_scale,
 	       const int *skip)
 {
-	size_t total = be->layout.total, lo = be->layout.pm;
+	size_t total = be->layout.total, lo = be->layout.mlp_user;
 	switch (c->act) {
 	case ACT_BF16:
 		NCF_TRY(adam_cast_cuda<bf16>(c->params, c->m, c->v, c->grad, total, k, g_scale,

@@ -10,6 +10,7 @@
 
 H='userId,movieId,rating,timestamp'
 mkdir "$T/in"
+cd "$T" || bail "cannot cd to $T"
 
 # body FILE: a cache's bytes after its meta section (the arrays).
 body() {
@@ -18,23 +19,25 @@ body() {
 	tail -c +$((64 + comp + 1)) "$1"
 }
 
-# bad NAME CONTENT REGEX DESC: CONTENT (a printf format) as $T/in/NAME
-# must fail with exit 1, one line on stderr matching
-# ^ncf-prep: $T/in/NAME<REGEX>, nothing on stdout and no file in the
-# output directory (neither -o's target nor a .NAME.XXXXXX temporary).
+# bad NAME CONTENT REGEX DESC: CONTENT (a printf format) as in/NAME must
+# fail with exit 1, one line on stderr matching ^ncf-prep: in/NAME<REGEX>
+# and equal to tests/expected/prep-errors/NAME.err (NAME without its
+# extension), nothing on stdout and no file in the output directory
+# (neither -o's target nor a .NAME.XXXXXX temporary).
 bad() {
 	local name=$1 content=$2 regex=$3 desc=$4 dir
-	printf -- "$content" >"$T/in/$name"
-	dir=$T/o.$_n
+	printf -- "$content" >"in/$name"
+	dir=o.$_n
 	mkdir "$dir"
-	run ncf-prep -o "$dir/x.ncfc" "$T/in/$name"
+	run ncf-prep -o "$dir/x.ncfc" "in/$name"
 	is "$status" 1 "$desc: exit 1"
 	if [ "$(wc -l <"$err")" = 1 ]; then
-		like "$err" "^ncf-prep: $T/in/$name$regex" "$desc: message"
+		like "$err" "^ncf-prep: in/$name$regex" "$desc: message"
 	else
 		like /dev/null x "$desc: exactly one line on stderr"
 		sed 's/^/#   /' "$err"
 	fi
+	expect "prep-errors/${name%.*}.err" "$err" "$desc: the whole message"
 	is "$(ls -A "$dir")$(cat "$out")" "" "$desc: no output left behind"
 }
 
@@ -63,8 +66,8 @@ bad nul.csv "\000\001\002garbage\377\n" ': binary data \(NUL bytes\), not a rati
 {
 	echo "$H"
 	seq 1 6000 | awk '{ print $1 "," $1 ",4.0," 1000000 + $1 }'
-} >"$T/in/long.csv"
-bad nul-late.csv "$(sed 's/%/%%/g' "$T/in/long.csv")\n1,2\0003,4.0,5\n" ':6002: binary data \(NUL byte\)$' \
+} >"in/long.csv"
+bad nul-late.csv "$(sed 's/%/%%/g' in/long.csv)\n1,2\0003,4.0,5\n" ':6002: binary data \(NUL byte\)$' \
 	"a NUL byte on line 6002"
 bad trunc.csv "$H\n1,2,3.0,100\n1,3,4.0,1" ":3: last line has no line end \(truncated file\?\): '1,3,4.0,1'$" \
 	"a truncated last line"
@@ -104,24 +107,27 @@ run ncf-prep -o "$T/o.x" "$T/in/missing.csv"
 is "$status" 1 "missing input file: exit 1"
 like "$err" "^ncf-prep: $T/in/missing.csv: No such file" "missing input file: message"
 
-# Usage errors: exit 2, one line naming the problem, then the synopsis.
+# Usage errors: exit 2, one line naming the problem, then the synopsis;
+# the whole of stderr equals tests/expected/prep-errors/usage-NAME.err.
 usage() {
-	local regex=$1 desc=$2
-	shift 2
+	local name=$1 regex=$2 desc=$3
+	shift 3
 	run ncf-prep "$@"
 	is "$status" 2 "$desc: exit 2"
 	like "$err" "^ncf-prep: $regex" "$desc: message"
 	like "$err" '^usage: ncf-prep' "$desc: synopsis"
+	expect "prep-errors/usage-$name.err" "$err" "$desc: the whole message"
 }
-usage "unknown option '--bogus'" "unknown option" --bogus "$T/in/one.csv"
-usage "--eval-negatives: '0' is not an integer from 1 to 100000" "--eval-negatives 0" --eval-negatives 0 "$T/in/one.csv"
-usage "--synthetic: 'bogus' is not SHAPE" "--synthetic bogus" --synthetic bogus
-usage "--synthetic: 'tinyx0' is not SHAPE" "--synthetic tinyx0" --synthetic tinyx0
-usage "--format: unknown format 'xml'" "--format xml" --format xml "$T/in/one.csv"
-usage "--seed: 'abc'" "--seed abc" --seed abc "$T/in/one.csv"
-usage "one input file at most" "two input files" "$T/in/one.csv" "$T/in/one.csv"
-usage "--emit-csv needs --synthetic" "--emit-csv alone" --emit-csv
-usage "option '-o' needs a value" "-o without a value" -o
+usage bogus "unknown option '--bogus'" "unknown option" --bogus in/one.csv
+usage eval-negatives "--eval-negatives: '0' is not an integer from 1 to 100000" "--eval-negatives 0" \
+	--eval-negatives 0 in/one.csv
+usage synthetic "--synthetic: 'bogus' is not SHAPE" "--synthetic bogus" --synthetic bogus
+usage synthetic-scale "--synthetic: 'tinyx0' is not SHAPE" "--synthetic tinyx0" --synthetic tinyx0
+usage format "--format: unknown format 'xml'" "--format xml" --format xml in/one.csv
+usage seed "--seed: 'abc'" "--seed abc" --seed abc in/one.csv
+usage two-inputs "one input file at most" "two input files" in/one.csv in/one.csv
+usage emit-csv "--emit-csv needs --synthetic" "--emit-csv alone" --emit-csv
+usage o-value "option '-o' needs a value" "-o without a value" -o
 run ncf-prep --help
 is "$status:$(wc -c <"$err" | tr -d ' ')" "0:0" "--help exits 0, nothing on stderr"
 like "$out" '^usage: ncf-prep' "--help prints the usage on stdout"
@@ -140,13 +146,15 @@ cp "$T/good.ncfc" "$T/flip-hdr.ncfc" && flip "$T/flip-hdr.ncfc" 40
 cp "$T/good.ncfc" "$T/flip-data.ncfc" && flip "$T/flip-data.ncfc" $((size - 100))
 : >"$T/empty.ncfc"
 for f in trunc flip-hdr flip-data empty; do
-	run ncf-prep --info "$T/$f.ncfc"
+	run ncf-prep --info "$f.ncfc"
 	is "$status:$(wc -c <"$out" | tr -d ' ')" "1:0" "--info on a $f cache: exit 1, nothing on stdout"
-	like "$err" "^ncf-prep: $T/$f.ncfc: .*re-run ncf-prep" "--info on a $f cache: says re-run ncf-prep"
+	like "$err" "^ncf-prep: $f.ncfc: .*re-run ncf-prep" "--info on a $f cache: says re-run ncf-prep"
+	expect "prep-errors/info-$f.err" "$err" "--info on a $f cache: the whole message"
 done
-run ncf-prep --info "$T/in/long.csv"
+run ncf-prep --info in/long.csv
 is "$status" 1 "--info on a CSV file: exit 1"
-like "$err" "^ncf-prep: $T/in/long.csv: not an ncf cache file.*re-run ncf-prep" "--info on a CSV file: message"
+like "$err" "^ncf-prep: in/long.csv: not an ncf cache file.*re-run ncf-prep" "--info on a CSV file: message"
+expect prep-errors/info-csv.err "$err" "--info on a CSV file: the whole message"
 run ncf-prep --info - <"$T/good.ncfc"
 is "$status:$(grep -c . "$out")" "0:$(ncf-prep --info "$T/good.ncfc" | grep -c .)" "--info - reads stdin"
 

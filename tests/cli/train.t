@@ -47,7 +47,16 @@ for l in lines:
         assert isinstance(d[k], (int, float)), k
 ' "$file" "$n" "$@"
 }
-LOGKEYS="epoch train_loss hr@10 ndcg@10 train_time eval_time train_throughput eval_throughput"
+LOGKEYS="epoch train_loss hr@10 ndcg@10 train_time eval_time train_throughput eval_throughput save_wait"
+# log_lines FILE N KEY...: FILE holds N epoch objects with every KEY, then
+# one summary object.
+log_lines() {
+	local file=$1 n=$2
+	shift 2
+	head -n "$n" "$file" >"$file.epochs" && json_lines "$file.epochs" "$n" "$@" &&
+		[ "$(wc -l <"$file" | tr -d ' ')" = $((n + 1)) ] &&
+		tail -n 1 "$file" | grep -q '^{"summary": true, '
+}
 
 # ---------------------------------------------------------------------------
 # Reproducibility: two runs with one seed, 1 and 2 threads.  ml-latest-small
@@ -74,6 +83,49 @@ is "$(ls "$T/rep" | tr '\n' ' ')" \
 ncf-train -q --threads 2 "$MLS" -o "$T/rep/s2.ncfm" $F -b 65536 -e 2 -s 2
 ! cmp -s "$T/rep/1a.ncfm.last" "$T/rep/s2.ncfm.last"
 ok $? "another seed gives other bytes"
+
+# ---------------------------------------------------------------------------
+# Checkpoints are written by a thread while the next epoch trains: the same
+# bytes as written between epochs (NCF_SAVE_SYNC=1), every file whole at
+# the end; a write that fails ends the run with status 1 at the next epoch
+# boundary (background) or at once (NCF_SAVE_SYNC), naming the file.
+mkdir "$T/bg"
+run ncf-train "$C" -o "$T/bg/b.ncfm" $F -b 512 -e 3 --keep-epochs
+is "$status" 0 "background checkpoints, 3 epochs, --keep-epochs: exit 0"
+like "$err" '^ncf-train: checkpoints: written while the next epoch trained; training waited [0-9.]+ s for them in all, the last took [0-9.]+ s to write' \
+	"the summary says how long training waited for checkpoints"
+NCF_SAVE_SYNC=1 ncf-train -q "$C" -o "$T/bg/s.ncfm" $F -b 512 -e 3 --keep-epochs
+fails=0
+for f in "" .last .epoch-001 .epoch-002 .epoch-003; do
+	same "$T/bg/b.ncfm$f" "$T/bg/s.ncfm$f" || fails=$((fails + 1))
+done
+is "$fails" 0 "MODEL, MODEL.last, MODEL.epoch-001..003: the same bytes written in the background and between epochs"
+is "$(cd "$T/bg" && ls | tr '\n' ' ')" \
+	"b.ncfm b.ncfm.epoch-001 b.ncfm.epoch-002 b.ncfm.epoch-003 b.ncfm.last s.ncfm s.ncfm.epoch-001 s.ncfm.epoch-002 s.ncfm.epoch-003 s.ncfm.last " \
+	"no temporaries left"
+if [ -c /dev/full ]; then
+	run ncf-train "$C" -o "$T/bg/f.ncfm" $F -b 512 -e 3 --checkpoint /dev/full
+	is "$status" 1 "--checkpoint /dev/full: exit 1"
+	like "$err" '^ncf-train: /dev/full: write failed: No space left on device' "names the file and the reason"
+	like "$err" '^ncf-train: the checkpoints after epoch 1 could not be written \(above\); stopping' \
+		"says whose checkpoints were lost and that it stops"
+	is "$(grep -c 'epoch [0-9]*/3:' "$err")" 2 \
+		"background: found at the next epoch boundary (epoch 2 trained, epoch 3 not)"
+	unlike "$err" 'best hr@10' "no summary claiming a saved model"
+	[ ! -e "$T/bg/f.ncfm" ]
+	ok $? "-o, to be copied from the failed write, not written"
+	run env NCF_SAVE_SYNC=1 ncf-train "$C" -o "$T/bg/f.ncfm" $F -b 512 -e 3 --checkpoint /dev/full
+	is "$status:$(grep -c 'epoch [0-9]*/3:' "$err")" "1:1" "NCF_SAVE_SYNC=1: exit 1 after epoch 1"
+	run ncf-train "$C" -o "$T/bg/f.ncfm" $F -b 512 -e 1 --checkpoint /dev/full
+	is "$status" 1 "the last epoch's write failing: exit 1 (the run waits for it)"
+	like "$err" 'the checkpoints after epoch 1 could not be written' "the last epoch's failed write is reported"
+	run ncf-train -q "$C" -o "$T/bg/n.ncfm" $F -b 512 -e 1 --checkpoint /dev/null
+	is "$status" 0 "--checkpoint /dev/null: exit 0"
+	ncf-eval -q -m "$T/bg/n.ncfm" "$C" >/dev/null
+	ok $? "--checkpoint /dev/null: -o is a whole model (written, not copied from /dev/null)"
+else
+	for i in 1 2 3 4 5 6 7 8 9 10 11; do skip "no /dev/full"; done
+fi
 
 # ---------------------------------------------------------------------------
 # Resume from an epoch's checkpoint.
@@ -190,19 +242,50 @@ run ncf-train "$C" -o "$T/log/m.ncfm" $F -b 512 -e 3 --log "$T/log/log.jsonl"
 is "$status" 0 "--log FILE: exit 0"
 is "$(wc -c <"$out" | tr -d ' ')" 0 "--log FILE: nothing on stdout"
 if [ $have_python = 1 ]; then
-	json_lines "$T/log/log.jsonl" 3 $LOGKEYS
-	ok $? "--log FILE: 3 lines, one JSON object per epoch with $LOGKEYS"
+	log_lines "$T/log/log.jsonl" 3 $LOGKEYS
+	ok $? "--log FILE: one JSON object per epoch with $LOGKEYS, then a summary"
 	python3 -c '
 import json, sys
 L = [json.loads(l) for l in open(sys.argv[1])]
-assert [d["epoch"] for d in L] == [1, 2, 3]
-for d in L:
+E, S = L[:-1], L[-1]
+assert [d["epoch"] for d in E] == [1, 2, 3]
+for d in E:
     assert 0 <= d["hr@10"] <= 1 and 0 <= d["ndcg@10"] <= d["hr@10"]
     assert d["train_loss"] > 0 and d["train_time"] >= 0 and d["eval_time"] >= 0
     assert d["train_throughput"] >= 0 and d["eval_throughput"] >= 0
+    assert d["save_wait"] >= 0
+# save_time: the write that ended before this epoch did (the previous
+# epoch'"'"'s, written while this one trained); none before the first
+assert E[0]["save_time"] is None, E[0]["save_time"]
+assert all(d["save_time"] is not None and d["save_time"] >= 0 for d in E[1:])
 ' "$T/log/log.jsonl"
-	ok $? "--log FILE: epochs 1, 2, 3; values in range"
+	ok $? "--log FILE: epochs 1, 2, 3; values in range; save_time null, then the writes' times"
+	# The summary, against the epochs (4 decimals in the log: tolerances 1e-3
+	# on sums of a few of them, and the rounding of train_time on the mean
+	# throughput times it).
+	python3 -c '
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+E, S = L[:-1], L[-1]
+best = max(E, key=lambda d: (d["hr@10"], -d["epoch"]))
+assert S["summary"] is True and S["epochs"] == 3
+assert S["best_epoch"] == best["epoch"], (S["best_epoch"], best["epoch"])
+assert abs(S["best_hr@10"] - best["hr@10"]) < 1e-6 and abs(S["best_ndcg@10"] - best["ndcg@10"]) < 1e-6
+assert S["threshold"] is None and S["time_to_target"] is None
+tt = sum(d["train_time"] for d in E)
+assert abs(S["train_time"] - tt) < 1e-3, (S["train_time"], tt)
+# 3 epochs of S samples in train_time, which the log rounds to 1e-4 s
+n, m = 3 * int(sys.argv[2]), S["mean_train_throughput"]
+assert abs(m * S["train_time"] - n) <= m * 5e-5 + 1e-6 * n + 0.1, (m, S["train_time"], n)
+assert S["mean_eval_throughput"] > 0 and S["eval_time"] > 0
+assert S["time_to_best_model"] >= sum(d["train_time"] + d["eval_time"] for d in E[:best["epoch"]]) - 1e-3
+assert S["last_save_time"] >= 0 and S["last_save_wait"] >= 0
+w = sum(d["save_wait"] for d in E) + S["last_save_wait"]
+assert abs(S["save_wait"] - w) < 1e-3, (S["save_wait"], w)
+' "$T/log/log.jsonl" "$SAMPLES"
+	ok $? "--log FILE: the summary: best epoch and HR, mean throughput, times, save_wait summed"
 else
+	skip "no python3"
 	skip "no python3"
 	skip "no python3"
 fi
@@ -228,18 +311,35 @@ is "$(awk -F'\t' '$1 == "hr@10" { printf "%.4f", $2 }' "$out")" "${got%% *}" \
 run ncf-train -q "$C" -o "$T/log/q.ncfm" $F -b 512 -e 2 --log -
 is "$status:$(wc -c <"$err" | tr -d ' ')" "0:0" "--log - with -q: exit 0, nothing on stderr"
 if [ $have_python = 1 ]; then
-	json_lines "$out" 2 $LOGKEYS
-	ok $? "--log -: one JSON object per epoch on stdout, nothing else"
+	cp "$out" "$T/log/stdout.jsonl"
+	log_lines "$T/log/stdout.jsonl" 2 $LOGKEYS
+	ok $? "--log -: one JSON object per epoch and the summary on stdout, nothing else"
 else skip "no python3"; fi
 
 run ncf-train "$C" -o "$T/log/t.ncfm" $F -b 512 -e 5 -t 0.01 --log "$T/log/t.jsonl"
 is "$status" 0 "--threshold 0.01: exit 0"
-is "$(wc -l <"$T/log/t.jsonl" | tr -d ' ')" 1 "--threshold 0.01: stops after one epoch (one log line)"
+is "$(grep -c '"epoch"' "$T/log/t.jsonl")" 1 "--threshold 0.01: stops after one epoch (one epoch object)"
 is "$(grep -c 'epoch [0-9]*/5:' "$err")" 1 "--threshold 0.01: one epoch line on stderr"
-like "$err" '^ncf-train: reached the threshold 0\.0100 at epoch 1 after' "--threshold: says so"
+like "$err" '^ncf-train: reached the threshold 0\.0100 at epoch 1 after [0-9.]+ s of the run \(time to target\)' \
+	"--threshold: says so, with the time to target"
+if [ $have_python = 1 ]; then
+	python3 -c '
+import json, sys
+E, S = [json.loads(l) for l in open(sys.argv[1])]
+assert S["threshold"] == 0.01 and S["best_epoch"] == 1
+# from the start of training to the end of epoch 1'"'"'s evaluation: at least
+# its training and evaluation, and the stderr line says the same (2 decimals)
+assert S["time_to_target"] >= E["train_time"] + E["eval_time"] - 1e-3, S
+assert abs(S["time_to_target"] - float(sys.argv[2])) <= 0.006, (S["time_to_target"], sys.argv[2])
+' "$T/log/t.jsonl" "$(sed -n 's/.*at epoch 1 after \([0-9.]*\) s of the run.*/\1/p' "$err")"
+	ok $? "--threshold: the summary's time_to_target, as on stderr"
+else skip "no python3"; fi
 run ncf-train "$C" -o "$T/log/t2.ncfm" $F -b 512 -e 2 -t 0.999
 is "$status:$(grep -c 'epoch [0-9]*/2:' "$err")" "0:2" "--threshold 0.999: runs every epoch"
 like "$err" '^ncf-train: did not reach the threshold 0\.9990' "--threshold not reached: says so"
+run ncf-train -q "$C" -o "$T/log/t3.ncfm" $F -b 512 -e 1 -t 0.999 --log -
+like "$out" '"threshold": 0\.9990, "time_to_target": null' "--threshold not reached: time_to_target null"
+
 
 # ---------------------------------------------------------------------------
 # A batch larger than the epoch: one step of all samples per epoch.

@@ -167,10 +167,10 @@ static int tensors(const struct ncf_backend *be, struct tensor *t)
 	const struct ncf_shape *s = &be->shape;
 	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
 	int k = 0;
-	t[k++] = (struct tensor){"P", L->p, U * F};
-	t[k++] = (struct tensor){"Q", L->q, I * F};
-	t[k++] = (struct tensor){"Pm", L->pm, U * M};
-	t[k++] = (struct tensor){"Qm", L->qm, I * M};
+	t[k++] = (struct tensor){"gmf_user", L->gmf_user, U * F};
+	t[k++] = (struct tensor){"gmf_item", L->gmf_item, I * F};
+	t[k++] = (struct tensor){"mlp_user", L->mlp_user, U * M};
+	t[k++] = (struct tensor){"mlp_item", L->mlp_item, I * M};
 	for (uint32_t l = 1; l < s->n_layers; l++) {
 		snprintf(names[l][0], 16, "W%u", l);
 		snprintf(names[l][1], 16, "b%u", l);
@@ -611,12 +611,12 @@ static void test_fp16_skips(uint64_t B)
 	const struct ncf_layout *L = &be.layout;
 	uint32_t M = ncf_shape_m(&shape), h = 3;
 	for (uint32_t k = 0; k < M; k++) {
-		p[L->pm + k] = 1.0f;
+		p[L->mlp_user + k] = 1.0f;
 		p[L->w[1] + (size_t)h * 2 * M + k] = 8192.0f;
 		p[L->w[1] + (size_t)h * 2 * M + M + k] = -8192.0f;
 	}
 	for (size_t e = 0; e < (size_t)cache.items * M; e++)
-		p[L->qm + e] = 1.0f;
+		p[L->mlp_item + e] = 1.0f;
 	ncf_cuda_set_loss_scale(&be, 32768.0f, 2000);
 	uint64_t step = be.step;
 	ok = !ncf_backend_set_state(&be, p, NULL, NULL);

@@ -154,10 +154,10 @@ static int tensors(const struct ncf_backend *be, struct tensor *t)
 	const struct ncf_shape *s = &be->shape;
 	size_t F = s->factors, M = ncf_shape_m(s);
 	int k = 0;
-	t[k++] = (struct tensor){"gmf_user", L->p, (size_t)U * F};
-	t[k++] = (struct tensor){"gmf_item", L->q, (size_t)I * F};
-	t[k++] = (struct tensor){"mlp_user", L->pm, (size_t)U * M};
-	t[k++] = (struct tensor){"mlp_item", L->qm, (size_t)I * M};
+	t[k++] = (struct tensor){"gmf_user", L->gmf_user, (size_t)U * F};
+	t[k++] = (struct tensor){"gmf_item", L->gmf_item, (size_t)I * F};
+	t[k++] = (struct tensor){"mlp_user", L->mlp_user, (size_t)U * M};
+	t[k++] = (struct tensor){"mlp_item", L->mlp_item, (size_t)I * M};
 	for (uint32_t l = 1; l < s->n_layers; l++) {
 		t[k] = (struct tensor){"", L->w[l], (size_t)s->layers[l] * s->layers[l - 1]};
 		snprintf(t[k++].name, 16, "W%u", l);

@@ -295,10 +295,10 @@ static std::vector<struct tensor> tensors(const struct ncf_backend *be)
 	static char names[NCF_MAX_LAYERS][2][16];
 	std::vector<struct tensor> t;
 	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
-	t.push_back({"P", L->p, U * F});
-	t.push_back({"Q", L->q, I * F});
-	t.push_back({"Pm", L->pm, U * M});
-	t.push_back({"Qm", L->qm, I * M});
+	t.push_back({"gmf_user", L->gmf_user, U * F});
+	t.push_back({"gmf_item", L->gmf_item, I * F});
+	t.push_back({"mlp_user", L->mlp_user, U * M});
+	t.push_back({"mlp_item", L->mlp_item, I * M});
 	for (uint32_t k = 1; k < s->n_layers; k++) {
 		snprintf(names[k][0], 16, "W%u", k);
 		snprintf(names[k][1], 16, "b%u", k);
@@ -1194,6 +1194,40 @@ static void test_deferred_loss(const struct data *d, const struct ncf_shape *s)
 	}
 }
 
+/* The host memory a checkpoint's snapshot goes to (ncf_backend_host_alloc:
+ * page-locked from the cuda backend, malloc'd from the cpu one): get_state
+ * into it gives the bytes get_state into ordinary memory does, after some
+ * steps, and it is freed by the backend that gave it. */
+static void test_host_memory(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	const struct ncf_backend_i *impls[] = {&ncf_backend_cpu, &ncf_backend_cuda};
+	for (int k = 0; k < 2; k++) {
+		struct ncf_backend be;
+		if (open_be(&be, impls[k], s, &hp, NCF_PRECISION_FP32, &one, d) != 0) {
+			tap_ok(0, "open the backend");
+			return;
+		}
+		int ok = 1;
+		for (uint64_t t = 0; t < 3; t++)
+			ok &= !ncf_backend_train_step(&be, 0, t * 256, 256, NULL);
+		size_t n = be.layout.total;
+		float *hp_ = (float *)ncf_backend_host_alloc(&be, 3 * n * sizeof(float));
+		fvec p(n), m(n), v(n);
+		ok &= !ncf_backend_get_state(&be, hp_, hp_ + n, hp_ + 2 * n);
+		ok &= !ncf_backend_get_state(&be, p.data(), m.data(), v.data());
+		ok &= !memcmp(hp_, p.data(), n * 4) && !memcmp(hp_ + n, m.data(), n * 4) &&
+		      !memcmp(hp_ + 2 * n, v.data(), n * 4);
+		ok &= ((uintptr_t)hp_ & 15) == 0;
+		ncf_backend_host_free(&be, hp_);
+		ncf_backend_host_free(&be, NULL);
+		tap_ok(ok, "%s: get_state into ncf_backend_host_alloc memory (%s) gives the same "
+			   "bytes, 16-byte aligned",
+		       be.i->name, k ? "page-locked" : "malloc'd");
+		close_be(&be);
+	}
+}
+
 /* Bad input is refused with a message, not run: ids outside the model,
  * positions past the end of the epoch (which would make the permutation's
  * cycle walk loop forever). */
@@ -1684,13 +1718,13 @@ static void test_fp16_nan(const struct data *d, const struct ncf_shape *s)
 	uint32_t M = ncf_shape_m(s), h = 3;
 	fvec p = get_params(&emu);
 	for (uint32_t k = 0; k < M; k++) {
-		p[L->pm + k] = 1.0f;				 /* mlp_user[0] */
+		p[L->mlp_user + k] = 1.0f;				 /* mlp_user[0] */
 		p[L->w[1] + (size_t)h * 2 * M + k] = 8192.0f;	 /* W1u[h] */
 		p[L->w[1] + (size_t)h * 2 * M + M + k] = -8192.0f; /* W1i[h] */
 	}
 	for (uint32_t i = 0; i < d->I; i++)
 		for (uint32_t k = 0; k < M; k++)
-			p[L->qm + (size_t)i * M + k] = 1.0f;
+			p[L->mlp_item + (size_t)i * M + k] = 1.0f;
 	int ok = !ncf_backend_set_state(&emu, p.data(), NULL, NULL);
 	std::vector<uint32_t> us(2 * d->I), is(2 * d->I);
 	for (uint32_t i = 0; i < d->I; i++)
@@ -2003,6 +2037,7 @@ int main(void)
 	test_refusals(&d, &s8);
 	test_paths(&d, &s8);
 	test_deferred_loss(&d, &s8);
+	test_host_memory(&d, &s8);
 	const char *const paths[] = {"fused", "unfused"};
 	for (const char *path : paths) {
 		char l[3][64];

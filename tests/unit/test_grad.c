@@ -45,7 +45,7 @@ static struct ncf_layout L;
 static double min_relu_gap; /* smallest |pre-activation| seen */
 
 /* Mean BCE over positions [first, first + n) of epoch, in double, the
- * model written out plainly: x = [Pm[u], Qm[i]], h_k = drop(relu(W_k h + b)). */
+ * model written out plainly: x = [mlp_user[u], mlp_item[i]], h_k = drop(relu(W_k h + b)). */
 static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	uint64_t S = 16 * (1 + hp.negatives);
@@ -60,8 +60,8 @@ static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t
 				      &u, &it);
 		double h[2][64];
 		for (size_t k = 0; k < M; k++) {
-			h[0][k] = p[L.pm + u * M + k];
-			h[0][M + k] = p[L.qm + it * M + k];
+			h[0][k] = p[L.mlp_user + u * M + k];
+			h[0][M + k] = p[L.mlp_item + it * M + k];
 		}
 		int cur = 0;
 		size_t width = 2 * M;
@@ -83,7 +83,7 @@ static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t
 		}
 		double logit = p[L.head_b];
 		for (size_t f = 0; f < F; f++)
-			logit += p[L.head_w + f] * p[L.p + u * F + f] * p[L.q + it * F + f];
+			logit += p[L.head_w + f] * p[L.gmf_user + u * F + f] * p[L.gmf_item + it * F + f];
 		for (size_t q = 0; q < width; q++)
 			logit += p[L.head_w + F + q] * h[cur][q];
 		/* stable BCE with logits */

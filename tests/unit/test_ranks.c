@@ -84,8 +84,8 @@ static double worst_tensor(const struct ncf_layout *L, const float *a, const flo
 		const char *name;
 		size_t off, n;
 	} t[] = {
-		{"gmf_user", L->p, L->q - L->p},	{"gmf_item", L->q, L->pm - L->q},
-		{"mlp_user", L->pm, L->qm - L->pm},	{"mlp_item", L->qm, L->w[1] - L->qm},
+		{"gmf_user", L->gmf_user, L->gmf_item - L->gmf_user},	{"gmf_item", L->gmf_item, L->mlp_user - L->gmf_item},
+		{"mlp_user", L->mlp_user, L->mlp_item - L->mlp_user},	{"mlp_item", L->mlp_item, L->w[1] - L->mlp_item},
 		{"mlp", L->w[1], L->head_w - L->w[1]}, {"head", L->head_w, L->total - L->head_w},
 	};
 	double worst = 0;

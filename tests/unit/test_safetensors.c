@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 			"mlp.0.weight", "mlp_item_embed.weight", "mlp_user_embed.weight",
 			"mf_item_embed.weight", "\\u006df_user_embed.weight"};
 		/* layout slots of those, and their shapes */
-		size_t off[10] = {L.head_b, L.head_w, L.b[2], L.w[2], L.b[1], L.w[1], L.qm, L.pm, L.q, L.p};
+		size_t off[10] = {L.head_b, L.head_w, L.b[2], L.w[2], L.b[1], L.w[1], L.mlp_item, L.mlp_user, L.gmf_item, L.gmf_user};
 		static const char *const shapes[10] = {"[1]", "[1, 5]", "[2]", "[2,6]", "[6]",
 						       "[ 6 , 4 ]", "[4,2]", "[5,2]", "[4,3]", "[5,3]"};
 		size_t len[10] = {1, 5, 2, 12, 6, 24, 8, 10, 12, 15};

@@ -1,0 +1,106 @@
+/*
+ * model_load.c - the model ncf-infer runs: read from a checkpoint or
+ * safetensors (common/model_file.c), or random at NVIDIA's sizes; its
+ * original ids, from the model or from a cache (--ids, --exclude-seen).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "infer.h"
+#include "model_file.h"
+
+void infer_model_random(struct infer_model *m, uint64_t seed)
+{
+	struct ncf_shape s = {.users = 138493, .items = 26744, .factors = 64, .n_layers = 4,
+			      .layers = {256, 256, 128, 64}};
+	m->shape = s;
+	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				 .dropout = 0.5f, .negatives = 4, .batch = 1u << 20, .seed = seed};
+	m->hp = hp;
+	struct ncf_layout L;
+	ncf_layout_make(&s, &L);
+	m->params = ncf_xmalloc(L.total * sizeof(float));
+	ncf_model_init(&s, &L, seed, m->params);
+	m->user_ids = ncf_xmalloc((size_t)s.users * sizeof(uint32_t));
+	m->item_ids = ncf_xmalloc((size_t)s.items * sizeof(uint32_t));
+	for (uint32_t u = 0; u < s.users; u++)
+		m->user_ids[u] = u + 1;
+	for (uint32_t i = 0; i < s.items; i++)
+		m->item_ids[i] = i + 1;
+}
+
+int infer_model_load(struct infer_model *m, const char *path)
+{
+	struct ncf_model_file f;
+	if (ncf_model_file_read(path, NULL, &f) != 0)
+		return -1;
+	m->shape = f.shape;
+	m->hp = f.hp;
+	m->fingerprint = f.user_ids ? ncf_model_file_fingerprint(&f) : 0;
+	m->user_ids = f.user_ids;
+	m->item_ids = f.item_ids;
+	m->params = f.params;
+	return 0;
+}
+
+int infer_model_ids_from_cache(struct infer_model *m, const char *model_path,
+			       const char *cache_path)
+{
+	struct ncf_cache c;
+	if (ncf_cache_read(cache_path, &c) != 0)
+		return -1;
+	uint32_t fp = ncf_cache_fingerprint(&c);
+	int rc = 0;
+	if (c.users != m->shape.users || c.items != m->shape.items) {
+		ncf_error("%s and %s do not belong together: the model has %u users and %u items, "
+			  "the cache %u and %u",
+			  model_path, cache_path, m->shape.users, m->shape.items, c.users, c.items);
+		rc = -1;
+	} else if (m->user_ids && fp != m->fingerprint) {
+		ncf_error("%s and %s do not belong together: they have other original ids "
+			  "(fingerprints %08x and %08x)",
+			  model_path, cache_path, m->fingerprint, fp);
+		rc = -1;
+	} else if (!m->user_ids) {
+		m->user_ids = c.user_ids;
+		m->item_ids = c.item_ids;
+		c.user_ids = c.item_ids = NULL;
+		m->fingerprint = fp;
+	}
+	ncf_cache_free(&c);
+	return rc;
+}
+
+int infer_model_read_seen(struct infer_model *m, const char *model_path, const char *path,
+			  struct ncf_cache *seen)
+{
+	if (ncf_cache_read(path, seen) != 0)
+		return -1;
+	if (!m->user_ids && seen->users == m->shape.users && seen->items == m->shape.items) {
+		/* a model without ids: the rows are the cache's */
+		m->user_ids = ncf_xmalloc((size_t)seen->users * sizeof *m->user_ids);
+		m->item_ids = ncf_xmalloc((size_t)seen->items * sizeof *m->item_ids);
+		memcpy(m->user_ids, seen->user_ids, (size_t)seen->users * sizeof *m->user_ids);
+		memcpy(m->item_ids, seen->item_ids, (size_t)seen->items * sizeof *m->item_ids);
+		m->fingerprint = ncf_cache_fingerprint(seen);
+	}
+	if (ncf_cache_fingerprint(seen) != m->fingerprint || seen->users != m->shape.users ||
+	    seen->items != m->shape.items) {
+		ncf_error("%s and %s do not belong together: the model was trained on another "
+			  "data set (%u users, %u items; the cache has %u, %u)",
+			  model_path, path, m->shape.users, m->shape.items, seen->users, seen->items);
+		return -1;
+	}
+	return 0;
+}
+
+void infer_model_free(struct infer_model *m)
+{
+	ncf_idindex_free(&m->users);
+	ncf_idindex_free(&m->items);
+	free(m->params);
+	free(m->user_ids);
+	free(m->item_ids);
+	memset(m, 0, sizeof *m);
+}

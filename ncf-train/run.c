@@ -1,0 +1,295 @@
+/*
+ * run.c - the setup of an ncf-train run and its end: the cache, the
+ * starting state (fresh, or resumed from a checkpoint), the backend, and
+ * with several ranks the check that every rank starts from the same place.
+ * The epochs are epoch.c's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "err.h"
+#include "evaluate.h"
+#include "io.h"
+#include "train.h"
+
+/* A fresh model of o's shape on the cache's users and items, NVIDIA's
+ * initialisation, Adam's moments zero. */
+static void fresh_state(struct train_run *r, const struct train_opts *o)
+{
+	struct ncf_shape shape = o->shape;
+	shape.users = r->cache.users;
+	shape.items = r->cache.items;
+	const char *why = ncf_shape_check(&shape);
+	if (why)
+		ncf_usage_error("%s", why);
+	struct ncf_layout L;
+	ncf_layout_make(&shape, &L);
+	r->ck.shape = shape;
+	r->ck.hp = o->hp;
+	r->ck.params = ncf_xmalloc(L.total * sizeof(float));
+	r->ck.m = ncf_xcalloc(L.total, sizeof(float));
+	r->ck.v = ncf_xcalloc(L.total, sizeof(float));
+	ncf_model_init(&shape, &L, o->hp.seed, r->ck.params);
+	r->ck.best_hr = r->ck.best_ndcg = r->ck.last_hr = r->ck.last_ndcg = -1;
+	r->ck.topk = r->topk;
+}
+
+/* The state of --resume FILE, which must have been trained on this cache.
+ * Returns 0 or -1 (reported). */
+static int resumed_state(struct train_run *r, const struct train_opts *o)
+{
+	if (ncf_ckpt_read(o->resume, &r->ck, 1) != 0)
+		return -1;
+	if (r->ck.fingerprint != ncf_cache_fingerprint(&r->cache) ||
+	    r->ck.shape.users != r->cache.users || r->ck.shape.items != r->cache.items ||
+	    r->ck.train_positives != (uint64_t)r->cache.train_positives) {
+		ncf_error("%s was trained on another data set than %s (%u users, %u items vs "
+			  "%u, %u); resume with the cache it was trained on",
+			  o->resume, o->cache_path, r->ck.shape.users, r->ck.shape.items,
+			  r->cache.users, r->cache.items);
+		return -1;
+	}
+	if (o->set_shape || o->set_hp)
+		ncf_warn("--resume: the model's shape and hyperparameters come from %s; the "
+			 "ones given are ignored",
+			 o->resume);
+	r->topk = r->ck.topk ? r->ck.topk : r->topk;
+	free(r->ck.user_ids);
+	free(r->ck.item_ids);
+	return 0;
+}
+
+/* The cache, then the starting state; the checkpoint borrows the cache's
+ * ids.  Returns 0 or -1 (reported). */
+static int open_state(struct train_run *r, const struct train_opts *o)
+{
+	if (ncf_cache_read(o->cache_path, &r->cache) != 0)
+		return -1;
+	if (o->resume) {
+		if (resumed_state(r, o) != 0)
+			return -1;
+	} else {
+		fresh_state(r, o);
+	}
+	r->ck.user_ids = r->cache.user_ids;
+	r->ck.item_ids = r->cache.item_ids;
+	r->ck.fingerprint = ncf_cache_fingerprint(&r->cache);
+	r->ck.train_positives = (uint64_t)r->cache.train_positives;
+
+	const struct ncf_hparams *hp = &r->ck.hp;
+	uint64_t P = (uint64_t)r->cache.train_positives;
+	r->samples = P * (1 + (uint64_t)hp->negatives);
+	if (r->samples == 0) {
+		ncf_error("%s has no training positives: nothing to train on", o->cache_path);
+		return -1;
+	}
+	r->steps_per_epoch = (r->samples + hp->batch - 1) / hp->batch;
+	if (hp->batch > r->samples)
+		ncf_info("the batch (%llu) is larger than an epoch (%llu samples): each epoch is "
+			 "one step over all samples",
+			 (unsigned long long)hp->batch, (unsigned long long)r->samples);
+	return 0;
+}
+
+/* On a GPU, the state's host arrays in page-locked memory: the snapshot
+ * of every checkpoint copies into them at the bus's speed (save.c).  Rank
+ * 0 only, the one that saves. */
+static void pin_state(struct train_run *r)
+{
+	if (r->dist.rank != 0 || ncf_backend_device(&r->be) != NCF_DEVICE_CUDA)
+		return;
+	size_t n = r->be.layout.total * sizeof(float);
+	float **a[3] = {&r->ck.params, &r->ck.m, &r->ck.v};
+	for (int i = 0; i < 3; i++) {
+		float *p = ncf_backend_host_alloc(&r->be, n);
+		memcpy(p, *a[i], n);
+		free(*a[i]);
+		*a[i] = p;
+	}
+	r->pinned = 1;
+}
+
+static void unpin_state(struct train_run *r)
+{
+	if (!r->pinned)
+		return;
+	ncf_backend_host_free(&r->be, r->ck.params);
+	ncf_backend_host_free(&r->be, r->ck.m);
+	ncf_backend_host_free(&r->be, r->ck.v);
+	r->ck.params = r->ck.m = r->ck.v = NULL;
+	r->pinned = 0;
+}
+
+/* The backend, holding the starting state and the cache.  Returns 0, or
+ * -1 with r->status set (3: the device is not available). */
+static int open_backend(struct train_run *r, const struct train_opts *o)
+{
+	r->status = NCF_EXIT_FAIL;
+	int rc = ncf_backend_open(&r->be, o->bo.device, &r->ck.shape, &r->ck.hp, o->bo.precision,
+				  o->bo.threads, &r->dist);
+	if (rc != 0) {
+		if (rc == -3)
+			r->status = NCF_EXIT_UNAVAILABLE;
+		return -1;
+	}
+	r->be.step = r->ck.step;
+	if (ncf_backend_set_state(&r->be, r->ck.params, r->ck.m, r->ck.v) != 0)
+		return -1;
+	pin_state(r);
+	return ncf_backend_load_cache(&r->be, &r->cache, &r->mask, 1);
+}
+
+/*
+ * What every rank must agree on before the first step: the data, the
+ * starting model and the backend.  Fixed-width fields, widest first, so
+ * that the struct has no padding and compares as bytes.
+ */
+struct start_digest {
+	struct {
+		uint64_t train_positives;
+		uint32_t fingerprint;
+		uint32_t csr_crc;  /* offsets and training items */
+		uint32_t eval_crc; /* test items and evaluation negatives */
+		uint32_t zero;
+	} data;
+	struct {
+		uint64_t batch, seed, step, position;
+		uint32_t factors, n_layers, layers[NCF_MAX_LAYERS];
+		float lr, beta1, beta2, eps, dropout;
+		uint32_t negatives, true_neg, epoch;
+		uint32_t params_crc;
+		uint32_t zero;
+	} model;
+	char backend[16];
+};
+
+static void make_digest(const struct train_run *r, struct start_digest *d)
+{
+	const struct ncf_cache *c = &r->cache;
+	const struct ncf_shape *s = &r->be.shape;
+	const struct ncf_hparams *hp = &r->be.hp;
+	memset(d, 0, sizeof *d);
+	d->data.train_positives = (uint64_t)c->train_positives;
+	d->data.fingerprint = ncf_cache_fingerprint(c);
+	uint32_t crc = ncf_crc32c(0, c->offsets, ((size_t)c->users + 1) * sizeof *c->offsets);
+	d->data.csr_crc =
+		ncf_crc32c(crc, c->train_items, (size_t)c->train_positives * sizeof *c->train_items);
+	crc = ncf_crc32c(0, c->test_items, (size_t)c->users * sizeof *c->test_items);
+	d->data.eval_crc = ncf_crc32c(crc, c->eval_neg,
+				      (size_t)c->users * c->eval_negatives * sizeof *c->eval_neg);
+	d->model.batch = hp->batch;
+	d->model.seed = hp->seed;
+	d->model.step = r->ck.step;
+	d->model.position = r->ck.position;
+	d->model.factors = s->factors;
+	d->model.n_layers = s->n_layers;
+	for (uint32_t k = 0; k < s->n_layers && k < NCF_MAX_LAYERS; k++)
+		d->model.layers[k] = s->layers[k];
+	d->model.lr = hp->lr;
+	d->model.beta1 = hp->beta1;
+	d->model.beta2 = hp->beta2;
+	d->model.eps = hp->eps;
+	d->model.dropout = hp->dropout;
+	d->model.negatives = hp->negatives;
+	d->model.true_neg = hp->true_neg;
+	d->model.epoch = r->ck.epoch;
+	d->model.params_crc = ncf_crc32c(0, r->ck.params, r->be.layout.total * sizeof(float));
+	snprintf(d->backend, sizeof d->backend, "%s", ncf_backend_name(&r->be));
+}
+
+/*
+ * With several ranks, every rank must start from the same data, model and
+ * device, or the collectives go out of step (a hang or a crash in MPI).
+ * Rank 0 broadcasts its digest; a rank that differs says so and every
+ * rank stops.  Returns 0 when all agree.
+ */
+static int ranks_agree(struct train_run *r)
+{
+	if (r->dist.size == 1)
+		return 0;
+	struct start_digest mine, rank0;
+	make_digest(r, &mine);
+	rank0 = mine;
+	if (ncf_dist_bcast(&r->dist, &rank0, sizeof rank0) != 0)
+		return -1;
+	const char *what = NULL;
+	if (memcmp(&mine.data, &rank0.data, sizeof mine.data) != 0)
+		what = "its cache differs from rank 0's (another file or another version of it)";
+	else if (memcmp(&mine.model, &rank0.model, sizeof mine.model) != 0)
+		what = "its starting model differs from rank 0's (another --resume file, or a stale "
+		       "copy of it)";
+	else if (memcmp(mine.backend, rank0.backend, sizeof mine.backend) != 0)
+		what = "it uses another backend than rank 0 (--device auto found no GPU on some "
+		       "ranks; give --device)";
+	if (what)
+		ncf_error("rank %d of %d: %s", r->dist.rank, r->dist.size, what);
+	return ncf_dist_max_int(&r->dist, what != NULL) ? -1 : 0;
+}
+
+/* A resumed run may have nothing left to do: say so (and with its
+ * threshold reached, do no more epochs). */
+static void plan_epochs(struct train_run *r, const struct train_opts *o)
+{
+	if (r->ck.best_hr >= 0 && o->threshold >= 0 && r->ck.best_hr >= o->threshold) {
+		ncf_info("%s already reached HR@%u %.4f >= %.4f; nothing to do", o->resume, r->topk,
+			 r->ck.best_hr, o->threshold);
+		r->epochs = r->ck.epoch;
+	}
+	if (r->ck.epoch >= r->epochs && !(r->ck.position > 0 && r->ck.epoch < r->epochs))
+		ncf_info("nothing to do: %u epoch%s asked for, %u already done%s", r->epochs,
+			 r->epochs == 1 ? "" : "s", r->ck.epoch,
+			 o->resume ? " (raise -e to train more)" : "");
+}
+
+int train_open(struct train_run *r, const struct train_opts *o)
+{
+	r->o = o;
+	r->epochs = o->epochs;
+	r->topk = o->topk;
+	r->status = NCF_EXIT_FAIL;
+	if (open_state(r, o) != 0)
+		return -1;
+	if (open_backend(r, o) != 0)
+		return -1;
+	r->status = NCF_EXIT_FAIL;
+	if (ranks_agree(r) != 0)
+		return -1;
+	/* the saved loss of an interrupted epoch is the sum over all ranks:
+	 * rank 0 carries it on */
+	if (r->dist.rank != 0)
+		r->ck.epoch_loss = 0;
+	if (report_open_log(r) != 0 || save_open(r) != 0)
+		return -1;
+	train_catch_signals();
+	report_start(r);
+	r->stats.run_start = ncf_now();
+	r->stats.t_threshold = -1;
+	r->stats.t_best = -1;
+	r->stats.last_save_time = -1;
+	ncf_progress_init(&r->prog, o->progress);
+	if (r->dist.rank != 0)
+		r->prog.enabled = 0;
+	plan_epochs(r, o);
+	r->status = 0;
+	return 0;
+}
+
+int train_close(struct train_run *r, int status)
+{
+	if (save_finish(r) != 0 && !status) /* main waited already, or failed */
+		status = NCF_EXIT_FAIL;
+	if (report_close_log(r) != 0)
+		status = NCF_EXIT_FAIL;
+	unpin_state(r);
+	ncf_backend_close(&r->be);
+	free(r->mask);
+	r->ck.user_ids = r->ck.item_ids = NULL; /* the cache's */
+	ncf_ckpt_free(&r->ck);
+	ncf_cache_free(&r->cache);
+	int rank0 = r->dist.rank == 0;
+	ncf_dist_finish(&r->dist);
+	if (rank0 && ncf_close_stdout() != 0 && !status)
+		status = NCF_EXIT_FAIL;
+	return status;
+}
