@@ -269,16 +269,9 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
 
-# The safetensors reader under libFuzzer (clang), seeded with files the tools write.
-FUZZ_CC ?= clang
+# The safetensors reader under libFuzzer (clang; built by the harness rule above), seeded
+# with files the tools write.
 FUZZ_TIME ?= 600
-FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c $(addprefix common/,safetensors.c model_file.c \
-	err.c io.c model.c cache.c ckpt.c container.c crc32c.c)
-$(BUILD)/fuzz/fuzz_safetensors: $(FUZZ_ST_SRC)
-	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(FUZZ_CC) -Icommon -Ikernels -D_GNU_SOURCE -std=gnu11 -g -O1 \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(FUZZ_ST_SRC) \
-		-lzstd -lm -o $@
 
 ## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
 fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
@@ -332,7 +325,7 @@ check: all
 		tests/gpu/cost.t
 	$(MAKE) --no-print-directory check-asan
 
-## check-asan: the unit tests and the CLI tests (but accuracy, mpi) under ASan+UBSan+LSan
+## check-asan: the unit tests and the CLI tests (but accuracy, mpi, nodes) under ASan+UBSan+LSan
 check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
 	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NCF_SANITIZER=1 \
 		prove --exec '' $(ASAN_BINS)

@@ -48,6 +48,7 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
+#include "model_file.h"
 #include "synth.h"
 #ifdef NCF_HAVE_CUDA
 #include "cuda/cuda.h"
@@ -73,10 +74,11 @@ struct result {
 static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uint64_t batch,
 		     int warmup, int steps, int epoch, const float *params, struct result *r)
 {
-	struct ncf_shape shape = {.users = cache->users, .items = cache->items, .factors = 64,
-				  .n_layers = 4, .layers = {256, 256, 128, 64}};
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .batch = batch, .seed = 1};
+	struct ncf_shape shape;
+	ncf_shape_nvidia(&shape, cache->users, cache->items);
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
+	hp.batch = batch;
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend be;
 	uint8_t *mask = NULL;
@@ -157,12 +159,14 @@ static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, 
 			  ncf_synth_shapes());
 		return 2;
 	}
-	struct ncf_shape shape = {.users = syn.users, .items = syn.items, .factors = 64,
-				  .n_layers = 4, .layers = {256, 256, 128, 64}};
+	struct ncf_shape shape;
+	ncf_shape_nvidia(&shape, syn.users, syn.items);
 	int64_t positives = (int64_t)syn.ratings - (int64_t)syn.users; /* leave-one-out */
 	ncf_synth_free(&syn);
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = dropout, .negatives = 4, .batch = batch, .seed = 1};
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
+	hp.dropout = dropout;
+	hp.batch = batch;
 	if (prec == NCF_PRECISION_DEFAULT)
 		prec = NCF_PRECISION_TF32;
 	struct ncf_cuda_cost *c = ncf_xcalloc(1, sizeof *c);
@@ -245,8 +249,8 @@ int main(int argc, char **argv)
 	struct ncf_cache cache;
 	if (ncf_cache_read(argv[optind], &cache) != 0)
 		return 1;
-	struct ncf_shape shape = {.users = cache.users, .items = cache.items, .factors = 64,
-				  .n_layers = 4, .layers = {256, 256, 128, 64}};
+	struct ncf_shape shape;
+	ncf_shape_nvidia(&shape, cache.users, cache.items);
 	struct ncf_layout L;
 	ncf_layout_make(&shape, &L);
 	float *params = ncf_xmalloc(L.total * sizeof(float));

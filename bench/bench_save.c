@@ -24,6 +24,7 @@
 #include "err.h"
 #include "io.h"
 #include "model.h"
+#include "model_file.h"
 
 #define MAX_REPS 32
 
@@ -68,10 +69,10 @@ int main(int argc, char **argv)
 	}
 	workers = workers > 8 ? 8 : workers < 1 ? 1 : workers; /* as ncf-train (save.c) */
 	const char *dir = argv[optind];
-	struct ncf_shape shape = {.users = users, .items = items, .factors = 64, .n_layers = 4,
-				  .layers = {256, 256, 128, 64}};
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .batch = 1u << 20, .seed = 1};
+	struct ncf_shape shape;
+	ncf_shape_nvidia(&shape, users, items);
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
 	struct ncf_layout L;
 	ncf_layout_make(&shape, &L);
 	size_t bytes = L.total * sizeof(float);

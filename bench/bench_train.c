@@ -23,6 +23,7 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
+#include "model_file.h"
 #include "ncf_hd.h"
 
 /*
@@ -106,10 +107,11 @@ int main(int argc, char **argv)
 	struct ncf_cache cache;
 	if (ncf_cache_read(argv[optind], &cache) != 0)
 		return 1;
-	struct ncf_shape shape = {.users = cache.users, .items = cache.items, .factors = 64,
-				  .n_layers = 4, .layers = {256, 256, 128, 64}};
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .batch = batch, .seed = 1};
+	struct ncf_shape shape;
+	ncf_shape_nvidia(&shape, cache.users, cache.items);
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
+	hp.batch = batch;
 	struct ncf_backend be;
 	int rc = ncf_backend_open(&be, device, &shape, &hp, prec, threads, &dist);
 	if (rc)

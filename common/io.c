@@ -412,17 +412,6 @@ void ncf_in_close(FILE *fp)
 		fclose(fp);
 }
 
-int ncf_read_full(FILE *fp, void *buf, size_t n)
-{
-	errno = 0;
-	size_t got = fread(buf, 1, n, fp);
-	if (got == n)
-		return 0;
-	if (!ferror(fp))
-		errno = 0;
-	return -1;
-}
-
 /* Copy fd in to out in the kernel (copy_file_range: no copy through user
  * memory, shared blocks where the file system can).  Returns 1 when done,
  * 0 when the kernel cannot do it for these files (nothing copied), -1 on

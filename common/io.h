@@ -73,8 +73,9 @@ int ncf_out_copy(const char *src, const char *dst);
 
 /*
  * Install SIGINT/SIGTERM/SIGHUP handlers that remove open
- * temporary outputs and then die of the signal.  Tools that catch signals
- * themselves (ncf-train) do not call this.
+ * temporary outputs and then die of the signal.  A tool that stops on
+ * SIGINT/SIGTERM itself (ncf-train) installs its own handlers for those
+ * two afterwards and keeps this one for SIGHUP.
  */
 void ncf_out_cleanup_on_signals(void);
 /* Remove every registered temporary file (async-signal-safe). */
@@ -105,8 +106,6 @@ void ncf_init_std_streams(void);
 FILE *ncf_in_open(const char *path, const char **display);
 void ncf_in_close(FILE *fp);
 
-/* Read exactly n bytes; 0 on success, -1 on EOF or error (errno 0 at EOF). */
-int ncf_read_full(FILE *fp, void *buf, size_t n);
 /* Write n bytes; 0 or -1. */
 int ncf_write_full(FILE *fp, const void *buf, size_t n);
 

@@ -25,6 +25,17 @@ void ncf_hparams_nvidia(struct ncf_hparams *hp)
 	hp->seed = 1;
 }
 
+void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items)
+{
+	static const uint32_t layers[] = {256, 256, 128, 64};
+	memset(s, 0, sizeof *s);
+	s->users = users;
+	s->items = items;
+	s->factors = 64;
+	s->n_layers = 4;
+	memcpy(s->layers, layers, sizeof layers);
+}
+
 void ncf_model_file_free(struct ncf_model_file *m)
 {
 	free(m->user_ids);
@@ -46,10 +57,10 @@ uint32_t ncf_model_file_fingerprint(const struct ncf_model_file *m)
 	return ncf_cache_fingerprint(&c);
 }
 
-static int from_ckpt(const char *path, struct ncf_model_file *m)
+static int from_ckpt(FILE *fp, const char *display, struct ncf_model_file *m)
 {
 	struct ncf_ckpt ck;
-	if (ncf_ckpt_read(path, &ck, 0) != 0)
+	if (ncf_ckpt_read_fp(fp, display, &ck, 0) != 0)
 		return -1;
 	m->format = NCF_MODEL_NCFM;
 	m->shape = ck.shape;
@@ -86,7 +97,7 @@ int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
 		if (c != EOF)
 			ungetc(c, stdin);
 		if (c == 'N' || c == EOF)
-			return from_ckpt("-", m);
+			return from_ckpt(stdin, "<stdin>", m);
 		return ncf_safetensors_read(stdin, "<stdin>", want, m);
 	}
 	const char *display;
@@ -98,13 +109,17 @@ int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
 	unsigned char head[9];
 	/* a FIFO or device cannot be looked into and read again: its name decides */
 	size_t n = regular ? fread(head, 1, sizeof head, fp) : 0;
-	if (looks_safetensors(path, head, n) && (!regular || fseek(fp, 0, SEEK_SET) == 0)) {
-		int rc = ncf_safetensors_read(fp, display, want, m);
-		ncf_in_close(fp);
-		return rc;
+	int rc;
+	if (regular && fseek(fp, 0, SEEK_SET) != 0) {
+		ncf_error("%s: %s", display, strerror(errno));
+		rc = -1;
+	} else if (looks_safetensors(path, head, n)) {
+		rc = ncf_safetensors_read(fp, display, want, m);
+	} else {
+		/* a checkpoint, or a file that is neither: the checkpoint reader
+		 * says what it is */
+		rc = from_ckpt(fp, display, m);
 	}
 	ncf_in_close(fp);
-	/* a checkpoint, or a file that is neither: the checkpoint reader says
-	 * what it is */
-	return from_ckpt(path, m);
+	return rc;
 }

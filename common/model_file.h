@@ -22,7 +22,6 @@ struct ncf_model_file {
 	enum ncf_model_format format;
 	struct ncf_shape shape;
 	struct ncf_hparams hp; /* NVIDIA's defaults where the file has none */
-	int has_hp;	       /* 1: the file gave the hyperparameters */
 	uint32_t *user_ids;    /* (U) original ids; NULL when the file has none */
 	uint32_t *item_ids;    /* (I) original ids; NULL when the file has none */
 	float *params;	       /* (T) in model.h's layout */
@@ -50,6 +49,8 @@ void ncf_model_file_free(struct ncf_model_file *m);
 /* NVIDIA's hyperparameters (lr 0.0045, betas 0.25 and 0.5, eps 1e-8,
  * dropout 0.5, 4 negatives, batch 2^20, seed 1), for files without any. */
 void ncf_hparams_nvidia(struct ncf_hparams *hp);
+/* NVIDIA's model on users and items: 64 GMF factors, MLP 256-256-128-64. */
+void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items);
 
 /* The fingerprint of the cache the model's ids came from (what
  * ncf_cache_fingerprint gives for that cache).  m must have ids. */

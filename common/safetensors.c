@@ -66,6 +66,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cache.h"
 #include "cli.h"
 #include "err.h"
 #include "io.h"
@@ -1148,12 +1149,6 @@ static int parse_real(const struct meta *e, double *v)
 	return *end || errno ? -1 : 0;
 }
 
-static int cmp_u32(const void *x, const void *y)
-{
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-	return (a > b) - (a < b);
-}
-
 /* "1-3,7" into ids (exactly n), each id once. */
 static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint32_t **out)
 {
@@ -1201,18 +1196,12 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 			  got, n);
 		return -1;
 	}
-	/* each id once: sort a copy */
-	uint32_t *sorted = ncf_xmalloc(((size_t)n ? n : 1) * sizeof *sorted);
-	memcpy(sorted, ids, (size_t)n * sizeof *ids);
-	qsort(sorted, n, sizeof *sorted, cmp_u32);
-	for (uint32_t k = 1; k < n; k++)
-		if (sorted[k] == sorted[k - 1]) {
-			ncf_error("%s: metadata '%s': id %u appears twice", display, e->key, sorted[k]);
-			free(sorted);
-			free(ids);
-			return -1;
-		}
-	free(sorted);
+	uint32_t dup;
+	if (!ncf_ids_distinct(ids, n, &dup)) {
+		ncf_error("%s: metadata '%s': id %u appears twice", display, e->key, dup);
+		free(ids);
+		return -1;
+	}
 	*out = ids;
 	return 0;
 }

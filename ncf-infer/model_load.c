@@ -12,12 +12,11 @@
 
 void infer_model_random(struct infer_model *m, uint64_t seed)
 {
-	struct ncf_shape s = {.users = 138493, .items = 26744, .factors = 64, .n_layers = 4,
-			      .layers = {256, 256, 128, 64}};
+	struct ncf_shape s;
+	ncf_shape_nvidia(&s, 138493, 26744); /* ml-20m's users and items */
 	m->shape = s;
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .batch = 1u << 20, .seed = seed};
-	m->hp = hp;
+	ncf_hparams_nvidia(&m->hp);
+	m->hp.seed = seed;
 	struct ncf_layout L;
 	ncf_layout_make(&s, &L);
 	m->params = ncf_xmalloc(L.total * sizeof(float));
@@ -77,15 +76,16 @@ int infer_model_read_seen(struct infer_model *m, const char *model_path, const c
 {
 	if (ncf_cache_read(path, seen) != 0)
 		return -1;
+	uint32_t fp_seen = ncf_cache_fingerprint(seen);
 	if (!m->user_ids && seen->users == m->shape.users && seen->items == m->shape.items) {
 		/* a model without ids: the rows are the cache's */
 		m->user_ids = ncf_xmalloc((size_t)seen->users * sizeof *m->user_ids);
 		m->item_ids = ncf_xmalloc((size_t)seen->items * sizeof *m->item_ids);
 		memcpy(m->user_ids, seen->user_ids, (size_t)seen->users * sizeof *m->user_ids);
 		memcpy(m->item_ids, seen->item_ids, (size_t)seen->items * sizeof *m->item_ids);
-		m->fingerprint = ncf_cache_fingerprint(seen);
+		m->fingerprint = fp_seen;
 	}
-	if (ncf_cache_fingerprint(seen) != m->fingerprint || seen->users != m->shape.users ||
+	if (fp_seen != m->fingerprint || seen->users != m->shape.users ||
 	    seen->items != m->shape.items) {
 		ncf_error("%s and %s do not belong together: the model was trained on another "
 			  "data set (%u users, %u items; the cache has %u, %u)",

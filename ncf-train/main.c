@@ -21,6 +21,7 @@
 #include "dist.h"
 #include "err.h"
 #include "io.h"
+#include "model_file.h"
 #include "samefile.h"
 #include "train.h"
 
@@ -102,12 +103,8 @@ static void default_opts(struct train_opts *o)
 	o->epochs = 30;
 	o->topk = 10;
 	o->threshold = -1;
-	struct ncf_shape shape = {.factors = 64, .n_layers = 4, .layers = {256, 256, 128, 64}};
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .true_neg = 0,
-				 .batch = 1u << 20, .seed = 1};
-	o->shape = shape;
-	o->hp = hp;
+	ncf_shape_nvidia(&o->shape, 0, 0); /* users and items: the cache's */
+	ncf_hparams_nvidia(&o->hp);
 }
 
 /* --layers A,B,...: the MLP sizes, input first. */
@@ -219,14 +216,6 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 	return version;
 }
 
-static char *suffixed(const char *path, const char *suffix)
-{
-	size_t n = strlen(path) + strlen(suffix) + 1;
-	char *s = ncf_xmalloc(n);
-	snprintf(s, n, "%s%s", path, suffix);
-	return s;
-}
-
 /* The operands and the files: one cache, -o, --checkpoint (default
  * MODEL.last, malloc'd into *default_ckpt), no two files the same.
  * Returns 0, or NCF_EXIT_USAGE after a same-file refusal (other usage
@@ -242,7 +231,7 @@ static int check_opts(int argc, char **argv, struct train_opts *o, char **defaul
 		ncf_usage_error("no output model given (-o MODEL)");
 	o->cache_path = argv[optind];
 	if (!o->checkpoint)
-		o->checkpoint = *default_ckpt = suffixed(o->output, ".last");
+		o->checkpoint = *default_ckpt = train_suffixed(o->output, ".last");
 	if (o->resume && !strcmp(o->resume, "-") && !strcmp(o->cache_path, "-"))
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(o->output, "-") || !strcmp(o->checkpoint, "-"))

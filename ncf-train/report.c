@@ -43,6 +43,11 @@ void report_fmt_rate(char *buf, size_t len, double x)
 		snprintf(buf, len, "%.0f", x);
 }
 
+static double mean_rate(double count, double seconds)
+{
+	return seconds > 0 ? count / seconds : 0;
+}
+
 int report_open_log(struct train_run *r)
 {
 	const struct train_opts *o = r->o;
@@ -167,11 +172,6 @@ int report_log_epoch(struct train_run *r, const struct epoch_result *er)
 	return flush_log(r, er->epoch);
 }
 
-static double mean_rate(double count, double seconds)
-{
-	return seconds > 0 ? count / seconds : 0;
-}
-
 /* The summary object on --log (rank 0).  Returns 0 or -1 (reported). */
 static int report_log_summary(struct train_run *r)
 {
@@ -207,8 +207,8 @@ int report_summary(struct train_run *r)
 	if (!st->epochs_run)
 		return 0;
 	char mean[16], bst[16];
-	report_fmt_rate(mean, sizeof mean,
-			st->total_train > 0 ? (double)st->total_samples / st->total_train : 0);
+	double rate = mean_rate((double)st->total_samples, st->total_train);
+	report_fmt_rate(mean, sizeof mean, rate);
 	report_fmt_rate(bst, sizeof bst, st->best_tput);
 	if (st->saved_best)
 		ncf_info("best hr@%u %.4f (ndcg@%u %.4f) at epoch %u, saved in %s; latest state "
@@ -237,10 +237,7 @@ int report_summary(struct train_run *r)
 			 st->total_save_wait, st->last_save_time);
 	if (r->dist.size > 1) {
 		char per[16];
-		report_fmt_rate(per, sizeof per,
-				st->total_train > 0
-					? (double)st->total_samples / st->total_train / r->dist.size
-					: 0);
+		report_fmt_rate(per, sizeof per, rate / r->dist.size);
 		ncf_info("%d ranks: %s samples/s per rank; %.1f%% of training time in the "
 			 "gradient all-reduce",
 			 r->dist.size, per,

@@ -37,11 +37,11 @@ static void fresh_state(struct train_run *r, const struct train_opts *o)
 
 /* The state of --resume FILE, which must have been trained on this cache.
  * Returns 0 or -1 (reported). */
-static int resumed_state(struct train_run *r, const struct train_opts *o)
+static int resumed_state(struct train_run *r, const struct train_opts *o, uint32_t fingerprint)
 {
 	if (ncf_ckpt_read(o->resume, &r->ck, 1) != 0)
 		return -1;
-	if (r->ck.fingerprint != ncf_cache_fingerprint(&r->cache) ||
+	if (r->ck.fingerprint != fingerprint ||
 	    r->ck.shape.users != r->cache.users || r->ck.shape.items != r->cache.items ||
 	    r->ck.train_positives != (uint64_t)r->cache.train_positives) {
 		ncf_error("%s was trained on another data set than %s (%u users, %u items vs "
@@ -66,15 +66,16 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 {
 	if (ncf_cache_read(o->cache_path, &r->cache) != 0)
 		return -1;
+	uint32_t fingerprint = ncf_cache_fingerprint(&r->cache);
 	if (o->resume) {
-		if (resumed_state(r, o) != 0)
+		if (resumed_state(r, o, fingerprint) != 0)
 			return -1;
 	} else {
 		fresh_state(r, o);
 	}
 	r->ck.user_ids = r->cache.user_ids;
 	r->ck.item_ids = r->cache.item_ids;
-	r->ck.fingerprint = ncf_cache_fingerprint(&r->cache);
+	r->ck.fingerprint = fingerprint;
 	r->ck.train_positives = (uint64_t)r->cache.train_positives;
 
 	const struct ncf_hparams *hp = &r->ck.hp;
@@ -171,7 +172,7 @@ static void make_digest(const struct train_run *r, struct start_digest *d)
 	const struct ncf_hparams *hp = &r->be.hp;
 	memset(d, 0, sizeof *d);
 	d->data.train_positives = (uint64_t)c->train_positives;
-	d->data.fingerprint = ncf_cache_fingerprint(c);
+	d->data.fingerprint = r->ck.fingerprint;
 	uint32_t crc = ncf_crc32c(0, c->offsets, ((size_t)c->users + 1) * sizeof *c->offsets);
 	d->data.csr_crc =
 		ncf_crc32c(crc, c->train_items, (size_t)c->train_positives * sizeof *c->train_items);

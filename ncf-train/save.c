@@ -52,7 +52,6 @@ struct ncf_saver {
 	int busy;	/* a job is handed over and not yet done */
 	int quit;
 	struct save_job job;
-	int workers;	/* zstd workers */
 	int failed;	/* the last job failed */
 	uint32_t failed_epoch;
 	double time;	/* seconds the last job took */
@@ -74,10 +73,19 @@ static void keep_message(const char *line, void *ctx)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* zstd workers for a checkpoint: one per processor, at most 8 (the
+ * bytes do not depend on the number: ckpt.h). */
+static int save_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
 /* Write job: compress once, copy to the other names.  Returns 0 or -1
  * (reported). */
-static int write_job(const struct save_job *job, int workers)
+static int write_job(const struct save_job *job)
 {
+	int workers = save_workers();
 	if (ncf_ckpt_write(&job->ck, job->paths[0], workers) != 0)
 		return -1;
 	ncf_debug("saved %s to %s", job->what[0], job->paths[0]);
@@ -113,7 +121,7 @@ static void *writer_main(void *arg)
 			break;
 		pthread_mutex_unlock(&s->mu);
 		double t0 = ncf_now();
-		int rc = write_job(&s->job, s->workers);
+		int rc = write_job(&s->job);
 		double dt = ncf_now() - t0;
 		pthread_mutex_lock(&s->mu);
 		s->failed_epoch = s->job.epoch;
@@ -145,14 +153,6 @@ static void wait_at_exit(void)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* zstd workers for a checkpoint: one per processor, at most 8 (the
- * bytes do not depend on the number: ckpt.h). */
-static int save_workers(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n < 1 ? 1 : n > 8 ? 8 : (int)n;
-}
-
 static int sync_saves(void)
 {
 	const char *e = getenv("NCF_SAVE_SYNC");
@@ -164,7 +164,6 @@ static int sync_saves(void)
 static int saver_start(struct train_run *r)
 {
 	struct ncf_saver *s = ncf_xcalloc(1, sizeof *s);
-	s->workers = save_workers();
 	s->time = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -239,7 +238,7 @@ static int save_job(struct train_run *r, struct save_job *job, int now)
 	struct ncf_saver *s = r->saver;
 	if (!s || now) {
 		double t0 = ncf_now();
-		int rc = write_job(job, s ? s->workers : save_workers());
+		int rc = write_job(job);
 		r->stats.last_save_time = ncf_now() - t0;
 		free_job(job);
 		if (rc != 0) {
@@ -257,10 +256,19 @@ static int save_job(struct train_run *r, struct save_job *job, int now)
 	return 0;
 }
 
-static void add_path(struct save_job *job, const char *path, const char *what)
+/* Add path (malloc'd; the job takes it) to job. */
+static void add_path(struct save_job *job, char *path, const char *what)
 {
-	job->paths[job->n] = ncf_xstrdup(path);
+	job->paths[job->n] = path;
 	job->what[job->n++] = what;
+}
+
+char *train_suffixed(const char *path, const char *suffix)
+{
+	size_t n = strlen(path) + strlen(suffix) + 1;
+	char *s = ncf_xmalloc(n);
+	snprintf(s, n, "%s%s", path, suffix);
+	return s;
 }
 
 int save_open(struct train_run *r)
@@ -277,35 +285,27 @@ int save_epoch(struct train_run *r, struct epoch_result *er)
 	if (r->dist.rank != 0)
 		return 0;
 	double t0 = ncf_now();
-	/* the write of the previous epoch: its time is known now */
-	int waited = r->saver && r->stats.saves_started > 0;
-	if (saver_wait(r) != 0)
+	if (saver_wait(r) != 0) /* the previous epoch's write */
 		return -1;
-	if (waited)
-		er->save_time = r->stats.last_save_time;
 	if (snapshot(r) != 0)
 		return -1;
 	struct save_job job;
 	memset(&job, 0, sizeof job);
 	job.ck = r->ck;
 	job.epoch = er->epoch;
-	add_path(&job, o->checkpoint, "the latest state");
+	add_path(&job, ncf_xstrdup(o->checkpoint), "the latest state");
 	if (er->best)
-		add_path(&job, o->output, "the best model");
+		add_path(&job, ncf_xstrdup(o->output), "the best model");
 	if (o->keep_epochs) {
 		char suffix[32];
 		snprintf(suffix, sizeof suffix, ".epoch-%03u", er->epoch);
-		size_t n = strlen(o->output) + strlen(suffix) + 1;
-		char *path = ncf_xmalloc(n);
-		snprintf(path, n, "%s%s", o->output, suffix);
-		add_path(&job, path, "the epoch's state");
-		free(path);
+		add_path(&job, train_suffixed(o->output, suffix), "the epoch's state");
 	}
 	r->stats.saved_best |= er->best;
-	r->stats.saves_started++;
 	int rc = save_job(r, &job, 0);
-	if (!r->saver)
-		er->save_time = r->stats.last_save_time;
+	/* the last finished write: the previous epoch's (none before the
+	 * first), or with no writer thread this one's */
+	er->save_time = r->stats.last_save_time;
 	er->save_wait = ncf_now() - t0;
 	r->stats.total_save_wait += er->save_wait;
 	return rc;
@@ -323,7 +323,7 @@ int save_interrupted(struct train_run *r)
 	struct save_job job;
 	memset(&job, 0, sizeof job);
 	job.ck = r->ck;
-	add_path(&job, r->o->checkpoint, "the interrupted state");
+	add_path(&job, ncf_xstrdup(r->o->checkpoint), "the interrupted state");
 	return save_job(r, &job, 1) != 0 || earlier != 0 ? -1 : 0;
 }
 

@@ -76,7 +76,6 @@ struct train_stats {
 	double total_eval;	  /* seconds of evaluation */
 	uint64_t total_candidates;/* items ranked in those */
 	int saved_best;		  /* this run wrote -o */
-	uint32_t saves_started;	  /* epochs' checkpoints handed to the writer */
 	double last_save_time;	  /* seconds the last finished write took, < 0: none */
 	double last_save_wait;	  /* the end's wait for the last write */
 	double total_save_wait;	  /* training held for checkpoints, in all */
@@ -135,6 +134,8 @@ int save_open(struct train_run *r);
 int save_epoch(struct train_run *r, struct epoch_result *er);
 /* Save the state of an epoch interrupted at r->ck.position, now. */
 int save_interrupted(struct train_run *r);
+/* path + suffix, malloc'd (MODEL.last, MODEL.epoch-NNN). */
+char *train_suffixed(const char *path, const char *suffix);
 /* Wait for the last write and stop the writer.  Returns 0, or -1 when a
  * write failed (reported, r->status 1).  Safe to call twice. */
 int save_finish(struct train_run *r);

@@ -75,7 +75,7 @@ struct cpu {
 	float *dx;		     /* (max(Bu, Bi), M) */
 	size_t cap_u, cap_i;
 	float *lane;		     /* (LANES, tail) */
-	float *tile_part;	     /* (tiles, H1 * M) */
+	float *tile_part;	     /* (tiles, H1 * M): tile partials of tn_sum, col_sum */
 	size_t tile_cap;
 	size_t tail_off, tail_len;   /* gradient part accumulated in lanes */
 	struct scratch *ts;	     /* per thread */
@@ -136,7 +136,7 @@ void ncf_cpu_rows_times_w(const float *d, size_t rows, size_t H, const float *W,
 void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, size_t H,
 		    size_t M, float *out, size_t ldo);
 /* out (H) = column sums of d (rows, H), tile partials in order. */
-void ncf_cpu_col_sum(const float *d, size_t rows, size_t H, float *out);
+void ncf_cpu_col_sum(struct cpu *c, const float *d, size_t rows, size_t H, float *out);
 
 /* ---- train.c ---------------------------------------------------------- */
 

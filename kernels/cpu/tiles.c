@@ -41,6 +41,16 @@ void ncf_cpu_rows_times_w(const float *d, size_t rows, size_t H, const float *W,
 
 /* out (H, M) with leading dimension ldo = d^T x over rows: d (rows, H),
  * x (rows, M).  Tile partials added in tile order. */
+/* c->tile_part, grown to hold need floats (need > 0). */
+static float *tile_scratch(struct cpu *c, size_t need)
+{
+	if (need > c->tile_cap) {
+		c->tile_cap = need;
+		c->tile_part = ncf_xrealloc(c->tile_part, need * sizeof(float));
+	}
+	return c->tile_part;
+}
+
 void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, size_t H,
 		    size_t M, float *out, size_t ldo)
 {
@@ -50,12 +60,7 @@ void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, 
 			memset(out + h * ldo, 0, M * sizeof(float));
 		return;
 	}
-	size_t need = tiles * H * M;
-	if (need > c->tile_cap) {
-		c->tile_cap = need;
-		c->tile_part = ncf_xrealloc(c->tile_part, need * sizeof(float));
-	}
-	float *part = c->tile_part;
+	float *part = tile_scratch(c, tiles * H * M);
 #pragma omp parallel for schedule(dynamic, 1)
 	for (int64_t t = 0; t < (int64_t)tiles; t++) {
 		size_t r0 = (size_t)t * TILE, nr = rows - r0 < TILE ? rows - r0 : TILE;
@@ -74,10 +79,11 @@ void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, 
 }
 
 /* Column sums of d (rows, H) into out (H), tile partials in order. */
-void ncf_cpu_col_sum(const float *d, size_t rows, size_t H, float *out)
+void ncf_cpu_col_sum(struct cpu *c, const float *d, size_t rows, size_t H, float *out)
 {
 	size_t tiles = (rows + TILE - 1) / TILE;
-	float *part = ncf_xcalloc(tiles * H + 1, sizeof(float));
+	float *part = tile_scratch(c, tiles * H + 1);
+	memset(part, 0, (tiles * H + 1) * sizeof(float));
 #pragma omp parallel for schedule(dynamic, 1)
 	for (int64_t t = 0; t < (int64_t)tiles; t++) {
 		size_t r0 = (size_t)t * TILE, r1 = r0 + TILE < rows ? r0 + TILE : rows;
@@ -92,5 +98,4 @@ void ncf_cpu_col_sum(const float *d, size_t rows, size_t H, float *out)
 			acc += part[t * H + h];
 		out[h] = acc;
 	}
-	free(part);
 }

@@ -439,7 +439,7 @@ static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, 
 	float *gW1 = c->grad + L->w[1];
 	ncf_cpu_tn_sum(c, c->dau, c->xu, nu, H1, M, gW1, 2 * M);
 	ncf_cpu_tn_sum(c, c->dai, c->xi, ni, H1, M, gW1 + M, 2 * M);
-	ncf_cpu_col_sum(c->dau, nu, H1, c->grad + L->b[1]);
+	ncf_cpu_col_sum(c, c->dau, nu, H1, c->grad + L->b[1]);
 	ncf_cpu_rows_times_w(c->dau, nu, H1, W1, 2 * M, M, c->dx);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)

@@ -302,6 +302,21 @@ int resident_set(struct ncf_backend *be, struct cu *c, const uint32_t *users,
 int score_resident(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob);
 void scorer_free(struct cu *c);
 
+/* The dropout of a step (or a test's launch) with hp's rate: rows from
+ * epoch position pos0 of epoch. */
+static inline dropout_k dropout_of(const struct ncf_hparams *hp, uint32_t epoch, uint64_t pos0)
+{
+	dropout_k dk;
+	memset(&dk, 0, sizeof dk);
+	dk.active = hp->dropout > 0.0f;
+	dk.drop16 = ncf_dropout_threshold(hp->dropout);
+	dk.scale = dk.active ? 1.0f / (1.0f - hp->dropout) : 1.0f;
+	dk.seed = hp->seed;
+	dk.epoch = epoch;
+	dk.pos0 = pos0;
+	return dk;
+}
+
 /* ---- step_fused.cu ------------------------------------------------------ */
 
 /* Does this step take the fused path (NCF_CUDA_PATH, and a shape the

@@ -205,13 +205,8 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 			e = cudaErrorStreamCaptureInvalidated;
 	}
 	capture_end();
-	if (e != cudaSuccess) {
-		if (graph)
-			cudaGraphDestroy(graph);
-		c->tables_valid = tables_valid;
-		c->plo_valid = plo_valid;
-		return step_graph_off(g, e);
-	}
+	if (e != cudaSuccess)
+		goto failed;
 	c->step_captures++;
 	if (g->step_have) {
 		cudaGraphExecUpdateResultInfo info;
@@ -223,12 +218,8 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 	}
 	if (!g->step_have) {
 		e = cudaGraphInstantiate(&g->step_exec, graph, 0);
-		if (e != cudaSuccess) {
-			cudaGraphDestroy(graph);
-			c->tables_valid = tables_valid;
-			c->plo_valid = plo_valid;
-			return step_graph_off(g, e);
-		}
+		if (e != cudaSuccess)
+			goto failed;
 		g->step_have = 1;
 		c->step_instantiations++;
 	}
@@ -236,6 +227,12 @@ int graph_step(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t fi
 	CUDA_TRY(cudaGraphLaunch(g->step_exec, c->s));
 	c->step_launches++;
 	return 0;
+failed:
+	if (graph)
+		cudaGraphDestroy(graph);
+	c->tables_valid = tables_valid;
+	c->plo_valid = plo_valid;
+	return step_graph_off(g, e);
 }
 
 } /* namespace NCF_CUDA_NS */

@@ -57,6 +57,22 @@ struct dropout_k {
 	uint64_t pos0; /* epoch position of row 0 */
 };
 
+/* The Philox block of units 8w .. 8w+7 of row j (epoch position pos0 + j)
+ * of hidden layer `layer`; zeros when dropout is off. */
+NCF_DI ncf_u32x4 dropout_bits_at(const dropout_k &dk, uint64_t j, uint32_t layer, uint32_t w)
+{
+	ncf_u32x4 bits = {{0, 0, 0, 0}};
+	if (dk.active)
+		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + j, layer, w);
+	return bits;
+}
+
+/* Dropout multiplier of unit k (0..7) of such a block: scale or 0. */
+NCF_DI float dropout_mult(const dropout_k &dk, ncf_u32x4 bits, uint32_t k)
+{
+	return ncf_dropout_keep(bits, k, dk.drop16) ? dk.scale : 0.0f;
+}
+
 /* Is p 16-byte aligned (for the 8-element vector loads)? */
 static inline int aligned16(const void *p)
 {

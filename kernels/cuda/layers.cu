@@ -17,12 +17,6 @@ namespace NCF_CUDA_NS {
 
 /* ---- layer 1, bias + ReLU + dropout, and their backward ----------------- */
 
-/* Dropout multiplier of unit k (0..7) of a Philox block: scale or 0. */
-NCF_DI float dropout_mult(const dropout_k &dk, ncf_u32x4 bits, uint32_t k)
-{
-	return ncf_dropout_keep(bits, k, dk.drop16) ? dk.scale : 0.0f;
-}
-
 /* Thread t: row t / G, units 8w .. 8w+7 with w = t % G, G = ceil(H / 8). */
 template <typename T>
 __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__ su,
@@ -41,10 +35,7 @@ __global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__
 	float va[8], vb[8], out[8];
 	load_upto8(a, va, cnt, vec);
 	load_upto8(b, vb, cnt, vec);
-	ncf_u32x4 bits = {{0, 0, 0, 0}};
-	if (dk.active)
-		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + (rowpos ? rowpos[j] : j), 0,
-					w);
+	ncf_u32x4 bits = dropout_bits_at(dk, rowpos ? rowpos[j] : j, 0, w);
 	NCF_UNROLL
 	for (uint32_t k = 0; k < 8; k++) {
 		float bias = k < cnt ? b1[h0 + k] : 0.0f;
@@ -112,9 +103,7 @@ __global__ void bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z
 	T *row = z + j * H + h0;
 	float x[8];
 	load_upto8(row, x, cnt, vec);
-	ncf_u32x4 bits = {{0, 0, 0, 0}};
-	if (dk.active)
-		bits = ncf_dropout_bits(dk.seed, dk.epoch, dk.pos0 + j, layer, w);
+	ncf_u32x4 bits = dropout_bits_at(dk, j, layer, w);
 	NCF_UNROLL
 	for (uint32_t k = 0; k < 8; k++) {
 		float v = x[k] + (k < cnt ? b[h0 + k] : 0.0f);

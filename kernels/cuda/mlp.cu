@@ -13,8 +13,10 @@
  * so each activation is written once and read once by the next layer, and
  * the dropout mask is recomputed from Philox (forward) or read from the sign
  * of h_in (backward: h_in > 0 exactly where the unit was kept and its input
- * was positive), never stored.  The weight gradient dW = dz_out^T h_in stays
- * a cuBLAS GEMM (step_fused.cu).
+ * was positive), never stored.  The weight gradient dW = dz_out^T h_in is
+ * computed in the same backward pass (linear_bwdw_kernel, below) for layers
+ * of at most BWDW_MAX_OUT outputs; a wider layer keeps a cuBLAS GEMM
+ * (step_fused.cu).
  *
  * Tiles: a block of 256 threads (8 warps, 4 x 2) computes 64 rows by all
  * `n` columns of its output (n <= FUSED_MAX_WIDTH, padded to 16), the
@@ -125,19 +127,15 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 		uint32_t h0 = 16 * t + c0;
 		if (row < rows && h0 < out) {
 			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
-			ncf_u32x4 bits = {{0, 0, 0, 0}};
-			if (dk.active)
-				bits = ncf_dropout_bits(dk.seed, dk.epoch,
-							dk.pos0 + (rowpos ? rowpos[row] : row),
-							layer, h0 / 8);
+			ncf_u32x4 bits =
+				dropout_bits_at(dk, rowpos ? rowpos[row] : row, layer, h0 / 8);
 			float v[8];
 			NCF_UNROLL
 			for (uint32_t e = 0; e < 8; e++) {
 				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
 				float y = relu(x); /* keeps a NaN (common.cuh) */
 				if (dk.active)
-					y = y * (ncf_dropout_keep(bits, e, dk.drop16) ? dk.scale
-										      : 0.0f);
+					y = y * dropout_mult(dk, bits, e);
 				v[e] = y;
 			}
 			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);

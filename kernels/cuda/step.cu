@@ -269,9 +269,12 @@ static int gmf_backward_loss(struct ncf_backend *be, struct cu *c, size_t B)
 	return sum_f64_cuda(c->loss, B, c->loss_dev, c->dred, c->s);
 }
 
-template <typename T>
-static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first,
-			uint64_t n)
+/* This rank's slice of the global batch at epoch positions [first,
+ * first + n): *B rows from position *pos0; when B > 0 the row buffers made
+ * for it and *S, the epoch's samples, checked against the batch.  Returns
+ * 0 or -1 (reported). */
+static int step_slice(struct ncf_backend *be, struct cu *c, uint64_t first, uint64_t n,
+		      size_t *B, uint64_t *pos0, uint64_t *S)
 {
 	if (!c->have_td) {
 		ncf_error("cuda backend: no training data");
@@ -279,25 +282,29 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 	}
 	uint64_t lo, hi;
 	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
-	size_t B = (size_t)(hi - lo);
-	uint64_t pos0 = first + lo;
+	*B = (size_t)(hi - lo);
+	*pos0 = first + lo;
+	*S = 0;
+	if (*B == 0)
+		return 0;
+	NCF_TRY(ensure_rows(be, c, *B));
+	*S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	return *S ? 0 : -1;
+}
+
+template <typename T>
+static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first,
+			uint64_t n)
+{
+	size_t B;
+	uint64_t pos0, S;
+	NCF_TRY(step_slice(be, c, first, n, &B, &pos0, &S));
 	if (B == 0) {
 		DMEMSET_TRY(c->grad, be->layout.total * sizeof(float), c->s, "clear_grad");
 		DMEMSET_TRY(c->loss_dev, sizeof(double), c->s, "clear_loss");
 		return 0;
 	}
-	int drop = be->hp.dropout > 0.0f;
-	dropout_k dk;
-	dk.active = drop;
-	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
-	dk.scale = drop ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
-	dk.seed = be->hp.seed;
-	dk.epoch = epoch;
-	dk.pos0 = pos0;
-	NCF_TRY(ensure_rows(be, c, B));
-	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
-	if (S == 0)
-		return -1;
+	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
 	if (fused_path(be, c))
 		return compute_grad_fused<T>(be, c, S, epoch, pos0, B, n, dk);
 	NCF_TRY(forward_train<T>(be, c, S, epoch, pos0, B, n, dk)); /* 1-3 */
@@ -308,18 +315,11 @@ static int compute_grad(struct ncf_backend *be, struct cu *c, uint32_t epoch, ui
 
 int step_prepare(struct ncf_backend *be, struct cu *c, uint64_t first, uint64_t n)
 {
-	if (!c->have_td) {
-		ncf_error("cuda backend: no training data");
-		return -1;
-	}
-	uint64_t lo, hi;
-	ncf_dist_slice(n, be->dist->rank, be->dist->size, &lo, &hi);
-	size_t B = (size_t)(hi - lo);
+	size_t B;
+	uint64_t pos0, S;
+	NCF_TRY(step_slice(be, c, first, n, &B, &pos0, &S));
 	if (B == 0)
 		return 0;
-	NCF_TRY(ensure_rows(be, c, B));
-	if (ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n) == 0)
-		return -1;
 	if (fused_path(be, c))
 		return fused_prepare(be, c, B);
 	return grow_red(c, colsum_scratch(be->shape.users, be->shape.layers[1]));

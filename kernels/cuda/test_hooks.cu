@@ -64,13 +64,7 @@ static int dropout_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uin
 		       uint64_t pos0, uint32_t layer, size_t n, uint32_t H, const float *z,
 		       float *out)
 {
-	dropout_k dk;
-	dk.active = be->hp.dropout > 0.0f;
-	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
-	dk.scale = dk.active ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
-	dk.seed = be->hp.seed;
-	dk.epoch = epoch;
-	dk.pos0 = pos0;
+	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
 	size_t nh = n * H;
 	NCF_TRY(DALLOC(x->f[0], nh));
 	NCF_TRY(DALLOC(x->f[1], H));
@@ -285,14 +279,7 @@ static int linear_run(struct ncf_backend *be, struct cu *c, int backward, int tf
 	float *b = NULL, *pt = NULL;
 	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
 	int rc = -1;
-	dropout_k dk;
-	memset(&dk, 0, sizeof dk);
-	dk.active = be->hp.dropout > 0.0f;
-	dk.drop16 = ncf_dropout_threshold(be->hp.dropout);
-	dk.scale = dk.active ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
-	dk.seed = be->hp.seed;
-	dk.epoch = epoch;
-	dk.pos0 = pos0;
+	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
 	if (upload_as(&a, A, rows * (backward ? out : in), c->s) ||
 	    upload_as(&w, W, (size_t)out * in, c->s))
 		goto done;
@@ -341,7 +328,7 @@ static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t r
 	float *pt = NULL, *pw = NULL, *odb = NULL, *odw = NULL;
 	double *ls = NULL, *lo = NULL;
 	uint32_t G = bwdw_groups(rows);
-	float scale = be->hp.dropout > 0.0f ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
+	float scale = dropout_of(&be->hp, 0, 0).scale;
 	int rc = -1;
 	part_map m;
 	memset(&m, 0, sizeof m);

@@ -69,6 +69,13 @@ wait
 cmp -s "$out" want.p
 ok $? "-m FIFO named .safetensors: the same probabilities"
 rm -f fifo.safetensors
+mkfifo fifo.ncfm
+cat m.ncfm >fifo.ncfm &
+run ncf-infer $D --score -m fifo.ncfm pairs
+wait
+cmp -s "$out" want.p
+ok $? "-m FIFO holding a checkpoint: the same probabilities (the FIFO read once)"
+rm -f fifo.ncfm
 ncf-infer -m m.safetensors --export again.safetensors
 cmp -s again.safetensors m.safetensors
 ok $? "exporting the read file again gives the same bytes"
