@@ -10,9 +10,9 @@
 #include "ncf_hd.h"
 #include "tap.h"
 
-int main(void)
+/* Candidates of one user and the rank of its positive among them. */
+static void t_mask_and_rank(void)
 {
-	tap_plan(14);
 	/* Candidates of one user: positive 5; negatives with a duplicate (3
 	 * twice) and the positive itself (5). */
 	uint32_t pos[1] = {5};
@@ -32,7 +32,10 @@ int main(void)
 	float all[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
 	tap_ok(ncf_rank(0.5f, all, mask, 6) == 4, "all tied: rank = counted negatives (4)");
 	free(mask);
+}
 
+static void t_hr_ndcg(void)
+{
 	/* HR and NDCG: ranks 0, 2, 9, 10, 50 with K = 10:
 	 * hits 3 of 5; NDCG = (1/log2(2) + 1/log2(4) + 1/log2(11)) / 5. */
 	uint32_t ranks[5] = {0, 2, 9, 10, 50};
@@ -44,7 +47,10 @@ int main(void)
 	       want);
 	ncf_metrics_from_ranks(ranks, 5, 1, &hr, &ndcg);
 	tap_ok(hr == 0.2 && ndcg == 0.2, "HR@1 and NDCG@1 count rank 0 only");
+}
 
+static void t_adam(void)
+{
 	/* Adam, PyTorch's formula, lr 0.0045, betas 0.25 0.5, eps 1e-8.
 	 * Step 1, g = 0.5 from zero moments: m = 0.375, v = 0.125,
 	 * m/bc1 = 0.5, sqrt(v/bc2) = 0.5: p -= 0.0045 * 0.5 / (0.5 + 1e-8). */
@@ -69,12 +75,23 @@ int main(void)
 	float q = 2.0f, mq = 0, vq = 0;
 	ncf_adam_update(&q, &mq, &vq, 0.0f, &k);
 	tap_ok(q == 2.0f, "zero gradient, zero moments: no move");
+}
 
+static void t_bce_sigmoid(void)
+{
 	/* BCE and sigmoid: log(2) at 0; the stable form for large |x|. */
 	tap_ok(tap_close(ncf_bce(0.0f, 1.0f), log(2.0), 0, 1e-6, "bce0"), "BCE(0, y) = log 2");
 	tap_ok(tap_close(ncf_bce(-100.0f, 1.0f), 100.0, 0, 1e-6, "bce") &&
 		       ncf_bce(100.0f, 1.0f) < 1e-30f && ncf_sigmoid(-100.0f) > 0.0f &&
 		       ncf_sigmoid(100.0f) == 1.0f,
 	       "BCE and sigmoid stay finite and exact at +-100");
+}
+
+int main(void)
+{
+	TEST(t_mask_and_rank(), "evaluation mask and rank: repeats once, ties against the positive");
+	TEST(t_hr_ndcg(), "HR@K and NDCG@K from ranks");
+	TEST(t_adam(), "Adam: PyTorch's update, two steps by hand");
+	TEST(t_bce_sigmoid(), "BCE with logits and sigmoid, stable at the extremes");
 	return tap_done();
 }
