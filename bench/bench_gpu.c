@@ -48,7 +48,6 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
-#include "model_file.h"
 #include "synth.h"
 #ifdef NCF_HAVE_CUDA
 #include "cuda/cuda.h"

@@ -24,7 +24,6 @@
 #include "err.h"
 #include "io.h"
 #include "model.h"
-#include "model_file.h"
 
 #define MAX_REPS 32
 

@@ -23,7 +23,6 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
-#include "model_file.h"
 #include "ncf_hd.h"
 
 /*

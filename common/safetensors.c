@@ -245,7 +245,7 @@ static int st_write_file(struct ncf_out *o, const char *header, size_t n, const 
 	return 0;
 }
 
-int ncf_safetensors_write(const struct ncf_model_file *m, const char *path)
+int ncf_safetensors_write(const struct ncf_model *m, const char *path)
 {
 	const struct ncf_shape *s = &m->shape;
 	const struct ncf_hparams *h = &m->hp;
@@ -1207,7 +1207,7 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 }
 
 /* The metadata: sizes that agree with the tensors, hyperparameters, ids. */
-static int read_metadata(const struct header *h, const char *display, struct ncf_model_file *m)
+static int read_metadata(const struct header *h, const char *display, struct ncf_model *m)
 {
 	const struct ncf_shape *s = &m->shape;
 	uint64_t v;
@@ -1437,7 +1437,7 @@ static float *place_params(const struct header *h, const struct ncf_shape *shape
 }
 
 /* Every parameter finite.  Returns 0 or -1 (reported). */
-static int check_finite(const struct ncf_model_file *m, const struct ncf_layout *L,
+static int check_finite(const struct ncf_model *m, const struct ncf_layout *L,
 			const char *display)
 {
 	for (int k = 0; k < N_SLOTS; k++) {
@@ -1457,7 +1457,7 @@ static int check_finite(const struct ncf_model_file *m, const struct ncf_layout 
 	return 0;
 }
 
-static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model_file *m)
+static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model *m)
 {
 	const char *display = s->display;
 	memset(m, 0, sizeof *m);
@@ -1490,17 +1490,16 @@ static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_
 	}
 	m->params = place_params(&h, &m->shape, &L, data);
 	NCF_TRY_GOTO(check_finite(m, &L, display), fail);
-	m->format = NCF_MODEL_SAFETENSORS;
 	header_free(&h);
 	return 0;
 fail:
 	header_free(&h);
-	ncf_model_file_free(m);
+	ncf_model_free(m);
 	return -1;
 }
 
 int ncf_safetensors_read(FILE *fp, const char *display, const struct ncf_model_want *want,
-			 struct ncf_model_file *m)
+			 struct ncf_model *m)
 {
 	struct src s = {.fp = fp, .left = -1, .display = display};
 	struct stat st;
@@ -1511,7 +1510,7 @@ int ncf_safetensors_read(FILE *fp, const char *display, const struct ncf_model_w
 }
 
 int ncf_safetensors_read_mem(const void *buf, size_t n, const char *display,
-			     const struct ncf_model_want *want, struct ncf_model_file *m)
+			     const struct ncf_model_want *want, struct ncf_model *m)
 {
 	struct src s = {.mem = buf, .n = n, .left = (int64_t)n, .display = display};
 	return st_read(&s, want, m);

@@ -225,7 +225,7 @@ static void eval_popularity(const struct ncf_cache *c, uint32_t topk, double *hr
 
 /* -m MODEL, which must belong to the cache.  Returns 0 or -1 (reported). */
 static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
-		      struct ncf_model_file *ck)
+		      struct ncf_model *ck)
 {
 	struct ncf_model_want want = {cache->users, cache->items};
 	if (ncf_model_file_read(o->model, &want, ck) != 0)
@@ -258,7 +258,7 @@ struct eval_result {
 /* The model's metrics on the backend, and with --scores every candidate's
  * probability (rank 0).  Returns 0 or -1 (reported). */
 static int score_model(const struct eval_opts *o, struct ncf_backend *be, int rank,
-		       const struct ncf_cache *cache, const struct ncf_model_file *ck,
+		       const struct ncf_cache *cache, const struct ncf_model *ck,
 		       uint8_t **mask, struct eval_result *res)
 {
 	NCF_TRY(ncf_backend_set_state(be, ck->params, NULL, NULL));
@@ -279,7 +279,7 @@ static int score_model(const struct eval_opts *o, struct ncf_backend *be, int ra
 static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 		      const struct ncf_cache *cache, struct eval_result *res)
 {
-	struct ncf_model_file ck;
+	struct ncf_model ck;
 	if (read_model(o, cache, &ck) != 0)
 		return NCF_EXIT_FAIL;
 	struct ncf_backend be;
@@ -292,7 +292,7 @@ static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 		return NCF_EXIT_FAIL;
 	ncf_backend_close(&be);
 	free(mask);
-	ncf_model_file_free(&ck);
+	ncf_model_free(&ck);
 	return 0;
 }
 
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 	ncf_init_std_streams();
 	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
-	struct eval_opts o = {.topk = 10};
+	struct eval_opts o = {.topk = ncf_nvidia_topk};
 	if (parse_opts(argc, argv, &o)) {
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;

@@ -34,7 +34,7 @@ int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format 
 	return 0;
 }
 
-int ncf_export(const struct ncf_model_file *m, const char *path, enum ncf_export_format f)
+int ncf_export(const struct ncf_model *m, const char *path, enum ncf_export_format f)
 {
 	if (f == NCF_EXPORT_SAFETENSORS)
 		return ncf_safetensors_write(m, path);

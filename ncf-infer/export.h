@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "model_file.h"
+#include "model.h"
 
 enum ncf_export_format {
 	NCF_EXPORT_ONNX = 1,
@@ -28,10 +28,10 @@ int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format 
  * terminal).  ONNX needs m's original ids.  Returns 0, -1 (reported) or -3
  * when the format is not built in (reported; exit 3).
  */
-int ncf_export(const struct ncf_model_file *m, const char *path, enum ncf_export_format f);
+int ncf_export(const struct ncf_model *m, const char *path, enum ncf_export_format f);
 
 /* The ONNX writer (export_onnx.c); the same contract. */
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path);
+int ncf_export_onnx(const struct ncf_model *m, const char *path);
 /* The -vV line: protobuf-c's version, or what the build lacked. */
 void ncf_export_describe(FILE *out);
 

@@ -38,6 +38,7 @@
 #include "err.h"
 #include "export.h"
 #include "io.h"
+#include "model_file.h"
 
 #ifndef NCF_HAVE_ONNX
 
@@ -50,7 +51,7 @@ void ncf_export_describe(FILE *out)
 	fprintf(out, "onnx export\tnot built: %s\n", NCF_ONNX_MISSING);
 }
 
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+int ncf_export_onnx(const struct ncf_model *m, const char *path)
 {
 	(void)m;
 	(void)path;
@@ -288,7 +289,7 @@ void ncf_export_describe(FILE *out)
 
 /* NeuMF's nodes and initializers into g (the graph at the top of this
  * file). */
-static void build_neumf(struct graph *g, const struct ncf_model_file *m,
+static void build_neumf(struct graph *g, const struct ncf_model *m,
 			const struct ncf_layout *L)
 {
 	const struct ncf_shape *s = &m->shape;
@@ -368,7 +369,7 @@ static Onnx__GraphProto *graph_proto(struct graph *g)
 /* The model around graph gp: IR version, opsets, producer, ncf's
  * metadata. */
 static void model_proto(struct arena *a, Onnx__ModelProto *model, Onnx__GraphProto *gp,
-			const struct ncf_model_file *m)
+			const struct ncf_model *m)
 {
 	const struct ncf_shape *s = &m->shape;
 	Onnx__OperatorSetIdProto **opp = anew(a, 2 * sizeof *opp);
@@ -432,7 +433,7 @@ static int write_model(const Onnx__ModelProto *model, const char *path, const st
 	return 0;
 }
 
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+int ncf_export_onnx(const struct ncf_model *m, const char *path)
 {
 	if (!m->user_ids || !m->item_ids) {
 		ncf_error("the model has no original ids, which the ONNX graph maps to rows; give the "

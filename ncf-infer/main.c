@@ -273,7 +273,7 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 static int run_export(const struct infer_opts *o, const struct infer_model *m)
 {
 	ncf_out_cleanup_on_signals();
-	struct ncf_model_file mf = {.shape = m->shape, .hp = m->hp, .user_ids = m->user_ids,
+	struct ncf_model mf = {.shape = m->shape, .hp = m->hp, .user_ids = m->user_ids,
 				    .item_ids = m->item_ids, .params = m->params};
 	int rc = ncf_export(&mf, o->export_path, o->efmt);
 	return rc == -3 ? NCF_EXIT_UNAVAILABLE : rc != 0 ? NCF_EXIT_FAIL : 0;

@@ -21,7 +21,7 @@
 #include "dist.h"
 #include "err.h"
 #include "io.h"
-#include "model_file.h"
+#include "model.h"
 #include "samefile.h"
 #include "train.h"
 
@@ -100,8 +100,8 @@ static const struct option long_opts[] = {
 static void default_opts(struct train_opts *o)
 {
 	memset(o, 0, sizeof *o);
-	o->epochs = 30;
-	o->topk = 10;
+	o->epochs = ncf_nvidia_epochs;
+	o->topk = ncf_nvidia_topk;
 	o->threshold = -1;
 	ncf_shape_nvidia(&o->shape, 0, 0); /* users and items: the cache's */
 	ncf_hparams_nvidia(&o->hp);

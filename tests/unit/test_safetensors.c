@@ -36,7 +36,7 @@ static char dir[256];
 static const uint32_t USER_IDS[5] = {10, 11, 12, 20, 7};
 static const uint32_t ITEM_IDS[4] = {3, 1, 2, 4000000000u};
 
-static void make_model(struct ncf_model_file *m)
+static void make_model(struct ncf_model *m)
 {
 	memset(m, 0, sizeof *m);
 	struct ncf_shape s = {.users = 5, .items = 4, .factors = 3, .n_layers = 3,
@@ -75,7 +75,7 @@ static unsigned char *slurp(const char *path, size_t *n)
 	return b;
 }
 
-static int same_model(const struct ncf_model_file *a, const struct ncf_model_file *b, int ids)
+static int same_model(const struct ncf_model *a, const struct ncf_model *b, int ids)
 {
 	struct ncf_layout L;
 	ncf_layout_make(&a->shape, &L);
@@ -160,12 +160,12 @@ static unsigned char *edit(const char *from, const char *to, size_t cut, size_t 
 static int refused(const unsigned char *img, size_t n, const struct ncf_model_want *w,
 		   const char *want)
 {
-	struct ncf_model_file m;
+	struct ncf_model m;
 	capture_begin();
 	int rc = ncf_safetensors_read_mem(img, n, "t.safetensors", w, &m);
 	capture_end();
 	if (rc == 0)
-		ncf_model_file_free(&m);
+		ncf_model_free(&m);
 	int ok = rc == -1 && strstr(msg, want) && strstr(msg, "t.safetensors: ") &&
 		 strchr(msg, '\n') == msg + strlen(msg) - 1;
 	if (!ok)
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
 	snprintf(path2, sizeof path2, "%s/noids.safetensors", dir);
 
 	/* ---- round trips ---- */
-	struct ncf_model_file m, r;
+	struct ncf_model m, r;
 	make_model(&m);
 	tap_ok(ncf_safetensors_write(&m, path) == 0, "write a 5-user, 4-item model with ids");
 	good = slurp(path, &good_n);
@@ -209,23 +209,23 @@ int main(int argc, char **argv)
 		       memmem(good, good_n, "\"ncf.item_ids\":\"3,1-2,4000000000\"", 33),
 	       "ids as runs of consecutive ids");
 	int rc = ncf_model_file_read(path, NULL, &r);
-	tap_ok(rc == 0 && r.format == NCF_MODEL_SAFETENSORS && same_model(&m, &r, 1),
+	tap_ok(rc == 0 && same_model(&m, &r, 1),
 	       "read back: the same shape, parameters and ids");
 	tap_ok(rc == 0 && !memcmp(&m.hp, &r.hp, sizeof m.hp), "and the same hyperparameters");
 	if (rc == 0)
-		ncf_model_file_free(&r);
+		ncf_model_free(&r);
 	struct ncf_model_want w = {5, 4};
 	rc = ncf_model_file_read(path, &w, &r);
 	tap_ok(rc == 0, "read against a cache of 5 users and 4 items");
 	if (rc == 0)
-		ncf_model_file_free(&r);
+		ncf_model_free(&r);
 
-	struct ncf_model_file noids = m;
+	struct ncf_model noids = m;
 	noids.user_ids = noids.item_ids = NULL;
 	rc = ncf_safetensors_write(&noids, path2) == 0 ? ncf_model_file_read(path2, NULL, &r) : -1;
 	tap_ok(rc == 0 && same_model(&m, &r, 0), "a model without ids: read back without ids");
 	if (rc == 0)
-		ncf_model_file_free(&r);
+		ncf_model_free(&r);
 
 	/* reverse order, escapes, white space, unknown fields; no metadata */
 	{
@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 		tap_ok(rc == 0 && !memcmp(&nv, &r.hp, sizeof nv),
 		       "no metadata: NVIDIA's hyperparameters");
 		if (rc == 0)
-			ncf_model_file_free(&r);
+			ncf_model_free(&r);
 		free(img);
 		free(data);
 	}
@@ -387,7 +387,7 @@ int main(int argc, char **argv)
 		    "a build without ONNX: -3 and the reason"))
 		tap_diag("rc %d, message: %s", rc, msg);
 
-	ncf_model_file_free(&m);
+	ncf_model_free(&m);
 	free(good);
 	unlink(path);
 	snprintf(path, sizeof path, "%s/noids.safetensors", dir);
