@@ -50,7 +50,7 @@ endif
 
 # --- flags ---------------------------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
-CPPFLAGS_NCF := -Icommon -Ikernels -D_GNU_SOURCE
+CPPFLAGS_NCF := -Icommon -Ikernels -Icli -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
 LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
 ifeq ($(HAVE_MPI),1)
@@ -88,6 +88,9 @@ NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c)
 PREP_SRC := $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
+# cli/: what the programs share above the library (a bad command line ends with exit 2);
+# linked into the tools and benchmarks, never into libncf.a.
+CLI_SRC := $(wildcard cli/*.c)
 PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep bench/bench_gpu
 PREP_CPPFLAGS := -Incf-prep
 TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
@@ -173,13 +176,14 @@ $(C_PROGRAMS):
 PREP_OBJ := $(call objs,$(BUILD)/obj,$(PREP_SRC))
 ASAN_PREP_OBJ := $(call objs,$(BUILD)/asan/obj,$(PREP_SRC))
 $(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
-	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c)) $(BUILD)/libncf.a))
+	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/libncf.a))
 $(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
-	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c)) $(BUILD)/asan/libncf.a))
+	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/asan/libncf.a))
 $(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
 $(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 $(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
-$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
+$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call objs,$(BUILD)/obj,$(CLI_SRC)) \
+	$(BUILD)/libncf.a
 $(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.a
 $(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a

@@ -49,6 +49,7 @@
 #include "evaluate.h"
 #include "model.h"
 #include "synth.h"
+#include "usage.h"
 #ifdef NCF_HAVE_CUDA
 #include "cuda/cuda.h"
 #include "gpu_cost.h"

@@ -24,6 +24,7 @@
 #include "err.h"
 #include "io.h"
 #include "model.h"
+#include "usage.h"
 
 #define MAX_REPS 32
 

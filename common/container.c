@@ -128,7 +128,7 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 	unsigned char *comp = ncf_xmalloc(bound);
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
 	if (!cc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	int rc = compress_section(w, cc, tag, src, size, filters, comp, bound);
 	ZSTD_freeCCtx(cc);
 	free(comp);
@@ -441,7 +441,7 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 	f.ob = (ZSTD_outBuffer){f.out, cap, 0};
 	f.dc = ZSTD_createDCtx();
 	if (!f.dc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	int rc = inflate_section(r, tag, &f, comp);
 	ZSTD_freeDCtx(f.dc);
 	if (rc != 0) {

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "model_file.h"
 #include "samefile.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -275,7 +276,7 @@ static int score_model(const struct eval_opts *o, struct ncf_backend *be, int ra
 }
 
 /* -m MODEL on the backend.  Returns 0, or an exit status for
- * ncf_dist_abort. */
+ * ncf_dist_fail. */
 static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 		      const struct ncf_cache *cache, struct eval_result *res)
 {
@@ -312,11 +313,12 @@ int main(int argc, char **argv)
 
 	ncf_out_cleanup_on_signals();
 	struct ncf_dist dist;
+	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	struct ncf_cache cache;
 	if (ncf_cache_read(o.cache_path, &cache) != 0)
-		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
 	double t0 = ncf_now();
 	struct eval_result res = {0};
 	if (o.baseline) {
@@ -324,7 +326,7 @@ int main(int argc, char **argv)
 	} else {
 		int rc = eval_model(&o, &dist, &cache, &res);
 		if (rc != 0)
-			ncf_dist_abort(&dist, rc);
+			exit(ncf_dist_fail(&dist, rc));
 	}
 	double dt = ncf_now() - t0;
 	ncf_debug("evaluated %u users x %u candidates in %.3f s (%.0f candidates/s)", cache.users,

@@ -29,6 +29,7 @@
 #include "io.h"
 #include "lines.h"
 #include "samefile.h"
+#include "usage.h"
 
 static void usage(void)
 {

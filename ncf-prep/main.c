@@ -22,6 +22,7 @@
 #include "rows.h"
 #include "samefile.h"
 #include "synth.h"
+#include "usage.h"
 
 static void usage(void)
 {

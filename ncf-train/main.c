@@ -24,6 +24,7 @@
 #include "model.h"
 #include "samefile.h"
 #include "train.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -272,11 +273,12 @@ int main(int argc, char **argv)
 	}
 	struct train_run r;
 	memset(&r, 0, sizeof r);
+	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	if (train_open(&r, &o) != 0 || train_epochs(&r) != 0) {
 		save_finish(&r); /* the write in flight ends first */
-		ncf_dist_abort(&r.dist, r.status); /* the other ranks cannot go on */
+		exit(ncf_dist_fail(&r.dist, r.status)); /* the other ranks cannot go on */
 	}
 	if (save_finish(&r) != 0 && !r.stopped) /* no summary of a run whose state is lost */
 		r.stopped = 1;

@@ -12,6 +12,7 @@
 #include "evaluate.h"
 #include "io.h"
 #include "train.h"
+#include "usage.h"
 
 /* A fresh model of o's shape on the cache's users and items, NVIDIA's
  * initialisation, Adam's moments zero. */

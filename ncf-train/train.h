@@ -11,7 +11,7 @@
  *
  * Failures: a function that fails reports it and returns -1 with
  * r->status set to the exit status; main then ends the whole job
- * (ncf_dist_abort: with several ranks the others cannot go on).  A run
+ * (ncf_dist_fail: with several ranks the others cannot go on).  A run
  * that stops on purpose (a signal, a log that cannot be written: every
  * rank agrees) returns 0 with r->stopped set and ends normally.
  */
