@@ -52,7 +52,7 @@ endif
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CPPFLAGS_NCF := -Icommon -Ikernels -Icli -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
-LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
+LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
@@ -205,7 +205,7 @@ FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wal
 	-Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
 FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -DNCF_HAVE_MPI -I$(CUDA_HOME)/include \
 	$(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
-FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
+FUZZ_LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread
 FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
 # (the safetensors harness has its own target and seeds: make fuzz-safetensors)
 FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \

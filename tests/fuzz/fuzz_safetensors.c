@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 #include "err.h"
-#include "model_file.h"
 #include "safetensors.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
