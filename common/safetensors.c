@@ -64,6 +64,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,66 @@ static int slot_dims(const struct ncf_shape *s, int slot, uint64_t *d)
 	return 2;
 }
 
+/* ------------------------------------------------------- jansson's memory */
+
+/*
+ * jansson builds the whole header as a tree before a single check of ours
+ * runs, some 25 times the header's bytes for a header of small values (100
+ * MB of "1," is 2.5 GB), where a real one (names, shapes, the ids as a few
+ * strings) takes about 2.5 times.  So while it parses a header of N bytes
+ * its allocations may come to 4 N + 1 MiB, no more: its allocator is ours
+ * (json_set_alloc_funcs, for the whole process: this file is ncf's only
+ * user of jansson), each block with its size in front, and a budget per
+ * thread that is on only during a parse.
+ */
+#define JSON_BLOCK 16 /* the size in front of each block, keeping malloc's alignment */
+#define JSON_BUDGET(n) (4 * (size_t)(n) + ((size_t)1 << 20))
+
+static __thread struct {
+	int on, hit;
+	size_t left; /* bytes the parse may still allocate */
+} budget;
+
+static void *json_block_alloc(size_t n)
+{
+	if (budget.on) {
+		if (n > budget.left || budget.left - n < JSON_BLOCK) {
+			budget.hit = 1;
+			return NULL;
+		}
+		budget.left -= n + JSON_BLOCK;
+	}
+	unsigned char *p = malloc(n + JSON_BLOCK);
+	if (!p)
+		return NULL;
+	memcpy(p, &n, sizeof n);
+	return p + JSON_BLOCK;
+}
+
+static void json_block_free(void *q)
+{
+	if (!q)
+		return;
+	unsigned char *p = (unsigned char *)q - JSON_BLOCK;
+	size_t n;
+	memcpy(&n, p, sizeof n);
+	if (budget.on)
+		budget.left += n + JSON_BLOCK;
+	free(p);
+}
+
+static void json_alloc_init(void)
+{
+	json_set_alloc_funcs(json_block_alloc, json_block_free);
+}
+
+/* Before any use of jansson here. */
+static void json_alloc_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, json_alloc_init);
+}
+
 /* ---------------------------------------------------------------- writer */
 
 /* jansson fails only when it cannot allocate: the end of ncf_xmalloc. */
@@ -249,6 +310,7 @@ static char *st_header(const struct ncf_model *m, const struct ncf_layout *L, si
 {
 	const struct ncf_shape *s = &m->shape;
 	const struct ncf_hparams *h = &m->hp;
+	json_alloc_once();
 	json_t *root = jnew(json_object()), *meta = jnew(json_object());
 	jset(root, "__metadata__", meta);
 	jset(meta, "format", json_string("pt"));
@@ -288,12 +350,11 @@ static char *st_header(const struct ncf_model *m, const struct ncf_layout *L, si
 		     json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", jnew(shape),
 			       "data_offsets", (json_int_t)(4 * off), (json_int_t)(4 * (off + len))));
 	}
-	char *text = json_dumps(root, JSON_COMPACT); /* free()d: no allocator of our own */
-	json_decref(root);
-	if (!text)
+	size_t len = json_dumpb(root, NULL, 0, JSON_COMPACT), pad = (8 - (8 + len) % 8) % 8;
+	char *text = ncf_xmalloc(len + pad);
+	if (!len || json_dumpb(root, text, len, JSON_COMPACT) != len)
 		ncf_out_of_memory("JSON header");
-	size_t len = strlen(text), pad = (8 - (8 + len) % 8) % 8;
-	text = ncf_xrealloc(text, len + pad);
+	json_decref(root);
 	memset(text + len, ' ', pad);
 	*n = len + pad;
 	return text;
@@ -490,8 +551,19 @@ static int parse_header(const unsigned char *s, size_t n, const char *display,
 {
 	memset(h, 0, sizeof *h);
 	json_error_t e;
+	json_alloc_once();
+	budget.on = 1;
+	budget.hit = 0;
+	budget.left = JSON_BUDGET(n);
 	/* JSON_ALLOW_NUL: "\u0000" in a value (a name with one is refused below) */
 	h->root = json_loadb((const char *)s, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	budget.on = 0;
+	if (!h->root && budget.hit) {
+		ncf_error("%s: header: more JSON values than a safetensors header holds (reading "
+			  "them would take over %zu bytes)",
+			  display, JSON_BUDGET(n));
+		return -1;
+	}
 	if (!h->root) {
 		ncf_error("%s: header byte %d: %s", display, e.position, e.text);
 		return -1;

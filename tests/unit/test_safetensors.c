@@ -298,6 +298,24 @@ static void t_depth(void)
 	free(img);
 }
 
+/* A header of 256 KiB, nearly all of it "1," in a field ncf does not know:
+ * jansson would build some 6 MB from it; refused at 4 times the header
+ * (plus 1 MiB) instead. */
+static void t_json_memory(void)
+{
+	size_t ones = 128 * 1024, n;
+	char *to = ncf_xmalloc(2 * ones + 64);
+	size_t o = (size_t)sprintf(to, "\"x\":[");
+	for (size_t k = 0; k < ones; k++)
+		o += (size_t)sprintf(to + o, k ? ",1" : "1");
+	sprintf(to + o, "],\"dtype\":\"F32\"");
+	unsigned char *img = edit("\"dtype\":\"F32\"", to, 0, &n);
+	tap_ok(refused(img, n, NULL, "header: more JSON values than a safetensors header holds"),
+	       "128Ki small values: refused before jansson takes 6 MB");
+	free(img);
+	free(to);
+}
+
 int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
@@ -487,6 +505,7 @@ int main(int argc, char **argv)
 	TEST(t_missing_layer(), "a state_dict without a layer in the middle names its tensors");
 	TEST(t_missing_last_layer(), "a state_dict without its last layer names its tensors");
 	TEST(t_depth(), "unknown fields nested at most 64 deep");
+	TEST(t_json_memory(), "jansson's memory bounded by the header's size");
 
 	/* the loader: a checkpoint's magic goes to the checkpoint reader */
 	snprintf(path2, sizeof path2, "%s/x.ncfm", dir);
