@@ -1,6 +1,6 @@
 /*
  * bench_gpu - training and evaluation speed of the cuda backend, per
- * precision, on a cache (for the issue's bars: ncf-prep --synthetic ml-20m):
+ * precision, on a cache (for the speed bars below: ncf-prep --synthetic ml-20m):
  * samples/s at the given batch (2^20, NVIDIA's), seconds for one whole epoch
  * (every step of it, negative sampling and shuffle included, since the
  * backend generates the sample stream itself), seconds to rank all users'
@@ -145,7 +145,7 @@ out:
 	return rc;
 }
 
-/* The bandwidth of the issue's bars: an H200's HBM3e. */
+/* The bandwidth the bars assume: an H200's HBM3e. */
 #define COST_BW 4.3e12
 
 /* bench_gpu --cost: the cost model of one step (see the top).  Returns the
@@ -328,7 +328,7 @@ int main(int argc, char **argv)
 		       n, r->sps, n, r->step_s, n, r->epoch_s, n, r->eval_s, n, r->bw_frac, n,
 		       r->pk.matrix_flops / 1e12, n, r->mx_frac, n, r->eval_bw_frac);
 	}
-	/* the issue's bars, for an H200 at batch 2^20 on ml-20m-shaped data */
+	/* the bars the cuda backend is held to: an H200, batch 2^20, ml-20m-shaped data */
 	if (cache.users != 138493 || batch != (1u << 20)) {
 		printf("bars	n/a (they are for ml-20m-shaped data at batch 2^20)\n");
 		free(params);
@@ -348,7 +348,7 @@ int main(int argc, char **argv)
 			best_eval = res[k].eval_s;
 	}
 	printf("bar_bf16_200M_samples_per_s\t%s\n", !bf ? "not run" : bf->sps >= 200e6 ? "met" : "missed");
-	/* issue 12: the fused step */
+	/* the fused step's bar, twice the unfused one's */
 	printf("bar_bf16_400M_samples_per_s\t%s\n", !bf ? "not run" : bf->sps >= 400e6 ? "met" : "missed");
 	printf("bar_tf32_120M_samples_per_s\t%s\n",
 	       !tf32 ? "not run" : tf32->sps >= 120e6 ? "met" : "missed");

@@ -219,7 +219,7 @@ st_mpi() {
 	fi
 }
 
-# ---- issue 12: the fused and the unfused training step --------------------
+# ---- the fused and the unfused training step ------------------------------
 #
 # The fused step (NCF_CUDA_PATH=fused, the default, which the stages above
 # ran) against the unfused one, so that a wrong fused kernel shows apart
