@@ -153,16 +153,16 @@ out:
 static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, const char *path,
 		     float dropout, int verbose)
 {
-	struct ncf_synth syn;
-	if (ncf_synth_init(&syn, spec, 1) != 0) {
+	struct prep_synth syn;
+	if (prep_synth_init(&syn, spec, 1) != 0) {
 		ncf_error("--cost: '%s' is not a synthetic data set (%s, optionally xSCALE)", spec,
-			  ncf_synth_shapes());
+			  prep_synth_shapes());
 		return 2;
 	}
 	struct ncf_shape shape;
 	ncf_shape_nvidia(&shape, syn.users, syn.items);
 	int64_t positives = (int64_t)syn.ratings - (int64_t)syn.users; /* leave-one-out */
-	ncf_synth_free(&syn);
+	prep_synth_free(&syn);
 	struct ncf_hparams hp;
 	ncf_hparams_nvidia(&hp);
 	hp.dropout = dropout;

@@ -46,12 +46,12 @@
 #define NCF_ONNX_MISSING "the build was made with NO_ONNX=1"
 #endif
 
-void ncf_export_describe(FILE *out)
+void infer_export_describe(FILE *out)
 {
 	fprintf(out, "onnx export\tnot built: %s\n", NCF_ONNX_MISSING);
 }
 
-int ncf_export_onnx(const struct ncf_model *m, const char *path)
+int infer_export_onnx(const struct ncf_model *m, const char *path)
 {
 	(void)m;
 	(void)path;
@@ -281,7 +281,7 @@ static void fbuf_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
 		f->err = errno ? errno : EIO;
 }
 
-void ncf_export_describe(FILE *out)
+void infer_export_describe(FILE *out)
 {
 	fprintf(out, "onnx export\tprotobuf-c %s (opset 13, ai.onnx.ml 2)\n",
 		protobuf_c_version());
@@ -433,7 +433,7 @@ static int write_model(const Onnx__ModelProto *model, const char *path, const st
 	return 0;
 }
 
-int ncf_export_onnx(const struct ncf_model *m, const char *path)
+int infer_export_onnx(const struct ncf_model *m, const char *path)
 {
 	if (!m->user_ids || !m->item_ids) {
 		ncf_error("the model has no original ids, which the ONNX graph maps to rows; give the "

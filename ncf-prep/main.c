@@ -50,7 +50,7 @@ static void usage(void)
 	       "  -V, --version            show the version (-vV: libraries)\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.\n",
-	       ncf_synth_shapes());
+	       prep_synth_shapes());
 }
 
 enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SEED, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG };
@@ -76,7 +76,7 @@ struct prep_opts {
 	const char *synthetic; /* --synthetic SPEC */
 	const char *info;      /* --info CACHE */
 	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
-	struct ncf_protocol_opts po;
+	struct prep_protocol_opts po;
 	int emit_csv, progress;
 };
 
@@ -102,7 +102,7 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o)
 			o->output = optarg;
 			break;
 		case OPT_FORMAT:
-			o->format = ncf_format_parse(optarg);
+			o->format = prep_parse_format(optarg);
 			if (o->format == NCF_FORMAT_UNKNOWN)
 				ncf_usage_error("--format: unknown format '%s' (ml-20m, ml-1m, ml-100k, "
 						"csv)",
@@ -178,12 +178,12 @@ static int check_opts(int argc, char **argv, struct prep_opts *o)
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
  * Returns the exit status. */
-static int run_emit_csv(const struct prep_opts *o, const struct ncf_synth *synth, double t0)
+static int run_emit_csv(const struct prep_opts *o, const struct prep_synth *synth, double t0)
 {
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 0) != 0)
 		return NCF_EXIT_FAIL;
-	if (ncf_synth_write_csv(synth, out.fp) != 0) {
+	if (prep_synth_write_csv(synth, out.fp) != 0) {
 		ncf_error("%s: write failed: %s", out.display, strerror(errno ? errno : EIO));
 		ncf_out_abort(&out);
 		return NCF_EXIT_FAIL;
@@ -198,12 +198,12 @@ static int run_emit_csv(const struct prep_opts *o, const struct ncf_synth *synth
 /* The ratings into rows, from the generator (synth non-NULL) or the input
  * file; the cache's source fields.  *display names the input.  Returns 0
  * or -1 (reported). */
-static int read_rows(const struct prep_opts *o, const struct ncf_synth *synth,
-		     struct ncf_rows *rows, struct ncf_cache *cache, const char **display)
+static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
+		     struct prep_rows *rows, struct ncf_cache *cache, const char **display)
 {
 	*display = "<synthetic>";
 	if (synth) {
-		ncf_synth_rows(synth, rows);
+		prep_synth_rows(synth, rows);
 		cache->format = NCF_FORMAT_SYNTHETIC;
 		snprintf(cache->synthetic, sizeof cache->synthetic, "%s", o->synthetic);
 		return 0;
@@ -211,8 +211,8 @@ static int read_rows(const struct prep_opts *o, const struct ncf_synth *synth,
 	FILE *in = ncf_in_open(o->input, display);
 	if (!in)
 		return -1;
-	struct ncf_parse_info pi;
-	int rc = ncf_parse(in, *display, o->format, rows, &pi, o->progress);
+	struct prep_parse_info pi;
+	int rc = prep_parse(in, *display, o->format, rows, &pi, o->progress);
 	ncf_in_close(in);
 	if (rc != 0)
 		return -1;
@@ -273,10 +273,10 @@ static void report_cache(const char *display, const struct ncf_cache *cache,
 /* Ratings (or the generator) to a cache.  synth is set up for
  * --synthetic, else NULL; it is freed once its oracle is computed.
  * Returns the exit status. */
-static int run_prep(const struct prep_opts *o, struct ncf_synth *synth, double t0)
+static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double t0)
 {
 	struct prep_times t = {.start = t0};
-	struct ncf_rows rows = {0};
+	struct prep_rows rows = {0};
 	struct ncf_cache cache;
 	memset(&cache, 0, sizeof cache);
 	cache.oracle_hr = NAN;
@@ -287,15 +287,15 @@ static int run_prep(const struct prep_opts *o, struct ncf_synth *synth, double t
 		goto out;
 	cache.ratings_read = rows.n;
 	t.read = ncf_now();
-	ncf_rows_index(&rows);
+	prep_rows_index(&rows);
 	t.index = ncf_now();
-	if (ncf_protocol_run(&rows, &o->po, &cache) != 0)
+	if (prep_protocol_run(&rows, &o->po, &cache) != 0)
 		goto out;
-	ncf_rows_free(&rows);
+	prep_rows_free(&rows);
 	t.protocol = ncf_now();
 	if (synth) {
-		cache.oracle_hr = ncf_synth_oracle(synth, &cache, 10);
-		ncf_synth_free(synth);
+		cache.oracle_hr = prep_synth_oracle(synth, &cache, 10);
+		prep_synth_free(synth);
 	}
 	t.oracle = ncf_now();
 	if (write_cache(o, &cache, &out_bytes) != 0)
@@ -304,7 +304,7 @@ static int run_prep(const struct prep_opts *o, struct ncf_synth *synth, double t
 	report_cache(display, &cache, &t, out_bytes);
 	status = 0;
 out:
-	ncf_rows_free(&rows);
+	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
 	return status;
 }
@@ -328,12 +328,12 @@ int main(int argc, char **argv)
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();
-	struct ncf_synth synth;
+	struct prep_synth synth;
 	memset(&synth, 0, sizeof synth);
-	if (o.synthetic && ncf_synth_init(&synth, o.synthetic, o.po.seed) != 0)
+	if (o.synthetic && prep_synth_init(&synth, o.synthetic, o.po.seed) != 0)
 		ncf_usage_error("--synthetic: '%s' is not SHAPE[xSCALE] with SHAPE one of %s and "
 				"SCALE 1 to 1000",
-				ncf_escape(o.synthetic, strlen(o.synthetic), 40), ncf_synth_shapes());
+				ncf_escape(o.synthetic, strlen(o.synthetic), 40), prep_synth_shapes());
 	int status;
 	if (o.synthetic && o.emit_csv) {
 		status = run_emit_csv(&o, &synth, t0);
@@ -345,6 +345,6 @@ int main(int argc, char **argv)
 	} else {
 		status = run_prep(&o, o.synthetic ? &synth : NULL, t0);
 	}
-	ncf_synth_free(&synth);
+	prep_synth_free(&synth);
 	return status;
 }

@@ -95,7 +95,7 @@ static void grouping_free(struct grouping *g)
 }
 
 /* 1. Group rows by user (counting sort, stable: file order within). */
-static void group_by_user(const struct ncf_rows *r, struct grouping *g)
+static void group_by_user(const struct prep_rows *r, struct grouping *g)
 {
 	size_t n = r->n;
 	uint32_t U0 = g->U0;
@@ -114,7 +114,7 @@ static void group_by_user(const struct ncf_rows *r, struct grouping *g)
 
 /* 2. Per user: order by (timestamp, row), drop repeated items (keep the
  * earliest), count what is left.  Returns the duplicates dropped. */
-static uint64_t order_and_dedup(const struct ncf_rows *r, struct grouping *g)
+static uint64_t order_and_dedup(const struct prep_rows *r, struct grouping *g)
 {
 	const uint32_t U0 = g->U0, I0 = g->I0;
 	uint32_t *start = g->start, *order = g->order;
@@ -154,7 +154,7 @@ static uint64_t order_and_dedup(const struct ncf_rows *r, struct grouping *g)
 /* 3. --min-ratings, then final indices by first appearance among the
  * rows kept; sizes, counters and id maps into c.  Returns 0, or -1 when
  * no user is left (reported). */
-static int reindex(const struct ncf_rows *r, const struct ncf_protocol_opts *o,
+static int reindex(const struct prep_rows *r, const struct prep_protocol_opts *o,
 		   struct grouping *g, struct ncf_cache *c)
 {
 	const uint32_t U0 = g->U0, I0 = g->I0;
@@ -205,7 +205,7 @@ static int reindex(const struct ncf_rows *r, const struct ncf_protocol_opts *o,
 
 /* 4. Leave-one-out: the last interaction is the test positive, the rest
  * become the training CSR, sorted by item. */
-static void leave_one_out(const struct ncf_rows *r, const struct grouping *g, struct ncf_cache *c)
+static void leave_one_out(const struct prep_rows *r, const struct grouping *g, struct ncf_cache *c)
 {
 	const uint32_t U0 = g->U0, U = c->users;
 	const uint32_t *start = g->start, *order = g->order, *kept = g->kept;
@@ -244,7 +244,7 @@ static void leave_one_out(const struct ncf_rows *r, const struct grouping *g, st
 	c->test_ties = ties;
 }
 
-int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c)
+int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
 	if (r->n >= UINT32_MAX) {
 		ncf_error("%zu ratings: at most %u are supported", r->n, UINT32_MAX - 1);
@@ -260,11 +260,11 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 	if (rc != 0)
 		return -1;
 	/* 5. Evaluation negatives. */
-	ncf_protocol_draw_negatives(c, o->eval_negatives, o->seed);
+	prep_protocol_draw_negatives(c, o->eval_negatives, o->seed);
 	return 0;
 }
 
-void ncf_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
+void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
 {
 	c->eval_negatives = N;
 	c->seed = seed;

@@ -5,7 +5,7 @@
 #include "err.h"
 #include "rows.h"
 
-void ncf_rows_grow(struct ncf_rows *r, size_t need)
+void prep_rows_grow(struct prep_rows *r, size_t need)
 {
 	if (need <= r->cap)
 		return;
@@ -18,9 +18,9 @@ void ncf_rows_grow(struct ncf_rows *r, size_t need)
 	r->cap = cap;
 }
 
-size_t ncf_rows_extend(struct ncf_rows *r, size_t n)
+size_t prep_rows_extend(struct prep_rows *r, size_t n)
 {
-	ncf_rows_grow(r, r->n + n);
+	prep_rows_grow(r, r->n + n);
 	size_t first = r->n;
 	r->n += n;
 	return first;
@@ -100,7 +100,7 @@ static inline uint32_t idmap_get(struct idmap *m, uint32_t id)
 	return m->vals[h] - 1;
 }
 
-void ncf_rows_index(struct ncf_rows *r)
+void prep_rows_index(struct prep_rows *r)
 {
 	struct idmap um = {0}, im = {0};
 	um.direct = ncf_xcalloc(DIRECT, sizeof(uint32_t));
@@ -127,7 +127,7 @@ void ncf_rows_index(struct ncf_rows *r)
 	free(im.vals);
 }
 
-void ncf_rows_free(struct ncf_rows *r)
+void prep_rows_free(struct prep_rows *r)
 {
 	free(r->user);
 	free(r->item);

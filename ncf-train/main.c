@@ -277,12 +277,12 @@ int main(int argc, char **argv)
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	if (train_open(&r, &o) != 0 || train_epochs(&r) != 0) {
-		save_finish(&r); /* the write in flight ends first */
+		train_save_finish(&r); /* the write in flight ends first */
 		exit(ncf_dist_fail(&r.dist, r.status)); /* the other ranks cannot go on */
 	}
-	if (save_finish(&r) != 0 && !r.stopped) /* no summary of a run whose state is lost */
+	if (train_save_finish(&r) != 0 && !r.stopped) /* no summary of a run whose state is lost */
 		r.stopped = 1;
-	if (!r.stopped && report_summary(&r) != 0)
+	if (!r.stopped && train_report_summary(&r) != 0)
 		r.status = NCF_EXIT_FAIL;
 	int status = train_close(&r, r.status);
 	free(default_ckpt);

@@ -520,7 +520,7 @@ int main(int argc, char **argv)
 
 	/* without ONNX: -3 and what is missing */
 	capture_begin();
-	rc = ncf_export_onnx(&m, path2);
+	rc = infer_export_onnx(&m, path2);
 	capture_end();
 	if (!tap_ok(rc == -3 && strstr(msg, "ONNX export is not built in ("),
 		    "a build without ONNX: -3 and the reason"))
