@@ -394,11 +394,7 @@ int ncf_safetensors_write(const struct ncf_model *m, const char *path)
 	}
 	int bad = st_write_file(&o, header, n, m->params, L.total);
 	free(header);
-	if (bad) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	return ncf_out_end(&o, bad);
 }
 /* ------------------------------------------------------ the JSON header */
 

@@ -82,11 +82,7 @@ static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const
 			fprintf(o.fp, "%u\t%u\t%.9g\n", c->user_ids[u[j]], c->item_ids[it[j]], p[j]);
 	}
 	free(u), free(it), free(p);
-	if (rc != 0) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	return ncf_out_end(&o, rc);
 }
 
 /* Ranks of every user under the popularity ranking: candidates scored by

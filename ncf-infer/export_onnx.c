@@ -421,12 +421,9 @@ static int write_model(const Onnx__ModelProto *model, const char *path, const st
 	struct fbuf fb = {{fbuf_append}, of.fp, 0};
 	errno = 0;
 	protobuf_c_message_pack_to_buffer(&model->base, &fb.base);
-	if (fb.err) {
+	if (fb.err)
 		ncf_error("%s: write failed: %s", of.display, strerror(fb.err));
-		ncf_out_abort(&of);
-		return -1;
-	}
-	if (ncf_out_commit(&of) != 0)
+	if (ncf_out_end(&of, fb.err) != 0)
 		return -1;
 	ncf_debug("%s: %zu bytes of ONNX (%zu nodes, %zu initializers)", of.display, size,
 		  g->n_node, g->n_init);

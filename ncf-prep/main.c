@@ -183,12 +183,10 @@ static int run_emit_csv(const struct prep_opts *o, const struct prep_synth *synt
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 0) != 0)
 		return NCF_EXIT_FAIL;
-	if (prep_synth_write_csv(synth, out.fp) != 0) {
+	int bad = prep_synth_write_csv(synth, out.fp);
+	if (bad)
 		ncf_error("%s: write failed: %s", out.display, strerror(errno ? errno : EIO));
-		ncf_out_abort(&out);
-		return NCF_EXIT_FAIL;
-	}
-	if (ncf_out_commit(&out) != 0)
+	if (ncf_out_end(&out, bad) != 0)
 		return NCF_EXIT_FAIL;
 	ncf_info("wrote synthetic %s ratings (%u users, %u items) to %s in %.2f s", o->synthetic,
 		 synth->users, synth->items, o->output ? o->output : "<stdout>", ncf_now() - t0);
@@ -229,12 +227,9 @@ static int write_cache(const struct prep_opts *o, const struct ncf_cache *cache,
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 1) != 0)
 		return -1;
-	if (ncf_cache_write_fp(cache, out.fp, out.display) != 0) {
-		ncf_out_abort(&out);
-		return -1;
-	}
+	int bad = ncf_cache_write_fp(cache, out.fp, out.display);
 	*bytes = out.fp != stdout ? ftell(out.fp) : -1;
-	return ncf_out_commit(&out);
+	return ncf_out_end(&out, bad);
 }
 
 /* What the run made (and with -v how long each stage took). */
