@@ -59,15 +59,26 @@ void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 
 /* ---- NCF_CUDA_PROFILE ------------------------------------------------------ */
 
+/* A launch of the steps profiled: the occ-th launch named `name` in a step
+ * (steps differ a little: the first after new parameters also makes the
+ * 16-bit copy; an epoch's last step is shorter), with its sums over the
+ * steps that had it. */
+struct prof_row {
+	const char *name;
+	int kind;
+	unsigned occ;
+	uint64_t steps;
+	double us, bytes, flops;
+};
+
 struct profile {
 	struct cost_rec rec;	 /* this step's notes */
 	struct cost_rec *saved;	 /* the recorder active before profile_begin */
 	cudaEvent_t ev[COST_MAX_ITEMS + 1];
 	int have_events;
-	unsigned n;		 /* launches per step, as the first profiled step had them */
-	struct cost_item first[COST_MAX_ITEMS];
-	double us[COST_MAX_ITEMS]; /* summed over the steps added */
-	uint64_t steps, other;	 /* steps added; steps whose launches differed */
+	unsigned n;		 /* rows, in the order their launches come in a step */
+	struct prof_row row[COST_MAX_ITEMS];
+	uint64_t steps, cut;	 /* steps added; launches past COST_MAX_ITEMS */
 };
 
 struct profile *profile_open(void)
@@ -110,37 +121,51 @@ void profile_end(struct profile *p)
 	cost_active = p->saved;
 }
 
-/* Is this step's list of launches the first profiled step's? */
-static int same_launches(const struct profile *p)
+/* The row of launch it, the occ-th of its name in this step; a new one
+ * goes after row `after` (the row of the launch before it; -1: first). */
+static unsigned row_of(struct profile *p, const struct cost_item *it, unsigned occ, unsigned after)
 {
-	const struct cost_rec *r = &p->rec;
-	if (r->n != p->n || r->dropped)
-		return 0;
-	for (unsigned k = 0; k < r->n; k++)
-		if (r->item[k].kind != p->first[k].kind || strcmp(r->item[k].name, p->first[k].name))
-			return 0;
-	return 1;
+	for (unsigned k = 0; k < p->n; k++)
+		if (p->row[k].occ == occ && p->row[k].kind == it->kind &&
+		    !strcmp(p->row[k].name, it->name))
+			return k;
+	if (p->n == COST_MAX_ITEMS)
+		return COST_MAX_ITEMS;
+	unsigned at = after == (unsigned)-1 ? 0 : after + 1;
+	memmove(&p->row[at + 1], &p->row[at], (p->n - at) * sizeof *p->row);
+	memset(&p->row[at], 0, sizeof p->row[at]);
+	p->row[at].name = it->name;
+	p->row[at].kind = it->kind;
+	p->row[at].occ = occ;
+	p->n++;
+	return at;
 }
 
 int profile_collect(struct profile *p)
 {
 	const struct cost_rec *r = &p->rec;
-	if (r->n == 0)
-		return 0;
-	if (p->steps == 0 && p->other == 0) {
-		p->n = r->n;
-		memcpy(p->first, r->item, r->n * sizeof *r->item);
-	}
-	if (!same_launches(p)) {
-		p->other++;
-		return 0;
-	}
+	unsigned prev = COST_MAX_ITEMS; /* none yet: a new row goes first */
 	for (unsigned k = 0; k < r->n; k++) {
+		const struct cost_item *it = &r->item[k];
+		unsigned occ = 0;
+		for (unsigned j = 0; j < k; j++)
+			occ += r->item[j].kind == it->kind && !strcmp(r->item[j].name, it->name);
+		unsigned q = row_of(p, it, occ, prev == COST_MAX_ITEMS ? (unsigned)-1 : prev);
+		if (q == COST_MAX_ITEMS) {
+			p->cut++;
+			continue;
+		}
 		float ms = 0;
 		CUDA_TRY(cudaEventElapsedTime(&ms, p->ev[k], p->ev[k + 1]));
-		p->us[k] += 1e3 * ms;
+		struct prof_row *w = &p->row[q];
+		w->steps++;
+		w->us += 1e3 * ms;
+		w->bytes += it->bytes;
+		w->flops += it->flops;
+		prev = q;
 	}
-	p->steps++;
+	p->cut += r->dropped;
+	p->steps += r->n > 0;
 	return 0;
 }
 
@@ -149,31 +174,37 @@ void profile_report(const struct profile *p, FILE *out, const char *title, doubl
 {
 	if (!p->steps)
 		return;
-	double tot = 0, steps = (double)p->steps;
+	double steps = (double)p->steps, tot = 0;
 	for (unsigned k = 0; k < p->n; k++)
-		tot += p->us[k] / steps;
-	fprintf(out, "cuda profile: %s, mean of %llu steps (%llu others with other launches)\n",
-		title, (unsigned long long)p->steps, (unsigned long long)p->other);
-	fprintf(out, "cuda profile: %3s %-6s %-20s %9s %5s %10s %10s %8s %6s %8s %6s\n", "#",
-		"kind", "launch", "us", "%", "MB", "GFLOP", "GB/s", "%bw", "TFLOP/s", "%mx");
+		tot += p->row[k].us / steps;
+	fprintf(out, "cuda profile: %s, %llu steps: per launch, the mean over the steps that had "
+		"it\n", title, (unsigned long long)p->steps);
+	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9s %5s %10s %10s %8s %6s %8s %6s\n", "#",
+		"kind", "launch", "steps", "us", "%", "MB", "GFLOP", "GB/s", "%bw", "TFLOP/s", "%mx");
 	for (unsigned k = 0; k < p->n; k++) {
-		const struct cost_item *it = &p->first[k];
-		double us = p->us[k] / steps, s = us * 1e-6;
-		double bw = s > 0 ? it->bytes / s : 0, fl = s > 0 ? it->flops / s : 0;
-		fprintf(out, "cuda profile: %3u %-6s %-20s %9.2f %5.1f %10.3f %10.3f %8.1f ", k + 1,
-			kind_name[it->kind], it->name, us, tot > 0 ? 100.0 * us / tot : 0.0,
-			it->bytes / 1e6, it->flops / 1e9, bw / 1e9);
+		const struct prof_row *w = &p->row[k];
+		double n = (double)w->steps, us = w->us / n, s = us * 1e-6;
+		double bytes = w->bytes / n, flops = w->flops / n;
+		double bw = s > 0 ? bytes / s : 0, fl = s > 0 ? flops / s : 0;
+		fprintf(out, "cuda profile: %3u %-6s %-20s %6llu %9.2f %5.1f %10.3f %10.3f %8.1f ",
+			k + 1, kind_name[w->kind], w->name, (unsigned long long)w->steps, us,
+			tot > 0 ? 100.0 * w->us / steps / tot : 0.0, bytes / 1e6, flops / 1e9,
+			bw / 1e9);
 		if (peak_bw > 0)
 			fprintf(out, "%6.1f ", 100.0 * bw / peak_bw);
 		else
 			fprintf(out, "%6s ", "-");
 		fprintf(out, "%8.2f ", fl / 1e12);
-		if (peak_flops > 0 && it->flops > 0)
+		if (peak_flops > 0 && flops > 0)
 			fprintf(out, "%6.1f\n", 100.0 * fl / peak_flops);
 		else
 			fprintf(out, "%6s\n", "-");
 	}
-	fprintf(out, "cuda profile: %3s %-6s %-20s %9.2f\n", "", "", "step", tot);
+	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9.2f  (a step, the launches' means summed)\n",
+		"", "", "step", "", tot);
+	if (p->cut)
+		fprintf(out, "cuda profile: %llu launches past the %d kept were not timed\n",
+			(unsigned long long)p->cut, COST_MAX_ITEMS);
 }
 
 } /* namespace NCF_CUDA_NS */
