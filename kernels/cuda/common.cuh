@@ -475,6 +475,54 @@ NCF_UNROLL
 			p[k] = from_f32<T>(x[k]);
 }
 
+/* ---- cp.async: tiles staged in shared memory without registers --------- */
+
+/*
+ * cp_async16(dst, src, bytes): 16 bytes into shared memory at dst, the
+ * first `bytes` (0..16) read from global memory at src and the rest zero,
+ * without waiting (sm_80's cp.async.cg: through L2, not L1); both 16-byte
+ * aligned.  cp_async_commit closes the copies issued since the last commit
+ * into a group; cp_async_wait<N>() waits until at most N groups of this
+ * thread are still in flight.  The copies are visible to the issuing
+ * thread after its wait, to the others after a barrier after that wait.
+ * Under emulation the copies wait in the thread's queue until it waits
+ * (emu.h), so a read too early shows.
+ */
+NCF_DEV void cp_async16(void *dst, const void *src, unsigned bytes)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_async(dst, src, bytes);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+		     "r"(bytes));
+#elif defined(__CUDA_ARCH__)
+	uint4 v = {0, 0, 0, 0};
+	if (bytes == 16)
+		v = *(const uint4 *)src;
+	else
+		for (unsigned k = 0; k < bytes; k++)
+			((unsigned char *)&v)[k] = ((const unsigned char *)src)[k];
+	*(uint4 *)dst = v;
+#endif
+}
+NCF_DEV void cp_async_commit(void)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> NCF_DEV void cp_async_wait(void)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 /* cuBLAS type of T. */
 template <typename T> inline cudaDataType dtype_of(void);
 template <> inline cudaDataType dtype_of<float>(void)
@@ -490,8 +538,18 @@ template <> inline cudaDataType dtype_of<f16>(void)
 	return CUDA_R_16F;
 }
 
+/* The device the launchers size persistent grids and shared memory for:
+ * its SMs, shared memory per SM and the most a block may have (set when a
+ * backend opens its device; until then, and in a dry cost run, an H200's). */
+inline int g_sms = 132;
+inline size_t g_smem_sm = 233472, g_smem_block = 232448;
+
 /* Threads per block of every 1-D launch. */
 enum { BLOCK = 256 };
+/* The launch bounds of a 1-D kernel that an SM must hold minb blocks of at
+ * once: the compiler keeps its registers to 65536 / (256 minb); the cost
+ * model's latency bound takes minb as the kernel's residency (cost.cuh). */
+#define NCF_PLAIN(minb) __launch_bounds__(BLOCK, minb)
 
 /*
  * Blocks for `threads` threads in 1-D blocks of BLOCK.  Returns 0 and the
