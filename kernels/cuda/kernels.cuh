@@ -286,6 +286,8 @@ uint32_t bwdw_groups(size_t rows);
  * with the weight gradient); once per device, never while a graph is being
  * captured.  Returns 0 or -1. */
 int mlp_setup(void);
+/* The same for the fused head of F factors and HL units (head_fused_cuda). */
+int head_setup(uint32_t F, uint32_t HL);
 template <typename T>
 int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
 		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
