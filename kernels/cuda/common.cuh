@@ -492,6 +492,10 @@ template <> inline cudaDataType dtype_of<f16>(void)
 
 /* Threads per block of every 1-D launch. */
 enum { BLOCK = 256 };
+/* The launch bounds of a 1-D kernel that an SM must hold minb blocks of at
+ * once: the compiler keeps its registers to 65536 / (256 minb); the cost
+ * model's latency bound takes minb as the kernel's residency (cost.cuh). */
+#define NCF_PLAIN(minb) __launch_bounds__(BLOCK, minb)
 
 /*
  * Blocks for `threads` threads in 1-D blocks of BLOCK.  Returns 0 and the

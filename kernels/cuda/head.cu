@@ -56,7 +56,7 @@ NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__res
 }
 
 template <typename T>
-__global__ void head_train_kernel(size_t n, uint32_t F, uint32_t HL,
+__global__ void NCF_PLAIN(8) head_train_kernel(size_t n, uint32_t F, uint32_t HL,
 				  const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				  const uint8_t *__restrict__ lab,
 				  const float *__restrict__ gmf_user,
@@ -110,8 +110,11 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
 	double es = sizeof(T);
-	if (NCF_COST(COST_KERNEL, "head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) +
-							(F + HL + 1.0) * 4, 0))
+	/* head_logit: the two GMF rows 8 factors at a time, then hL's 8 units at
+	 * a time, each load waited for before the next (a loop per row) */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
+	if (NCF_COST_SHAPED("head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) + (F + HL + 1.0) * 4,
+			    0, sh))
 		return 0;
 	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
 		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
@@ -121,7 +124,7 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 /* Scoring: the logit, or (prob) its sigmoid, ncf_sigmoid as the cpu
  * backend's scores. */
 template <typename T>
-__global__ void head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
+__global__ void NCF_PLAIN(8) head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
 				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				   const float *__restrict__ gmf_user,
 				   const float *__restrict__ gmf_item,
@@ -147,8 +150,9 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
-	if (NCF_COST(COST_KERNEL, "head_logits",
-		     n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
+	if (NCF_COST_SHAPED("head_logits",
+			    n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0, sh))
 		return 0;
 	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
 		   gmf_item, w, hL, vecF, vecH, prob, logit);
@@ -181,7 +185,7 @@ NCF_INSTANTIATE(f16)
  * rows' losses in double.
  */
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 6)
 	head_fused_kernel(size_t n, uint32_t F, uint32_t HL, const uint32_t *__restrict__ ru,
 			  const uint32_t *__restrict__ ri, const uint8_t *__restrict__ lab,
 			  const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
@@ -270,10 +274,15 @@ int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const
 	double urows = n < users ? (double)n : (double)users;
 	/* per row: ids, label, gmf_item's row, hL read, dlogit and dz written;
 	 * gmf_user once per distinct user (rows sorted by user); the partials */
-	if (NCF_COST(COST_KERNEL, "head_fused",
-		     n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
-			     nb * (C * 4.0 + 8.0) + C * 4.0,
-		     0))
+	/* the row phase as head_train's; then each column's thread adds the
+	 * block's HEAD_ROWS rows, one load waited for at a time: a chain per
+	 * block, in every wave */
+	double chain = (F + 7) / 8 + 2.0 * ((HL + 7) / 8) + 1 + HEAD_ROWS;
+	cost_shape sh = cost_shape_of((double)nb, 256, 6, 64, chain * cost_waves((double)nb, 6));
+	if (NCF_COST_SHAPED("head_fused",
+			    n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
+				    nb * (C * 4.0 + 8.0) + C * 4.0,
+			    0, sh))
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);

@@ -76,7 +76,7 @@ NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, s
 /* ---- forward ------------------------------------------------------------- */
 
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS)
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
 	linear_fwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
 			  const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
 			  uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
@@ -182,7 +182,7 @@ NCF_DEV void dx_tile(typename P::frag_c &acc, float *st, const float h[8], bool 
 }
 
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS)
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
 	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
 			  const T *__restrict__ W, const T *__restrict__ H, float scale, int vecz,
 			  int vecw, int vech, T *__restrict__ dX, float *__restrict__ part,
@@ -435,7 +435,15 @@ int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T 
 	 * reads them */
 	double bytes = rows * ((double)in + out) * es + (double)in * out * es + out * 4.0 +
 		       (rowpos && dk.active ? rows * 4.0 : 0.0);
-	if (NCF_COST(COST_KERNEL, "linear_fwd", bytes, 2.0 * rows * in * out))
+	/* per chunk of KC of the reduction: the block loads its X rows and W's
+	 * rows, then waits at a barrier and multiplies: one round trip a chunk,
+	 * in every wave; every block reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (out + 15) / 16 * 16, chunks = ceil(in / KC);
+	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
+				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				      chunks * cost_waves((double)nb, 2), 1,
+				      ((double)nb - 1) * in * out * es);
+	if (NCF_COST_SHAPED("linear_fwd", bytes, 2.0 * rows * in * out, sh))
 		return 0;
 	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
 	int vecy = out % 8 == 0 && aligned16(Y);
@@ -471,7 +479,14 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
 	/* dZ, H and dX once, W once (L2), the partials */
 	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
 		       nb * (double)in * 4.0;
-	if (NCF_COST(COST_KERNEL, "linear_bwd", bytes, 2.0 * rows * in * out))
+	/* two row tiles a block, each a round trip per chunk of KC of out;
+	 * every row tile reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (in + 15) / 16 * 16, tiles = 2.0 * nb;
+	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
+				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				      2 * (ceil(out / KC) + 1) * cost_waves((double)nb, 2), 1,
+				      (tiles - 1) * in * out * es);
+	if (NCF_COST_SHAPED("linear_bwd", bytes, 2.0 * rows * in * out, sh))
 		return 0;
 	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
 	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
@@ -543,7 +558,17 @@ int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const 
 	 * once (L2); the partials of the bias gradient and of dW */
 	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
 		       G * ((double)in + (double)out * in) * 4.0;
-	if (NCF_COST(COST_KERNEL, "linear_bwdw", bytes, 4.0 * rows * in * out))
+	/* a block's row tiles one after another: dZ's and H's tiles (a round
+	 * trip), then W's chunks of KC (a round trip each); every tile reads its
+	 * columns of W again (from L2) */
+	double KC = tile_dims<T>::KC, tiles = ceil((double)rows / FUSED_BM);
+	double per_tile = 1 + ceil(out / KC), nbd = (double)G * Y;
+	double qp = in < BWDW_COLS ? (in + 15) / 16 * 16 : (double)BWDW_COLS;
+	cost_shape sh = cost_shape_of(nbd, FUSED_THREADS, 2,
+				      FUSED_BM * ((out + 15) / 16 * 16 + qp) * es / FUSED_THREADS,
+				      ceil(tiles / G) * per_tile * cost_waves(nbd, 2), 1,
+				      (tiles - 1) * in * out * es);
+	if (NCF_COST_SHAPED("linear_bwdw", bytes, 4.0 * rows * in * out, sh))
 		return 0;
 	uint32_t qpad = (in < BWDW_COLS ? (in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
 	size_t smem = bwdw_smem<T>(out, qpad).bytes;

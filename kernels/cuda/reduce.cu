@@ -28,7 +28,7 @@ size_t colsum_scratch(size_t rows, size_t cols)
 
 /* Thread (g, c): out[g][c] = x[g][c] + x[g + G][c] + ... over rows. */
 template <typename T>
-__global__ void colsum_pass_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t G,
+__global__ void NCF_PLAIN(8) colsum_pass_kernel(const T *__restrict__ x, size_t rows, size_t cols, size_t G,
 				   float *__restrict__ out)
 {
 	size_t t = NCF_TID;
@@ -52,7 +52,9 @@ static int colsum_rest(float *a, float *b, size_t rows, size_t cols, float *out,
 		unsigned blocks;
 		if (grid_1d(G * cols, &blocks))
 			return -1;
-		if (!NCF_COST(COST_KERNEL, "colsum", (rows + (double)G) * cols * 4.0, 0)) {
+		/* a thread adds its <= 64 rows one load at a time */
+		cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, (double)(rows < 64 ? rows : 64));
+		if (!NCF_COST_SHAPED("colsum", (rows + (double)G) * cols * 4.0, 0, sh)) {
 			NCF_LAUNCH(colsum_pass_kernel<float>, blocks, BLOCK, 0, stream, a, rows, cols,
 				   G, dst);
 			if (CUDA_CHECK(cudaGetLastError()))
@@ -78,7 +80,8 @@ int colsum_cuda(const T *x, size_t rows, size_t cols, float *out, float *scratch
 	unsigned blocks;
 	if (grid_1d(G * cols, &blocks))
 		return -1;
-	if (!NCF_COST(COST_KERNEL, "colsum", ((double)rows * sizeof(T) + G * 4.0) * cols, 0)) {
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, sizeof(T), (double)(rows < 64 ? rows : 64));
+	if (!NCF_COST_SHAPED("colsum", ((double)rows * sizeof(T) + G * 4.0) * cols, 0, sh)) {
 		NCF_LAUNCH(colsum_pass_kernel<T>, blocks, BLOCK, 0, stream, x, rows, cols, G, dst);
 		if (CUDA_CHECK(cudaGetLastError()))
 			return -1;
@@ -94,7 +97,7 @@ size_t head_grad_scratch(size_t n, uint32_t F, uint32_t HL)
 /* First pass of head_grad_cuda: thread (g, c) over the columns
  * c = [gmf_user gmf_item products (F) | hL (HL) | 1]. */
 template <typename T>
-__global__ void head_grad_kernel(size_t n, uint32_t F, uint32_t HL, size_t G,
+__global__ void NCF_PLAIN(8) head_grad_kernel(size_t n, uint32_t F, uint32_t HL, size_t G,
 				 const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				 const float *__restrict__ gmf_user,
 				 const float *__restrict__ gmf_item,
@@ -132,8 +135,10 @@ int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const 
 	unsigned blocks;
 	if (grid_1d(G * C, &blocks))
 		return -1;
-	if (!NCF_COST(COST_KERNEL, "head_grad",
-		      n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + G * C * 4.0, 0)) {
+	/* a row's ids, then its values: two round trips a row, <= 64 rows */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 2.0 * (n < 64 ? n : 64));
+	if (!NCF_COST_SHAPED("head_grad", n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + G * C * 4.0,
+			     0, sh)) {
 		NCF_LAUNCH(head_grad_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, G, su, si,
 			   gmf_user, gmf_item, hL, dlogit, dst);
 		if (CUDA_CHECK(cudaGetLastError()))
@@ -149,7 +154,7 @@ size_t sum_scratch(size_t n)
 }
 
 template <typename T>
-__global__ void sum_pass_kernel(const T *__restrict__ x, size_t n, size_t G,
+__global__ void NCF_PLAIN(8) sum_pass_kernel(const T *__restrict__ x, size_t n, size_t G,
 				double *__restrict__ out)
 {
 	size_t g = NCF_TID;
@@ -168,7 +173,8 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
 	unsigned blocks;
 	if (grid_1d(G, &blocks))
 		return -1;
-	if (!NCF_COST(COST_KERNEL, "sum_f64", n * 4.0 + G * 8.0, 0)) {
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, (double)(n < 64 ? n : 64));
+	if (!NCF_COST_SHAPED("sum_f64", n * 4.0 + G * 8.0, 0, sh)) {
 		NCF_LAUNCH(sum_pass_kernel<float>, blocks, BLOCK, 0, stream, x, n, G,
 			   G == 1 ? out : a);
 		if (CUDA_CHECK(cudaGetLastError()))
@@ -180,7 +186,8 @@ int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStr
 		double *dst = G == 1 ? out : b;
 		if (grid_1d(G, &blocks))
 			return -1;
-		if (!NCF_COST(COST_KERNEL, "sum_f64", (rows + (double)G) * 8.0, 0)) {
+		cost_shape sh2 = cost_shape_of(blocks, BLOCK, 8, 8, (double)(rows < 64 ? rows : 64));
+		if (!NCF_COST_SHAPED("sum_f64", (rows + (double)G) * 8.0, 0, sh2)) {
 			NCF_LAUNCH(sum_pass_kernel<double>, blocks, BLOCK, 0, stream, a, rows, G,
 				   dst);
 			if (CUDA_CHECK(cudaGetLastError()))
@@ -243,7 +250,7 @@ struct gmf_value {
  * leaves its partial in head[c] (a chunk wholly inside one key is a tail).
  */
 template <class V>
-__global__ void segsum_pass1_kernel(V v, const uint32_t *__restrict__ key,
+__global__ void NCF_PLAIN(5) segsum_pass1_kernel(V v, const uint32_t *__restrict__ key,
 				    const uint32_t *__restrict__ idx, size_t n, uint32_t H,
 				    float *__restrict__ head, float *__restrict__ tail)
 {
@@ -285,7 +292,7 @@ __global__ void segsum_pass1_kernel(V v, const uint32_t *__restrict__ key,
  * there on and this chunk's head, left to right.
  */
 template <class V>
-__global__ void segsum_pass2_kernel(V v, const uint32_t *__restrict__ key, size_t n, uint32_t H,
+__global__ void NCF_PLAIN(8) segsum_pass2_kernel(V v, const uint32_t *__restrict__ key, size_t n, uint32_t H,
 				    const float *__restrict__ head, const float *__restrict__ tail)
 {
 	size_t chunks = (n + SEG_CHUNK - 1) / SEG_CHUNK;
@@ -319,7 +326,10 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 	if (!blocks)
 		return 0;
 	double outs = (double)(n < K ? n : K) * H * 4.0, parts = 2.0 * chunks * H * 4.0;
-	if (!NCF_COST(COST_KERNEL, "segsum_pass1", n * (8.0 + row_bytes) + outs + parts, 0)) {
+	/* a chunk's positions one after another: key and idx, then the value
+	 * (gathered through idx): two round trips a position */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 5, 8, 2.0 * SEG_CHUNK);
+	if (!NCF_COST_SHAPED("segsum_pass1", n * (8.0 + row_bytes) + outs + parts, 0, sh)) {
 		NCF_LAUNCH(segsum_pass1_kernel<V>, blocks, BLOCK, 0, stream, v, key, idx, n, H,
 			   head, tail);
 		if (CUDA_CHECK(cudaGetLastError()))
@@ -327,7 +337,11 @@ static int segsum_run(const V &v, const uint32_t *key, const uint32_t *idx, size
 	}
 	if (chunks < 2)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "segsum_pass2", chunks * 8.0 + parts, 0))
+	/* a key over many chunks: a search, then its chunks' tails one by one
+	 * (the longest key of a sorted batch, COST_LONGEST_ITEM) */
+	double longest = COST_LONGEST_ITEM * n / SEG_CHUNK + 2;
+	cost_shape sh2 = cost_shape_of(blocks, BLOCK, 8, 4, 20 + longest);
+	if (NCF_COST_SHAPED("segsum_pass2", chunks * 8.0 + parts, 0, sh2))
 		return 0;
 	NCF_LAUNCH(segsum_pass2_kernel<V>, blocks, BLOCK, 0, stream, v, key, n, H, head, tail);
 	return CUDA_CHECK(cudaGetLastError());
@@ -376,7 +390,7 @@ NCF_INSTANTIATE(f16)
  */
 enum { RP_COLS = 32, RP_LANES = 8, RP_THREADS = RP_COLS * RP_LANES };
 
-__global__ void __launch_bounds__(RP_THREADS) reduce_partials_kernel(part_map m, uint32_t blocks)
+__global__ void __launch_bounds__(RP_THREADS, 8) reduce_partials_kernel(part_map m, uint32_t blocks)
 {
 	__shared__ float sf[RP_LANES][RP_COLS];
 	__shared__ double sd[RP_THREADS];
@@ -430,7 +444,14 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
 		ncf_error("cuda backend: %zu partial sums are more than one launch takes", cols);
 		return -1;
 	}
-	if (NCF_COST(COST_KERNEL, "reduce_partials", bytes, 0))
+	/* a lane adds its column's rows r, r + RP_LANES, ... one load at a time:
+	 * the longest segment's rows / RP_LANES round trips */
+	double longest = 0;
+	for (uint32_t s = 0; s < m.n; s++)
+		if (m.seg[s].rows > longest)
+			longest = m.seg[s].rows;
+	cost_shape sh = cost_shape_of((double)blocks, RP_THREADS, 8, 4, longest / RP_LANES + 3);
+	if (NCF_COST_SHAPED("reduce_partials", bytes, 0, sh))
 		return 0;
 	NCF_LAUNCH_SYNC(reduce_partials_kernel, (unsigned)blocks, RP_THREADS, 0, stream, m,
 			(uint32_t)blocks);
@@ -446,7 +467,7 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
  * current row is added.
  */
 template <typename T>
-__global__ void key_grad_kernel(uint32_t K, uint32_t H, uint32_t F,
+__global__ void NCF_PLAIN(5) key_grad_kernel(uint32_t K, uint32_t H, uint32_t F,
 				const uint32_t *__restrict__ off, const uint32_t *__restrict__ idx,
 				const T *__restrict__ dz, const float *__restrict__ dl,
 				const uint32_t *__restrict__ other, const float *__restrict__ tab,
@@ -513,7 +534,11 @@ int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *
 	 * the other table's row; per key: offsets, dA and dE written */
 	double bytes = n * ((double)H * sizeof(T) + 8.0 + (idx ? 4.0 : 0.0) + F * 4.0) +
 		       K * (8.0 + 4.0 * H + 4.0 * F);
-	if (NCF_COST(COST_KERNEL, idx ? "key_grad_item" : "key_grad_user", bytes, 0))
+	/* a key's rows one after another, each row's load waited for before
+	 * the next: the longest key's rows (COST_LONGEST_*) round trips */
+	double longest = (idx ? COST_LONGEST_ITEM : COST_LONGEST_USER) * n;
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 5, 16.0 * sizeof(T) / 2, longest + 2);
+	if (NCF_COST_SHAPED(idx ? "key_grad_item" : "key_grad_user", bytes, 0, sh))
 		return 0;
 	int vecH = H % 8 == 0 && aligned16(dz) && aligned16(dA);
 	int vecF = F % 8 == 0 && aligned16(tab) && aligned16(dE);

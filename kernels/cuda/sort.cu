@@ -129,7 +129,7 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 /* ---- the fused step's rows (kernels.cuh) ---------------------------------- */
 
 /* Thread t: row t's item and label from sample rowpos[t]; off[t] for t <= K. */
-__global__ void rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+__global__ void NCF_PLAIN(8) rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
 				    const uint32_t *__restrict__ rowpos,
 				    const uint32_t *__restrict__ si,
 				    const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
@@ -158,15 +158,18 @@ int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t
 	double lg = 1;
 	while (((size_t)1 << (int)lg) < n)
 		lg++;
-	if (NCF_COST(COST_KERNEL, "rows_by_user", n * (4.0 + 10.0) + (K + 1.0) * (4.0 + lg * 4.0),
-		     0))
+	/* rowpos, then the row's item and label; a key's thread: a binary
+	 * search, lg round trips one after another */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, lg + 1);
+	if (NCF_COST_SHAPED("rows_by_user", n * (4.0 + 10.0) + (K + 1.0) * (4.0 + lg * 4.0), 0,
+			    sh))
 		return 0;
 	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
 		   rlab, off);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void seg_offsets_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+__global__ void NCF_PLAIN(8) seg_offsets_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
 				   uint32_t *__restrict__ off)
 {
 	size_t t = NCF_TID;
@@ -183,7 +186,8 @@ int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 	double lg = 1;
 	while (((size_t)1 << (int)lg) < n)
 		lg++;
-	if (NCF_COST(COST_KERNEL, "seg_offsets", n * 4.0 + (K + 1.0) * (4.0 + lg * 4.0), 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, lg + 1);
+	if (NCF_COST_SHAPED("seg_offsets", n * 4.0 + (K + 1.0) * (4.0 + lg * 4.0), 0, sh))
 		return 0;
 	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);
 	return CUDA_CHECK(cudaGetLastError());
