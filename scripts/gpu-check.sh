@@ -35,8 +35,11 @@
 #               ml-20m in bf16 (and tf32 in the full mode, fused without its
 #               graph too) beside the cost model's prediction (bench_gpu
 #               --cost), then a short profiled run of each
-#               (NCF_CUDA_PROFILE=1: one line per launch; the table in
-#               LOGS/profile.PATH.txt, the five slowest in the summary)
+#               (NCF_CUDA_PROFILE=1: one line per launch, measured beside
+#               the model; the table in LOGS/profile.PATH.txt, the five
+#               slowest in the summary with their share of the step, the
+#               model's time and the term that binds it: bytes, FLOPs,
+#               latency or a dependent chain)
 #   epochs      one epoch of ml-1m per precision (samples/s, HR@10)
 #   inference   ncf-infer --bench (batch 1024 and 2^20; the full mode:
 #               NVIDIA's six sizes, 1024 to 2^20, in three precisions)
@@ -350,7 +353,7 @@ st_parity() {
 # profile times each launch, so its samples/s are not the path's).  For the
 # summary:
 #   metric train_path PATH PREC MEASURED PREDICTED AT_BANDWIDTH GB LAUNCHES
-#   metric slow PATH RANK KIND LAUNCH US SHARE GB/S %BW
+#   metric slow PATH RANK KIND LAUNCH US SHARE MODEL_US BOUND GB/S %BW
 
 # val FILE KEY: the value of KEY in bench_gpu's key<TAB>value lines.
 val() { awk -F'\t' -v k="$2" '$1 == k { print $2 }' "$1" 2>/dev/null; }
@@ -376,7 +379,7 @@ step_path() {
 			return 0
 		fi
 		[ $rc -eq 0 ] || { cat "$c.err"; pst=1; }
-		grep -E '^(bytes_per_step|launches_per_step|samples_per_s_at_bandwidth|predicted_samples_per_s)	' "$c"
+		grep -E '^(bytes_per_step|launches_per_step|bandwidth_bound_samples_per_s|predicted_(step_us|samples_per_s))	' "$c"
 	done
 	s=$work/speed.$path
 	NCF_CUDA_PROFILE=0 NCF_CUDA_PATH=$p NCF_CUDA_GRAPH=$g build/bench/bench_gpu \
@@ -388,8 +391,9 @@ step_path() {
 		v=$(val "$s" "${prec}_samples_per_s")
 		[ -n "$v" ] || pst=1 # no figure: the benchmark did not run (no usable GPU?)
 		gb=$(awk -F'\t' '$1 == "bytes_per_step" { printf "%.2f", $2 / 1e9 }' "$c" 2>/dev/null)
+		bw=$(val "$c" bandwidth_bound_samples_per_s)
 		metric train_path "$path" "$prec" "${v:--}" "$(val "$c" predicted_samples_per_s)" \
-			"$(val "$c" samples_per_s_at_bandwidth)" "${gb:--}" "$(val "$c" launches_per_step)"
+			"${bw:-$(val "$c" samples_per_s_at_bandwidth)}" "${gb:--}" "$(val "$c" launches_per_step)"
 	done
 	[ "$path" = fused-nograph ] && return $pst
 	prof=$logs/profile.$p.txt
@@ -401,14 +405,18 @@ step_path() {
 }
 
 # profile_slowest PATH FILE: the five slowest launches of NCF_CUDA_PROFILE's
-# table in FILE (rows "cuda profile: # kind launch steps us % MB GFLOP GB/s
-# %bw TFLOP/s %mx") as metric lines, and on stdout.
+# table in FILE as metric lines, and on stdout.  The columns are found by
+# the names in the table's header ("#", "kind", "launch", "us", "%",
+# "model_us", "bound", "GB/s", "%bw"; a column the table lacks is "-").
 profile_slowest() {
-	awk '$1 == "cuda" && $2 == "profile:" && $3 ~ /^[0-9]+$/ {
-		printf "%s\t%s\t%s\t%s\t%s\t%s\n", $7, $4, $5, $8, $11, $12 }' "$2" |
-		sort -t '	' -k1,1 -g -r | head -n 5 | awk -F'\t' -v p="$1" '{
-			printf "slow\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p, NR, $2, $3, $1, $4, $5, $6 }' \
-		>"$work/slow.$1"
+	awk -v OFS='\t' '$1 != "cuda" || $2 != "profile:" { next }
+		$3 == "#" { for (i = 3; i <= NF; i++) col[$i] = i; next }
+		$3 ~ /^[0-9]+$/ && col["us"] {
+			print $col["us"], f("kind"), f("launch"), f("%"), f("model_us"), f("bound"),
+				f("GB/s"), f("%bw") }
+		function f(c) { return (c in col) ? $col[c] : "-" }' "$2" |
+		sort -t '	' -k1,1 -g -r | head -n 5 | awk -F'\t' -v OFS='\t' -v p="$1" '{
+			print "slow", p, NR, $2, $3, $1, $4, $5, $6, $7, $8 }' >"$work/slow.$1"
 	cat "$work/slow.$1" >>"$logs/metrics.tsv"
 	sed 's/^slow	/slowest	/' "$work/slow.$1"
 }
@@ -575,8 +583,9 @@ summary() {
 	fi
 	if grep -q '^slow	' "$m"; then
 		echo "the five slowest launches per path (NCF_CUDA_PROFILE=1, 5 steps launch by launch; tables in profile.PATH.txt):"
-		awk -F'\t' '$1 == "slow" { printf "  %-8s %d %-6s %-20s %9.1f us %5.1f%% %8.1f GB/s %5s%% bw\n",
-			$3 == 1 ? $2 : "", $3, $4, $5, $6, $7, $8, $9 }' "$m"
+		printf '  %-8s %1s %-6s %-20s %10s %6s %10s %-7s %8s %5s\n' path '#' kind launch us share model_us bound GB/s %bw
+		awk -F'\t' '$1 == "slow" { printf "  %-8s %1d %-6s %-20s %10.1f %5.1f%% %10s %-7s %8s %5s\n",
+			$3 == 1 ? $2 : "", $3, $4, $5, $6, $7, $8, $9, $10, $11 }' "$m"
 	fi
 	echo "inference (ncf-infer --bench, random ml-20m model): samples/s and p99 latency"
 	if grep -q '^infer	' "$m"; then

@@ -169,6 +169,7 @@ else
 	logs=$T/logs mode=quick budget=240 spent=0 sh "$script" --run-stage summary >sum.out
 	like sum.out '^the five slowest launches per path' "the summary lists them"
 	first=$(awk -F'\t' 'NR == 1 { print $4 " +" $5 }' logs/metrics.tsv)
-	like sum.out "^  fused +1 $first +[0-9.]+ us " "... the slowest first ($first)"
+	like sum.out "^  fused +1 $first +[0-9.]+ +[0-9.]+% +[0-9.]+ [a-z]+ " \
+		"... the slowest first ($first), with its share, the model's time and what binds it"
 fi
 done_testing
