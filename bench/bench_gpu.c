@@ -11,7 +11,7 @@
  *
  *   bench_gpu CACHE [--batch N] [--steps N] [--warmup N] [--precisions LIST]
  *                   [--no-epoch]
- *   bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--path fused|unfused]
+ *   bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--path fused|lt|unfused]
  *                   [--dropout P] [-v]
  *
  * --cost: no GPU needed.  The cost model of one training step at NVIDIA's
@@ -30,7 +30,7 @@
  * code runs dry and every launcher notes what it would move
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh), so the count follows the
  * code.  --path: the step's code path (default: NCF_CUDA_PATH's default,
- * fused).
+ * fused; lt: cuBLASLt's dense layers; unfused).
  *
  * LIST: comma-separated fp32, tf32, bf16, fp16 (default tf32,bf16,fp16,fp32).
  * Fractions of peak: bytes and matrix FLOPs per step are the backend's own
@@ -182,8 +182,8 @@ static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, 
 	       "batch\t%llu\ndropout\t%g\n",
 	       spec, shape.users, shape.items, (long long)positives, ncf_precision_name(prec),
 	       path ? path : "fused", (unsigned long long)batch, (double)dropout);
-	int fused = !path || !strcmp(path, "fused");
-	printf("step_as_one_cuda_graph\t%s\n", fused ? "yes" : "no");
+	int graph = !path || strcmp(path, "unfused");
+	printf("step_as_one_cuda_graph\t%s\n", graph ? "yes" : "no");
 	double bw_sps = c->bytes > 0 ? COST_BW / c->bytes * (double)batch : 0;
 	printf("bytes_per_step\t%.0f\nflops_per_step\t%.0f\nlaunches_per_step\t%u\n"
 	       "kernels_per_step\t%u\ngemms_per_step\t%u\nmemsets_per_step\t%u\n"

@@ -53,7 +53,7 @@ extern "C" {
 
 namespace NCF_CUDA_NS {
 
-static const struct step_path *const paths[PATHS] = {&step_fused, &step_unfused};
+static const struct step_path *const paths[PATHS] = {&step_fused, &step_unfused, &step_lt};
 
 /* Is the environment variable name set to something other than "" or "0"? */
 static int env_on(const char *name)
@@ -444,7 +444,7 @@ static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_
 	c->have_td = 1;
 	/* a step in the middle of training: the previous step's Adam wrote the
 	 * 16-bit copy on the paths that write it with Adam */
-	params_stepped(c, step_path_of(be, c) == &step_fused);
+	params_stepped(c, step_path_of(be, c) != &step_unfused);
 	/* the state's setup is not part of a step */
 	uintptr_t fake = r->next_fake;
 	memset(r, 0, sizeof *r);

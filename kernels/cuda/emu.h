@@ -59,6 +59,13 @@
  *  - faults: __trap() in a kernel leaves cudaErrorLaunchFailure pending; the
  *    next synchronisation returns it and from then on it is sticky (every
  *    call returns it), as after a real device fault;
+ *  - cuBLASLt's matmul (cublasLtMatmul and the descriptors, layouts and
+ *    heuristic it needs) as cublasGemmEx, then the epilogues as cuBLAS
+ *    documents them, in float before the output's rounding: BIAS (a value
+ *    per row of D), RELU, RELU_AUX (a bit per element of D, 1 where the
+ *    ReLU kept it, at bit i + j ld of the mask; the real layout is cuBLASLt's
+ *    own and no code reads it but cuBLASLt), DRELU (D times the mask's bit),
+ *    BGRADB (a value per column of D: the sum of op(B) over k, in k order);
  *  - cublasGemmEx is cblas_sgemm (OpenBLAS) with cuBLAS's column-major
  *    semantics, queued on the handle's stream; bf16 and fp16 operands are
  *    widened to float and the result is rounded back, so those precisions
@@ -1524,6 +1531,253 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 		[=]() {
 			ncf_emu_count[NCF_EMU_GEMMS]++;
 			ncf_emu_gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, C, ct, ldc);
+		},
+		NCF_EMU_OP_GEMM);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- cuBLASLt ------------------------------------------------------------- */
+
+typedef struct ncf_emu_blas *cublasLtHandle_t;
+typedef enum {
+	CUBLASLT_EPILOGUE_DEFAULT = 1,
+	CUBLASLT_EPILOGUE_RELU = 2,
+	CUBLASLT_EPILOGUE_BIAS = 4,
+	CUBLASLT_EPILOGUE_RELU_BIAS = 6,
+	CUBLASLT_EPILOGUE_RELU_AUX = 130,
+	CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
+	CUBLASLT_EPILOGUE_DRELU = 136,
+	CUBLASLT_EPILOGUE_DRELU_BGRAD = 152,
+	CUBLASLT_EPILOGUE_BGRADA = 256,
+	CUBLASLT_EPILOGUE_BGRADB = 512,
+} cublasLtEpilogue_t;
+typedef enum {
+	CUBLASLT_MATMUL_DESC_TRANSA = 3,
+	CUBLASLT_MATMUL_DESC_TRANSB = 4,
+	CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+	CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+	CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+	CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+	CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
+} cublasLtMatmulDescAttributes_t;
+typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+struct ncf_emu_lt_desc {
+	cublasComputeType_t compute;
+	cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+	int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+	const void *bias = nullptr;
+	cudaDataType bias_t = (cudaDataType)-1; /* unset: D's type */
+	void *aux = nullptr;
+	int64_t aux_ld = 0;
+};
+typedef ncf_emu_lt_desc *cublasLtMatmulDesc_t;
+struct ncf_emu_lt_layout {
+	cudaDataType t;
+	uint64_t rows, cols;
+	int64_t ld;
+};
+typedef ncf_emu_lt_layout *cublasLtMatrixLayout_t;
+typedef struct {
+	size_t workspace;
+} *cublasLtMatmulPreference_t;
+typedef struct {
+	uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+	cublasLtMatmulAlgo_t algo;
+	size_t workspaceSize;
+	cublasStatus_t state;
+	float wavesCount;
+	int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+	*h = new ncf_emu_blas;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+	delete h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+						      cublasComputeType_t ct, cudaDataType)
+{
+	*d = new ncf_emu_lt_desc;
+	(*d)->compute = ct;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+	delete d;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+							    cublasLtMatmulDescAttributes_t a,
+							    const void *buf, size_t size)
+{
+	switch (a) {
+	case CUBLASLT_MATMUL_DESC_TRANSA:
+		memcpy(&d->ta, buf, sizeof d->ta);
+		break;
+	case CUBLASLT_MATMUL_DESC_TRANSB:
+		memcpy(&d->tb, buf, sizeof d->tb);
+		break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE:
+		memcpy(&d->epilogue, buf, sizeof d->epilogue);
+		break;
+	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+		memcpy(&d->bias, buf, sizeof d->bias);
+		break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+		memcpy(&d->aux, buf, sizeof d->aux);
+		break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+		memcpy(&d->aux_ld, buf, sizeof d->aux_ld);
+		break;
+	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+		memcpy(&d->bias_t, buf, sizeof d->bias_t);
+		break;
+	default:
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	(void)size;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t,
+							uint64_t rows, uint64_t cols, int64_t ld)
+{
+	if (ld < (int64_t)(rows > 1 ? rows : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*l = new ncf_emu_lt_layout{t, rows, cols, ld};
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+	delete l;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+	*p = (cublasLtMatmulPreference_t)calloc(1, sizeof **p);
+	return *p ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+	free(p);
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+				     cublasLtMatmulPreferenceAttributes_t a, const void *buf, size_t)
+{
+	if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+		memcpy(&p->workspace, buf, sizeof p->workspace);
+	return CUBLAS_STATUS_SUCCESS;
+}
+/* One "algorithm": the emulation's. */
+static inline cublasStatus_t
+cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+			       cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+			       cublasLtMatmulPreference_t, int requested,
+			       cublasLtMatmulHeuristicResult_t *res, int *found)
+{
+	*found = 0;
+	if (requested < 1)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	memset(res, 0, sizeof *res);
+	res->state = CUBLAS_STATUS_SUCCESS;
+	res->wavesCount = 1.0f;
+	*found = 1;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The epilogue of D (m, n) in float c (ld ldc) as cuBLAS documents it;
+ * op(B) (k, n) in float b for BGRADB. */
+static inline void ncf_emu_lt_epilogue(const ncf_emu_lt_desc *d, int m, int n, int k, float *c,
+				       int ldc, const float *b, int ldb, cudaDataType bias_t)
+{
+	int e = d->epilogue;
+	if (e & CUBLASLT_EPILOGUE_BIAS)
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++)
+				c[(size_t)j * ldc + i] += ncf_emu_load(d->bias, bias_t, (size_t)i);
+	unsigned char *mask = (unsigned char *)d->aux;
+	if (e == CUBLASLT_EPILOGUE_DRELU || e == CUBLASLT_EPILOGUE_DRELU_BGRAD) {
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++) {
+				size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
+				if (!(mask[bit / 8] >> (bit % 8) & 1))
+					c[(size_t)j * ldc + i] = 0.0f;
+			}
+	} else if (e & CUBLASLT_EPILOGUE_RELU) {
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++) {
+				float *x = &c[(size_t)j * ldc + i];
+				int keep = *x > 0.0f;
+				if (!keep)
+					*x = 0.0f;
+				if (e & 128) {
+					size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
+					if (keep)
+						mask[bit / 8] |= (unsigned char)(1u << (bit % 8));
+					else
+						mask[bit / 8] &= (unsigned char)~(1u << (bit % 8));
+				}
+			}
+	}
+	if (e == CUBLASLT_EPILOGUE_BGRADB) {
+		float *g = (float *)d->bias;
+		for (int j = 0; j < n; j++) {
+			float acc = 0.0f;
+			for (int q = 0; q < k; q++)
+				acc += d->tb == CUBLAS_OP_N ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j];
+			g[j] = acc;
+		}
+	}
+}
+
+/* D = alpha op(A) op(B) + beta C with the epilogue (C = D here: in place),
+ * queued on the stream. */
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d,
+					    const void *alpha, const void *A,
+					    cublasLtMatrixLayout_t al, const void *B,
+					    cublasLtMatrixLayout_t bl, const void *beta, const void *C,
+					    cublasLtMatrixLayout_t, void *D, cublasLtMatrixLayout_t dl,
+					    const cublasLtMatmulAlgo_t *, void *, size_t,
+					    cudaStream_t stream)
+{
+	int m = (int)dl->rows, n = (int)dl->cols;
+	int k = (int)(d->ta == CUBLAS_OP_N ? al->cols : al->rows);
+	if ((int)(d->tb == CUBLAS_OP_N ? bl->rows : bl->cols) != k || C != D)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if ((d->epilogue & 128) && (d->aux_ld < m || d->aux_ld % 128 || !d->aux))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (ncf_emu_blas_no_capture && ncf_emu_s(stream)->capture)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	float a_ = *(const float *)alpha, b_ = *(const float *)beta;
+	ncf_emu_lt_desc desc = *d; /* its pointers as they are now */
+	ncf_emu_lt_layout A_ = *al, B_ = *bl, D_ = *dl;
+	cudaDataType bias_t = desc.bias_t == (cudaDataType)-1 ? D_.t : desc.bias_t;
+	ncf_emu_enqueue(
+		stream,
+		[=]() {
+			ncf_emu_count[NCF_EMU_GEMMS]++;
+			int brows = desc.tb == CUBLAS_OP_N ? k : n, bcols = desc.tb == CUBLAS_OP_N ? n : k;
+			float *bw = ncf_emu_widen(B, B_.t, brows, bcols, (int)B_.ld);
+			float *cw = (float *)malloc((size_t)D_.ld * (size_t)(n > 0 ? n : 1) *
+						    sizeof(float));
+			ncf_emu_gemm(desc.ta, desc.tb, m, n, k, a_, A, A_.t, (int)A_.ld, bw, CUDA_R_32F,
+				     (int)B_.ld, b_, cw, CUDA_R_32F, (int)D_.ld);
+			ncf_emu_lt_epilogue(&desc, m, n, k, cw, (int)D_.ld, bw, (int)B_.ld, bias_t);
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i < m; i++)
+					ncf_emu_store(D, D_.t, (size_t)j * D_.ld + i,
+						      cw[(size_t)j * D_.ld + i]);
+			free(cw);
+			if (bw != B)
+				free(bw);
 		},
 		NCF_EMU_OP_GEMM);
 	return CUBLAS_STATUS_SUCCESS;

@@ -109,6 +109,14 @@ template <typename T>
 int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dropout_k &dk,
 			   uint32_t layer, cudaStream_t stream);
 
+/* x (n, H) *= the dropout multiplier of hidden layer `layer` (0-based) at
+ * positions dk.pos0 + rowpos[r] (r when rowpos is NULL): scale where the
+ * unit is kept, 0 where it is dropped; nothing when dk is not active (the
+ * lt path's dropout, after cuBLASLt's ReLU or dReLU). */
+template <typename T>
+int dropout_mul_cuda(size_t n, uint32_t H, T *x, const dropout_k &dk, uint32_t layer,
+		     const uint32_t *rowpos, cudaStream_t stream);
+
 /* dh (count) = h > 0 ? dh * scale : 0 in place: the backward of ReLU and
  * dropout from the layer's output h (cpu/train.c relu_dropout_back). */
 template <typename T>
@@ -286,6 +294,8 @@ uint32_t bwdw_groups(size_t rows);
  * with the weight gradient); once per device, never while a graph is being
  * captured.  Returns 0 or -1. */
 int mlp_setup(void);
+/* The same for the fused head of F factors and HL units (head_fused_cuda). */
+int head_setup(uint32_t F, uint32_t HL);
 template <typename T>
 int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
 		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,

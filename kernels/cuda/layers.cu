@@ -177,6 +177,47 @@ int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStr
 	return CUDA_CHECK(cudaGetLastError());
 }
 
+/* Thread t: row t / G, units 8w .. 8w+7 with w = t % G, G = ceil(H / 8). */
+template <typename T>
+__global__ void NCF_PLAIN(8) dropout_mul_kernel(size_t n, uint32_t H, T *__restrict__ x,
+						 int vec, dropout_k dk, uint32_t layer,
+						 const uint32_t *__restrict__ rowpos)
+{
+	uint32_t G = (H + 7) / 8;
+	size_t t = NCF_TID;
+	if (t >= n * G)
+		return;
+	size_t j = t / G;
+	uint32_t w = (uint32_t)(t % G), h0 = w * 8, cnt = H - h0 < 8 ? H - h0 : 8;
+	T *row = x + j * H + h0;
+	float v[8];
+	load_upto8(row, v, cnt, vec);
+	ncf_u32x4 bits = dropout_bits_at(dk, rowpos ? rowpos[j] : j, layer, w);
+	NCF_UNROLL
+	for (uint32_t k = 0; k < 8; k++)
+		v[k] = v[k] * dropout_mult(dk, bits, k);
+	store_upto8(row, v, cnt, vec);
+}
+
+template <typename T>
+int dropout_mul_cuda(size_t n, uint32_t H, T *x, const dropout_k &dk, uint32_t layer,
+		     const uint32_t *rowpos, cudaStream_t stream)
+{
+	if (!dk.active)
+		return 0;
+	unsigned blocks;
+	if (grid_1d(n * ((H + 7) / 8), &blocks))
+		return -1;
+	if (!blocks)
+		return 0;
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8.0 * sizeof(T) + 4, 2);
+	if (NCF_COST_SHAPED("dropout", 2.0 * n * H * sizeof(T) + (rowpos ? 4.0 * n : 0.0), 0, sh))
+		return 0;
+	int vec = H % 8 == 0 && aligned16(x);
+	NCF_LAUNCH(dropout_mul_kernel<T>, blocks, BLOCK, 0, stream, n, H, x, vec, dk, layer, rowpos);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
 /* ---- low-precision copies ------------------------------------------------ */
 
 template <typename T>
@@ -213,6 +254,8 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 	template int bias_relu_dropout_cuda<T>(size_t, uint32_t, T *, const float *,               \
 					       const dropout_k &, uint32_t, cudaStream_t);         \
 	template int relu_dropout_back_cuda<T>(size_t, T *, const T *, float, cudaStream_t);       \
+	template int dropout_mul_cuda<T>(size_t, uint32_t, T *, const dropout_k &, uint32_t,       \
+					 const uint32_t *, cudaStream_t);                          \
 	template int cast_cuda<T>(const float *, T *, size_t, cudaStream_t);
 
 NCF_INSTANTIATE(float)

@@ -73,36 +73,6 @@ NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, s
 	}
 }
 
-/*
- * load_tile's work without waiting: s[r lds + c] = g[(r0 + r) ldg + c0 + c]
- * (0 past rmax, cmax) for r < R, c < C (C a multiple of 16 bytes of T), by
- * cp.async in 16-byte pieces where vec (g 16-byte aligned, ldg and c0
- * multiples of 16 bytes), else with plain loads and stores.  The caller
- * commits the group and waits for it (cp_async_wait), then a barrier, before
- * any thread reads the tile; plain stores are visible after that barrier
- * too.
- */
-template <typename T>
-NCF_DEV void stage_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
-			size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
-{
-	const unsigned E = 16 / sizeof(T), per = C / E, pieces = R * per;
-	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
-		unsigned r = p / per, c = (p % per) * E;
-		size_t gr = r0 + r;
-		uint32_t gc = c0 + c;
-		T *dst = s + (size_t)r * lds + c;
-		const T *src = g + gr * ldg + gc;
-		if (vec) {
-			unsigned n = gr < rmax && gc < cmax ? (cmax - gc < E ? cmax - gc : E) : 0;
-			cp_async16(dst, n ? (const void *)src : (const void *)g, n * (unsigned)sizeof(T));
-			continue;
-		}
-		for (unsigned e = 0; e < E; e++)
-			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
-	}
-}
-
 /* ---- forward ------------------------------------------------------------- */
 
 /*

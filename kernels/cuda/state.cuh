@@ -13,12 +13,13 @@
  *    |                    the training step's driver, the cost model's dry run
  *    +- step_fused.cu     one function: the fused step's launches in order
  *    +- step_unfused.cu   one function: the unfused step's launches in order
+ *    +- step_lt.cu        one function: the fused step with cuBLASLt's layers
  *    |   +- step.cu       what both paths share: the slice, the update
  *    +- score.cu          scoring and evaluation (the forward pass of pairs)
  *    +- graphs.cu         capture and replay of a function's launches
  *    +- device.cu nccl.cu the device; the all-reduce across ranks
  *    +- params.cu rows.cu the 16-bit copy and tables; the per-row buffers
- *        +- gemm.cu and the kernels (kernels.cuh: one .cu per group)
+ *        +- gemm.cu lt.cu and the kernels (kernels.cuh: one .cu per group)
  *            +- cost.cu   the cost recorder and the per-launch profile
  *
  * Legend: B rows of a step (this rank's slice), U users, I items, F GMF
@@ -49,6 +50,7 @@ struct scorer;	/* score.cu */
 struct nccl;	/* nccl.cu */
 struct fused;	/* step_fused.cu */
 struct profile; /* cost.cu */
+struct lt;	/* lt.cu */
 
 struct cu {
 	/* device.cu */
@@ -102,7 +104,10 @@ struct cu {
 	size_t red_cap;
 	double *dred; /* loss-sum scratch (sum_scratch(cap)) */
 
-	struct fused *fused;	 /* the fused path's buffers (step_fused.cu) */
+	struct fused *fused;	 /* the fused path's buffers (step_fused.cu, step_lt.cu) */
+	struct lt *lt;		 /* cuBLASLt (lt.cu), NULL until the lt path runs */
+	void *aux[NCF_MAX_LAYERS]; /* (lt path) the ReLU masks of layers 2..L (lt.cuh) */
+	size_t aux_cap;		 /* rows they hold */
 	struct graphs *graphs;	 /* captured graphs (graphs.cu) */
 	struct scorer *sc;	 /* scoring streams and buffers, NULL until first used */
 	uint32_t *ranks;	 /* evaluation ranks (score.cu) */

@@ -7,7 +7,7 @@ namespace NCF_CUDA_NS {
 
 int path_parse(const char *name, int *path)
 {
-	static const char *const names[PATHS] = {"fused", "unfused"};
+	static const char *const names[PATHS] = {"fused", "unfused", "lt"};
 	*path = PATH_FUSED;
 	if (!name || !*name)
 		return 0;
@@ -16,7 +16,7 @@ int path_parse(const char *name, int *path)
 			*path = p;
 			return 0;
 		}
-	ncf_error("cuda backend: NCF_CUDA_PATH=%s: not fused or unfused", name);
+	ncf_error("cuda backend: NCF_CUDA_PATH=%s: not fused, unfused or lt", name);
 	return -1;
 }
 
@@ -25,6 +25,8 @@ const struct step_path *step_path_of(struct ncf_backend *be, struct cu *c)
 	static int said;
 	if (c->path == PATH_UNFUSED)
 		return &step_unfused;
+	if (c->path == PATH_LT)
+		return &step_lt;
 	const struct ncf_shape *s = &be->shape;
 	for (uint32_t k = 1; k < s->n_layers; k++)
 		if (s->layers[k] > FUSED_MAX_WIDTH) {
@@ -78,7 +80,7 @@ int step_idle(const struct step *st, int copy)
 	return step_adam(st, copy);
 }
 
-int step_tables_backward(const struct step *st)
+int step_tables_backward(const struct step *st, int user_w)
 {
 	struct ncf_backend *be = st->be;
 	struct cu *c = st->c;
@@ -88,8 +90,9 @@ int step_tables_backward(const struct step *st)
 	const float *prm = c->params;
 	float *g = c->grad;
 	const struct blas *b = &c->blas;
-	NCF_TRY(lin_wgrad(b, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->mlp_user,
-			  CUDA_R_32F, M, g + L->w[1], 2 * M));
+	if (user_w)
+		NCF_TRY(lin_wgrad(b, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1,
+				  prm + L->mlp_user, CUDA_R_32F, M, g + L->w[1], 2 * M));
 	NCF_TRY(lin_wgrad(b, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->mlp_item,
 			  CUDA_R_32F, M, g + L->w[1] + M, 2 * M));
 	NCF_TRY(lin_dgrad(b, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],

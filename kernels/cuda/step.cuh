@@ -11,7 +11,10 @@
  *   step_fused.cu    the default (NCF_CUDA_PATH=fused): fused dense layers,
  *                    head and reductions, rows sorted by user;
  *   step_unfused.cu  NCF_CUDA_PATH=unfused: cuBLAS for every product and a
- *                    kernel per elementwise pass, for comparison.
+ *                    kernel per elementwise pass, for comparison;
+ *   step_lt.cu       NCF_CUDA_PATH=lt: the fused step with the dense layers
+ *                    as cuBLASLt products and their epilogues (lt.cuh), to
+ *                    compare NVIDIA's tuned kernels with ours.
  *
  * Both compute the gradient of the mean loss over the global batch (times
  * the fp16 loss scale), as reference.c does, then the update.
@@ -23,8 +26,8 @@
 
 namespace NCF_CUDA_NS {
 
-enum { PATH_FUSED = 0, PATH_UNFUSED = 1, PATHS = 2 };
-/* *path for a name: "fused", "unfused", NULL or "" (the default, fused).
+enum { PATH_FUSED = 0, PATH_UNFUSED = 1, PATH_LT = 2, PATHS = 3 };
+/* *path for a name: "fused", "unfused", "lt", NULL or "" (the default, fused).
  * Returns 0, or -1 (reported) for another name. */
 int path_parse(const char *name, int *path);
 
@@ -61,12 +64,26 @@ struct step_path {
 	/* (optional) free what prepare allocated */
 	void (*close)(struct cu *c);
 };
-extern const struct step_path step_fused, step_unfused;
+extern const struct step_path step_fused, step_unfused, step_lt;
 /* The path c->path names, or the unfused one for a shape the fused
  * kernels do not take (said once at -v). */
 const struct step_path *step_path_of(struct ncf_backend *be, struct cu *c);
 
 /* ---- what the paths share (step.cu) ------------------------------------ */
+
+/* The buffers of the paths whose rows are sorted by user (step_fused.cu
+ * makes them; the lt path takes them too), for cap rows. */
+struct fused {
+	size_t cap;
+	uint32_t *ri;		/* (cap) item of each row, rows sorted by user */
+	uint8_t *rlab;		/* (cap) label of each row */
+	uint32_t *uoff, *ioff;	/* (U + 1), (I + 1) first row (position) of each user (item) */
+	float *part;		/* per-block partial sums of the head and the backward */
+	double *loss;		/* (ceil(cap / HEAD_ROWS)) per-block loss sums */
+};
+/* Make them for st's rows (step_fused.cu); free them. */
+int fused_prepare(const struct step *st);
+void fused_free(struct cu *c);
 
 /* A rank without rows: a zero gradient and loss, then the update (the
  * other ranks' gradients still arrive through the all-reduce); copy as
@@ -75,8 +92,9 @@ int step_idle(const struct step *st, int copy);
 /* The first layer's and the MLP tables' gradients from dAU and dAI:
  * dW1 = [dAU^T mlp_user, dAI^T mlp_item], dmlp_user = dAU W1u,
  * dmlp_item = dAI W1i, over whole tables (an absent id has a zero row, so
- * its gradient is exactly 0). */
-int step_tables_backward(const struct step *st);
+ * its gradient is exactly 0); user_w 0: all but dAU^T mlp_user (the lt
+ * path makes that one with db1). */
+int step_tables_backward(const struct step *st, int user_w);
 /* Adam on the summed gradient (skipped on the device when fp16 found an
  * inf or NaN); copy: also write the 16-bit copy, which the next step's
  * products read. */

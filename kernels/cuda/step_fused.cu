@@ -44,16 +44,6 @@ namespace NCF_CUDA_NS {
 
 static_assert(PART_SEGS >= NCF_MAX_LAYERS + 1, "the head's two segments and one per layer");
 
-/* The fused path's buffers, for cap rows. */
-struct fused {
-	size_t cap;
-	uint32_t *ri;		/* (cap) item of each row, rows sorted by user */
-	uint8_t *rlab;		/* (cap) label of each row */
-	uint32_t *uoff, *ioff;	/* (U + 1), (I + 1) first row (position) of each user (item) */
-	float *part;		/* per-block partial sums of the head and the backward */
-	double *loss;		/* (ceil(cap / HEAD_ROWS)) per-block loss sums */
-};
-
 /* Does layer k's backward compute its weight gradient too (linear_bwdw)? */
 static int with_dw(const struct ncf_shape *s, uint32_t k)
 {
@@ -100,7 +90,7 @@ static void parts_of(const struct ncf_backend *be, float *base, float *grad, dou
 	p->floats = (size_t)(at - base);
 }
 
-static void fused_free(struct cu *c)
+void fused_free(struct cu *c)
 {
 	struct fused *f = c->fused;
 	if (!f)
@@ -110,7 +100,7 @@ static void fused_free(struct cu *c)
 	c->fused = NULL;
 }
 
-static int fused_prepare(const struct step *st)
+int fused_prepare(const struct step *st)
 {
 	struct cu *c = st->c;
 	const struct ncf_shape *s = &st->be->shape;
@@ -123,6 +113,7 @@ static int fused_prepare(const struct step *st)
 	struct parts p;
 	parts_of(st->be, NULL, NULL, NULL, B, &p); /* only the count */
 	NCF_TRY(mlp_setup());
+	NCF_TRY(head_setup(s->factors, ncf_shape_last(s)));
 	NCF_TRY(DALLOC(f->ri, B));
 	NCF_TRY(DALLOC(f->rlab, B));
 	NCF_TRY(DALLOC(f->uoff, (size_t)s->users + 1));
@@ -200,7 +191,7 @@ template <typename T> static int fused_run_t(const struct step *st)
 	NCF_TRY(key_grad_cuda<T>(I, H1, F, B, f->ioff, c->ji, (const T *)c->d[1], c->dl, c->ku,
 				 prm + L->gmf_user, prm + L->head_w, c->dAI, g + L->gmf_item, c->s));
 	/* 8. dW1 and the MLP tables' gradients */
-	NCF_TRY(step_tables_backward(st));
+	NCF_TRY(step_tables_backward(st, 1));
 	/* 9. the gradient summed over the ranks, then Adam and the 16-bit copy */
 	if (!st->update)
 		return 0;

@@ -94,7 +94,7 @@ template <typename T> static int unfused_run_t(const struct step *st)
 				    c->seg_head, c->seg_tail, c->s));
 	/* 7. db1, then dW1 and the MLP tables' gradients */
 	NCF_TRY(colsum_cuda<float>(c->dAU, U, H1, g + L->b[1], c->red, c->s));
-	NCF_TRY(step_tables_backward(st));
+	NCF_TRY(step_tables_backward(st, 1));
 	/* 8. the GMF tables' gradients by segment sums; the loss sum */
 	DMEMSET_TRY(g + L->gmf_user, ((size_t)U + I) * F * sizeof(float), c->s, "clear_dgmf");
 	NCF_TRY(segsum_gmf_cuda(c->ku, c->ju, B, c->dl, c->si, prm + L->gmf_item, prm + L->head_w,

@@ -1,56 +1,175 @@
 #!/bin/sh
 # gpu-check.t - scripts/gpu-check.sh, the one call a session with a GPU
-# makes, checked where there is none: without a GPU every GPU stage is
-# "skipped: no GPU" in the summary table and the exit status is 3; the dry
-# run lists the stages with limits within the budget; with the GPU stages
-# forced on (NCF_GPU_CHECK_ASSUME_GPU=1) failing stages are recorded as FAIL
-# and the next ones still run; a budget too small for any stage skips them
-# all as out of time.  --no-build throughout: the build is make's.
+# makes, checked where there is none, with a fake nvidia-smi and nvcc first
+# on PATH: the dry-run plans of both modes fit their budgets (the sum
+# printed and checked) and a plan over its budget is refused (exit 2); the
+# driver check refuses with one line and exit 3 when there is no driver,
+# an old one, no nvcc or a GPU nvcc cannot build for, and nothing else
+# runs; past it, without a usable GPU every GPU stage is "skipped: no GPU"
+# and the exit status is 3; with the GPU stages forced on
+# (NCF_GPU_CHECK_ASSUME_GPU=1) failing stages are recorded as FAIL, a stage
+# cut by its limit as FAIL (time limit), and the next ones still run; the
+# five slowest launches of a real NCF_CUDA_PROFILE table (the emulated
+# module's) reach the summary.  --no-build throughout: the build is make's.
 . "$(dirname "$0")/../lib.sh"
 script=$NCF_ROOT/scripts/gpu-check.sh
 OUT=$T/out # the script's logs go there (else to a kept temporary directory)
 export OUT
 gpu_usable && skip_all "a GPU is usable: run scripts/gpu-check.sh itself"
+cd "$T" || bail "no $T"
 
-run sh "$script" --quick --no-build
-is "$status" 3 "--quick without a GPU: exit 3"
+# A fake driver and toolkit: FAKE_DRIVER, FAKE_CC (compute capability),
+# FAKE_CUDA (nvcc's release), FAKE_SMI_FAIL (nvidia-smi fails as it does
+# without a driver), FAKE_NO_CC (an nvidia-smi too old to know compute_cap),
+# FAKE_SMI_HANG (nvidia-smi hangs, as on a wedged driver).
+mkdir -p fake nvcc
+cat >fake/nvidia-smi <<'EOF'
+#!/bin/sh
+[ -z "${FAKE_SMI_HANG:-}" ] || exec sleep 30
+if [ -n "${FAKE_SMI_FAIL:-}" ]; then
+	echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+	exit 9
+fi
+case "$*" in
+*compute_cap*)
+	if [ -n "${FAKE_NO_CC:-}" ]; then
+		echo 'Field "compute_cap" is not a valid field to query.'
+		exit 2
+	fi
+	echo "$FAKE_DRIVER, $FAKE_CC, NVIDIA H200"
+	;;
+*--query-gpu=driver_version*) echo "$FAKE_DRIVER" ;;
+*) echo "(a fake nvidia-smi)" ;;
+esac
+EOF
+cat >nvcc/nvcc <<'EOF'
+#!/bin/sh
+case "$1" in
+--version) printf 'nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release %s, V%s.48\n' \
+	"$FAKE_CUDA" "$FAKE_CUDA" ;;
+--list-gpu-code) printf 'sm_75\nsm_80\nsm_86\nsm_89\nsm_90\nsm_100\nsm_120\n' ;;
+esac
+EOF
+chmod +x fake/nvidia-smi nvcc/nvcc
+# PATH without any real nvcc, for the fakes to stand alone
+bare=$(echo "$PATH" | tr : '\n' | while read -r d; do [ -x "$d/nvcc" ] || printf '%s:' "$d"; done)
+bare=${bare%:}
+FAKE_DRIVER=580.82.07 FAKE_CC=9.0 FAKE_CUDA=13.0
+export FAKE_DRIVER FAKE_CC FAKE_CUDA CUDA_HOME=nocuda
+unset NVCC
+with_fakes() { PATH=$T/fake:$T/nvcc:$bare "$@"; }
+
+# --- the plans ---
+for m in quick full; do
+	[ $m = quick ] && b=240 || b=420
+	run sh "$script" --dry-run $([ $m = quick ] && echo --quick)
+	is "$status" 0 "--dry-run ($m): exit 0"
+	like "$out" "^gpu-check: $m, budget $b s, dry run" "--dry-run ($m): the mode and budget"
+	awk -v b=$b '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { s += $2; n++ }
+		$1 == "total" { t = $2 } END { exit !(n > 0 && s == t && t <= b) }' "$out"
+	ok $? "--dry-run ($m): the limits add up to the total printed, within $b s"
+done
+like "$out" '^  driver +10 s  cpu  ' "the driver check is first"
+awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
+is "$(cat order)" "driver build data sanitizer parity step_paths epochs inference bench_gpu target gpu_tests mpi total " \
+	"the full plan's order"
+run sh "$script" --dry-run --quick
+awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
+is "$(cat order)" "driver build data sanitizer parity step_paths epochs inference total " \
+	"the quick plan's order: the sanitizer right after the data"
+
+NCF_GPU_CHECK_BUDGET=200 run sh "$script" --quick --no-build
+is "$status" 2 "a plan over its budget is refused: exit 2"
+expect gpu-check-over-budget "$err" "... saying so"
+NCF_GPU_CHECK_LIMITS=sanitizer=40,epochs=12 run sh "$script" --dry-run --quick
+like "$out" '^  sanitizer +40 s' "NCF_GPU_CHECK_LIMITS sets a stage's limit"
+like "$out" '^  total +232 s' "... and the sum follows"
+NCF_GPU_CHECK_LIMITS=sanity=40 run sh "$script" --dry-run --quick
+is "$status" 2 "NCF_GPU_CHECK_LIMITS naming no stage: exit 2"
+expect gpu-check-bad-limit "$err" "... saying so"
+
+# --- the driver check: one line, exit 3, nothing else run ---
+# driver_refused NAME MSG: the last run was refused by the driver check
+driver_refused() {
+	is "$status" 3 "$2: exit 3"
+	expect "$1" "$err" "$2: the line"
+	unlike "$out" '^===' "$2: no stage ran"
+}
+if command -v nvidia-smi >/dev/null 2>&1; then
+	skip "no nvidia-smi: this machine has one"
+else
+	PATH=$T/nvcc:$bare run sh "$script" --quick --no-build
+	driver_refused gpu-check-no-smi "no nvidia-smi"
+fi
+FAKE_SMI_FAIL=1 with_fakes run sh "$script" --quick --no-build
+driver_refused gpu-check-no-driver "nvidia-smi without a driver"
+FAKE_SMI_HANG=1 NCF_GPU_CHECK_LIMITS=driver=2 with_fakes run sh "$script" --quick --no-build
+driver_refused gpu-check-driver-hangs "nvidia-smi hangs: the driver check's limit"
+FAKE_DRIVER=575.51.03 with_fakes run sh "$script" --quick --no-build
+driver_refused gpu-check-old-driver "driver 575 with CUDA 13.0"
+FAKE_DRIVER=470.256.02 FAKE_NO_CC=1 with_fakes run sh "$script" --quick --no-build
+driver_refused gpu-check-older-driver "driver 470, whose nvidia-smi knows no compute_cap"
+PATH=$T/fake:$bare run sh "$script" --quick --no-build
+driver_refused gpu-check-no-nvcc "no nvcc"
+FAKE_CC=6.0 with_fakes run sh "$script" --quick --no-build
+driver_refused gpu-check-arch "a GPU nvcc cannot build for"
+FAKE_DRIVER=535.104.05 FAKE_CUDA=12.4 with_fakes run sh "$script" --quick --no-build
+unlike "$err" 'too old' "driver 535 with CUDA 12.4 passes (12.x needs 525.60.13)"
+
+# --- past the driver check, no usable GPU ---
+with_fakes run sh "$script" --quick --no-build
+is "$status" 3 "--quick without a usable GPU: exit 3"
+like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), driver 580.82.07, CUDA 13.0 \(nvcc\): CUDA 13.x needs 580 or newer$' \
+	"the driver check's line"
 like "$out" '^=== summary: quick' "the summary follows"
-for s in data parity epochs inference step_paths sanitizer; do
+awk '/^=== summary/ { s = 1 } s && /^driver: / { f = 1 } END { exit !f }' "$out"
+ok $? "the summary has the driver check's line"
+for s in data sanitizer parity step_paths epochs inference; do
 	like "$out" "^$s +skipped: no GPU" "$s: skipped: no GPU"
 done
 like "$out" '^build +skipped: --no-build' "build: skipped: --no-build"
-like "$out" '^skipped: build \(--no-build\), data \(no GPU\), parity \(no GPU\), epochs \(no GPU\), inference \(no GPU\), step_paths \(no GPU\), sanitizer \(no GPU\)$' \
+like "$out" '^skipped: build \(--no-build\), data \(no GPU\), sanitizer \(no GPU\), parity \(no GPU\), step_paths \(no GPU\), epochs \(no GPU\), inference \(no GPU\)$' \
 	"the skipped stages in one line"
-like "$out" '^training samples/s:' "the table has the training row"
-like "$out" '^inference \(ncf-infer --bench' "... inference"
+like "$out" '^step paths: not run' "the table: step paths"
 like "$out" '^parity: not run' "... parity"
-like "$out" '^time to the target on synthetic ml-20m: not run' "... time to the target"
+like "$out" '^compute-sanitizer: not run' "... the sanitizer"
 
-run sh "$script" --dry-run
-is "$status" 0 "--dry-run: exit 0"
-like "$out" '^gpu-check: full, budget 540 s, dry run' "--dry-run: the mode and budget"
-for s in build data parity epochs step_paths inference bench_gpu target gpu_tests sanitizer; do
-	like "$out" "^  $s +[0-9]+ s  (gpu|cpu)  st_" "--dry-run lists $s with its limit"
-done
-awk '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { if ($2 > 540) bad = 1 } END { exit bad }' "$out"
-ok $? "--dry-run: no stage's limit is over the budget"
-run sh "$script" --dry-run --quick
-awk '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { if ($2 > 240) bad = 1; n++ } END { exit bad || n != 7 }' "$out"
-ok $? "--dry-run --quick: seven stages, none over 240 s"
-
-NCF_GPU_CHECK_ASSUME_GPU=1 run sh "$script" --quick --no-build
+# --- the GPU stages forced on: failures and a stage cut by its limit ---
+NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_LIMITS=data=2 with_fakes run sh "$script" --quick --no-build
 is "$status" 1 "GPU stages forced on without a GPU: exit 1"
-like "$out" '^data +PASS' "data (ncf-prep) passes"
-for s in parity epochs inference step_paths; do
+like "$out" '^=== data \(limit 2 s, at [0-9]+ s\)' "each stage prints its limit and start"
+like "$out" '^data +FAIL \(time limit\)' "data (ml-20m in 2 s): FAIL (time limit)"
+for s in parity step_paths epochs inference; do
 	like "$out" "^$s +FAIL \(exit [0-9]+\)" "$s: FAIL, and the run goes on"
 done
 like "$out" '^sanitizer +skipped: by itself' "sanitizer: skipped by itself (its test skips)"
-like "$out" '^parity \(gpu_parity, ml-1m\): FAIL, 0 of 0 checks' "the table says parity failed"
-like "$out" '^=== epochs \(limit 45 s, at [0-9]+ s\)' "each stage prints its limit and start"
-like "$out" '^=== epochs: FAIL \(exit 1\) in [0-9]+ s' "... and its time"
+like "$out" '^=== epochs: FAIL \(exit 1\) in [0-9]+ s' "... with its time"
+like "$out" '^parity of the fused step \(gpu_parity, synthetic ml-1m\): FAIL, 0 of [0-9]+ checks' \
+	"the table says parity failed"
+# the cost model needs no GPU: its figures are in the table, the measured ones are not
+like "$out" '^  fused +bf16 +- +[0-9.M-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "step paths: fused, the model's figures"
+like "$out" '^  unfused +bf16 +- ' "... unfused"
+like "$out" '^  lt +bf16 +not built' "... lt, not built (the module refuses the name)"
 
-NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_BUDGET=10 run sh "$script" --quick --no-build
-is "$status" 1 "a budget of 10 s: exit 1"
-like "$out" '^data +skipped: out of time' "a stage that would get under 15 s is skipped"
-unlike "$out" '^=== data \(limit' "... and not started"
+# --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
+emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so
+if [ -n "${NCF_SANITIZER:-}" ] || [ ! -f "$emu" ]; then
+	skip "no emulated module (or under the sanitizers)"
+else
+	ncf-prep -q --synthetic tiny -o t.ncfc || bail "ncf-prep failed"
+	NCF_CUDA_MODULE=$emu NCF_CUDA_PROFILE=1 "$NCF_ROOT/build/bench/bench_gpu" --precisions bf16 \
+		--no-epoch --steps 1 --warmup 0 --batch 512 t.ncfc >prof.out 2>prof.txt
+	mkdir -p logs work && : >logs/metrics.tsv && : >logs/results.tsv
+	logs=$T/logs work=$T/work sh "$script" --run-stage profile_slowest fused "$T/prof.txt" >slow.out
+	awk '$1 == "cuda" && $2 == "profile:" && $3 ~ /^[0-9]+$/ { print $7 }' prof.txt |
+		sort -g -r | head -n 5 >want
+	awk -F'\t' '{ print $6 }' logs/metrics.tsv >got
+	cmp -s want got && [ "$(wc -l <got)" = 5 ]
+	ok $? "the five slowest launches, slowest first ($(tr '\n' ' ' <got)us)"
+	logs=$T/logs mode=quick budget=240 spent=0 sh "$script" --run-stage summary >sum.out
+	like sum.out '^the five slowest launches per path' "the summary lists them"
+	first=$(awk -F'\t' 'NR == 1 { print $4 " +" $5 }' logs/metrics.tsv)
+	like sum.out "^  fused +1 $first +[0-9.]+ +[0-9.]+% +[0-9.]+ [a-z]+ " \
+		"... the slowest first ($first), with its share, the model's time and what binds it"
+fi
 done_testing

@@ -1,48 +1,112 @@
 #!/bin/sh
-# sanitizer.t - compute-sanitizer finds no bad memory access or leak
-# (memcheck), no read of uninitialised device memory (initcheck) and no
-# shared-memory race (racecheck: the CUB sort is the only kernel with shared
-# memory) in a short run of every operation of the cuda backend, in every
-# precision (gpu_parity --smoke on tiny data).
-# Skips where compute-sanitizer is missing or cannot use the GPU (it refuses
-# the device under gVisor, for one).
+# sanitizer.t - compute-sanitizer on a few training steps and a scoring
+# pass of the cuda backend, per step path (fused; lt where the module has
+# it) and precision (bf16, fp32): memcheck (bad accesses and leaks),
+# racecheck (shared-memory races), initcheck (reads of device memory never
+# written) and synccheck (barriers that not every thread reaches).  Each
+# run is ncf-train --device cuda on synthetic tiny, one epoch at batch 2048:
+# three steps (the fused one as its CUDA graph, as in a real run) and the
+# evaluation after them (scoring on the device).  The runs go at once (they
+# share the GPU) to keep the wall time short.  Beside them, memcheck on
+# gpu_parity --smoke, which runs every operation of the backend once in
+# every precision (scoring from device-resident pairs, fp16's skipped steps).
+#
+# Every check is named "TOOL PATH PRECISION: ..." (scripts/gpu-check.sh
+# reads them).  A tool that cannot run here (it refuses the device, say) is
+# a SKIP with its reason, not a pass; so is a path the module lacks
+# (NCF_CUDA_PATH refused: "not fused or unfused").  Before the sanitizers,
+# each run once without one, so that a failing workload is told apart from
+# a finding.  Skips without a GPU or compute-sanitizer.
 . "$(dirname "$0")/../lib.sh"
 need_gpu
 san=$(command -v compute-sanitizer 2>/dev/null)
-[ -n "$san" ] || [ ! -x /usr/local/cuda/bin/compute-sanitizer ] || san=/usr/local/cuda/bin/compute-sanitizer
-if [ -z "$san" ]; then
-	echo "1..0 # SKIP compute-sanitizer not found"
-	exit 0
-fi
-tmp=$T
-"$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$tmp/d.ncfc" || bail "ncf-prep failed"
+c=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
+[ -n "$san" ] || [ ! -x "$c" ] || san=$c
+[ -n "$san" ] || skip_all "compute-sanitizer not found (PATH, CUDA_HOME)"
+cd "$T" || bail "no $T"
+ncf-prep -q --synthetic tiny -o d.ncfc || bail "ncf-prep failed"
+tools="memcheck racecheck initcheck synccheck"
+paths="fused lt"
+precs="bf16 fp32"
 
-# sanitize TOOL [OPTIONS]: run gpu_parity --smoke under the tool, output in
-# $tmp/TOOL.out, status in $tmp/TOOL.rc.
-sanitize() {
-	tool=$1
-	shift
-	"$san" --tool "$tool" "$@" --error-exitcode 99 "$GPU_TESTS/gpu_parity" "$tmp/d.ncfc" --smoke \
-		>"$tmp/$tool.out" 2>&1
-	echo $? >"$tmp/$tool.rc"
+# train NAME PATH PREC [SANITIZER...]: the workload (under SANITIZER), its
+# output in NAME.out, its status in NAME.rc.
+train() {
+	name=$1
+	path=$2
+	prec=$3
+	shift 3
+	NCF_CUDA_PATH=$path "$@" ncf-train -q --device cuda --precision "$prec" -e 1 -b 2048 \
+		d.ncfc -o "$name.ncfm" >"$name.out" 2>&1
+	echo $? >"$name.rc"
 }
-# The three at once (they share the GPU), to keep the wall time short.
-sanitize memcheck --leak-check full &
-sanitize initcheck &
-sanitize racecheck &
-wait
-pat='Device not supported|error 999|Failed to initialize|Unable to'
-if [ "$(cat "$tmp/memcheck.rc")" -ne 0 ] && grep -Eq "$pat" "$tmp/memcheck.out"; then
-	echo "1..0 # SKIP compute-sanitizer cannot use this GPU: $(grep -Em1 "$pat" "$tmp/memcheck.out")"
-	exit 0
-fi
-for tool in memcheck initcheck racecheck; do
-	rc=$(cat "$tmp/$tool.rc")
-	# clean: the tool found nothing (status not 99) and every check passed
-	[ "$rc" -eq 0 ] && ! grep -q '^not ok' "$tmp/$tool.out"
-	st=$?
-	summary=$(grep -m1 'ERROR SUMMARY' "$tmp/$tool.out")
-	ok $st "compute-sanitizer --tool $tool: ${summary:-exit $rc}"
-	[ $st -eq 0 ] || grep -v '^ok' "$tmp/$tool.out" | head -n 40 | sed 's/^/# /'
+
+for path in $paths; do
+	for prec in $precs; do
+		train "plain.$path.$prec" "$path" "$prec" &
+	done
 done
+wait
+run_ok=""
+for path in $paths; do
+	for prec in $precs; do
+		n=plain.$path.$prec
+		if grep -q 'not fused or unfused' "$n.out"; then
+			skip "$path $prec without a sanitizer: the $path path is not built ($(head -n 1 "$n.out"))"
+			continue
+		fi
+		[ "$(cat "$n.rc")" = 0 ]
+		st=$?
+		ok $st "$path $prec without a sanitizer: ncf-train runs"
+		[ $st -eq 0 ] && run_ok="$run_ok $path.$prec"
+		[ $st -eq 0 ] || sed 's/^/# /' "$n.out" | head -n 20
+	done
+done
+
+for t in $tools; do
+	for r in $run_ok; do
+		a=""
+		[ "$t" = memcheck ] && a="--leak-check full"
+		# shellcheck disable=SC2086
+		train "$t.$r" "${r%.*}" "${r#*.}" "$san" --tool "$t" $a --error-exitcode 99 &
+	done
+done
+(
+	"$san" --tool memcheck --leak-check full --error-exitcode 99 "$GPU_TESTS/gpu_parity" d.ncfc \
+		--smoke >memcheck.parity.smoke.out 2>&1
+	echo $? >memcheck.parity.smoke.rc
+) &
+wait
+# what compute-sanitizer says when it cannot use this GPU or driver
+cannot='not supported|Device not supported|error 999|Failed to initialize|Unable to|Internal Sanitizer Error'
+
+# verdict TOOL PATH PREC: the check of the run TOOL.PATH.PREC.
+verdict() {
+	n=$1.$2.$3
+	rc=$(cat "$n.rc")
+	# memcheck, initcheck, synccheck: "ERROR SUMMARY: N errors";
+	# racecheck: "RACECHECK SUMMARY: N hazards displayed (N errors, N warnings)"
+	summary=$(grep -Em1 '(ERROR|RACECHECK) SUMMARY' "$n.out" | sed 's/^=* *//')
+	if [ "$rc" -ne 0 ] && [ -z "$summary" ] && grep -Eq "$cannot" "$n.out"; then
+		skip "$1 $2 $3: cannot run here: $(grep -Em1 "$cannot" "$n.out" | sed 's/^=* *//')"
+		return
+	fi
+	# clean: the workload passed (gpu_parity: every check) and the tool found nothing
+	[ "$rc" -eq 0 ] && echo "$summary" | grep -Eq '[ (]0 errors' && ! grep -q '^not ok' "$n.out"
+	st=$?
+	ok $st "$1 $2 $3: ${summary:-exit $rc}"
+	[ $st -eq 0 ] || grep -v '^ok' "$n.out" | head -n 40 | sed 's/^/# /'
+}
+for t in $tools; do
+	for path in $paths; do
+		for prec in $precs; do
+			if [ -f "$t.$path.$prec.rc" ]; then
+				verdict "$t" "$path" "$prec"
+			elif grep -q 'not fused or unfused' "plain.$path.$prec.out"; then
+				skip "$t $path $prec: the $path path is not built"
+			fi
+		done
+	done
+done
+verdict memcheck parity smoke
 done_testing
