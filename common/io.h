@@ -62,6 +62,18 @@ struct ncf_out {
  * after reporting (cannot create, terminal).
  */
 int ncf_out_open(struct ncf_out *o, const char *path, int binary);
+/*
+ * Could an output to path be opened now, without opening it?  What
+ * ncf_out_open would refuse: a directory, a name that cannot be looked
+ * up, a directory that does not exist or takes no new file (read-only
+ * file system, no permission); the probe leaves nothing behind (an
+ * unnamed O_TMPFILE file closed at once, else a temporary name removed
+ * at once).  in_place: a file written where it is (appended to) needs
+ * only to take writes when it exists.  stdout is not a path here; a FIFO
+ * or device passes unopened.  Returns 0, or -1 after ncf_out_open's
+ * message.
+ */
+int ncf_out_probe(const char *path, int in_place);
 /* Flush, check, sync and rename into place.  Returns 0 or -1 (reported;
  * the temporary file is removed). */
 int ncf_out_commit(struct ncf_out *o);
@@ -100,6 +112,10 @@ char *ncf_out_final_name(const char *path);
  *    tool at its next write, quietly, as it stops cat.
  */
 void ncf_init_std_streams(void);
+
+/* The directory part of path, "." when it has none ("/" for "/x");
+ * malloc'd. */
+char *ncf_path_dir(const char *path);
 
 /* Open an input ("-" or NULL: stdin).  *display gets a name for messages.
  * Returns NULL after reporting. */

@@ -154,8 +154,9 @@ static int run_info(int argc, const struct prep_opts *o)
 }
 
 /* The operands and the files of a run that writes a cache or CSV.
- * Returns 0, or NCF_EXIT_USAGE after a same-file refusal (other usage
- * errors exit here). */
+ * Returns 0, NCF_EXIT_USAGE after a same-file refusal, or NCF_EXIT_FAIL
+ * when -o cannot be created (said before a large input is read; other
+ * usage errors exit here). */
 static int check_opts(int argc, char **argv, struct prep_opts *o)
 {
 	if (argc - optind > 1)
@@ -172,7 +173,7 @@ static int check_opts(int argc, char **argv, struct prep_opts *o)
 		{.path = o->output ? o->output : "-", .what = "-o", .output = 1}};
 	if (ncf_refuse_same_file(files, 2) != 0)
 		return NCF_EXIT_USAGE;
-	return 0;
+	return ncf_probe_outputs(files, 2) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
@@ -322,8 +323,9 @@ int main(int argc, char **argv)
 	}
 	if (o.info)
 		return run_info(argc, &o);
-	if (check_opts(argc, argv, &o) != 0)
-		return NCF_EXIT_USAGE;
+	int bad = check_opts(argc, argv, &o);
+	if (bad)
+		return bad;
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();

@@ -216,10 +216,28 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 	return version;
 }
 
+/* The files of the run into f (room for TRAIN_FILES): the inputs, the
+ * outputs and the epoch files of --keep-epochs.  Returns how many. */
+#define TRAIN_FILES 6
+static size_t train_files(const struct train_opts *o, struct ncf_named *f)
+{
+	struct ncf_named files[TRAIN_FILES] = {
+		{.path = o->cache_path, .what = "the cache"},
+		{.path = o->resume, .what = "--resume", .read_first = 1},
+		{.path = o->output, .what = "-o", .output = 1},
+		{.path = o->checkpoint, .what = "--checkpoint", .output = 1},
+		{.path = o->log_path, .what = "--log", .output = 1, .appends = 1},
+		{.path = o->keep_epochs ? o->output : NULL, .what = "--keep-epochs", .output = 1,
+		 .series = TRAIN_EPOCH_SERIES, .series_last = o->epochs},
+	};
+	memcpy(f, files, sizeof files);
+	return TRAIN_FILES;
+}
+
 /* The operands and the files: one cache, -o, --checkpoint (default
- * MODEL.last, malloc'd into *default_ckpt), no two files the same.
- * Returns 0, or NCF_EXIT_USAGE after a same-file refusal (other usage
- * errors exit here). */
+ * MODEL.last, malloc'd into *default_ckpt), no two files the same (the
+ * epoch files included).  Returns 0, or NCF_EXIT_USAGE after a same-file
+ * refusal (other usage errors exit here). */
 static int check_opts(int argc, char **argv, struct train_opts *o, char **default_ckpt)
 {
 	ncf_backend_opts_finish(&o->bo);
@@ -236,16 +254,20 @@ static int check_opts(int argc, char **argv, struct train_opts *o, char **defaul
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(o->output, "-") || !strcmp(o->checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
-	struct ncf_named files[] = {
-		{.path = o->cache_path, .what = "the cache"},
-		{.path = o->resume, .what = "--resume", .read_first = 1},
-		{.path = o->output, .what = "-o", .output = 1},
-		{.path = o->checkpoint, .what = "--checkpoint", .output = 1},
-		{.path = o->log_path, .what = "--log", .output = 1, .appends = 1},
-	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	struct ncf_named files[TRAIN_FILES];
+	if (ncf_refuse_same_file(files, train_files(o, files)) != 0)
 		return NCF_EXIT_USAGE;
 	return 0;
+}
+
+/* Can rank 0, the one that writes, create every output?  Asked before
+ * the cache is read, so that a directory given as -o or a read-only
+ * file system is said now and not after the first epoch.  Returns 0 or
+ * -1 (reported). */
+static int probe_outputs(const struct train_opts *o, const struct ncf_dist *dist)
+{
+	struct ncf_named files[TRAIN_FILES];
+	return dist->rank == 0 ? ncf_probe_outputs(files, train_files(o, files)) : 0;
 }
 
 static void describe_versions(FILE *out)
@@ -274,6 +296,8 @@ int main(int argc, char **argv)
 	memset(&r, 0, sizeof r);
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
+	if (probe_outputs(&o, &r.dist) != 0)
+		ncf_dist_abort(&r.dist, NCF_EXIT_FAIL);
 	if (train_open(&r, &o) != 0 || train_epochs(&r) != 0) {
 		save_finish(&r); /* the write in flight ends first */
 		ncf_dist_abort(&r.dist, r.status); /* the other ranks cannot go on */
