@@ -71,6 +71,20 @@ static int from_ckpt(FILE *fp, const char *display, struct ncf_model_file *m)
 	return 0;
 }
 
+void ncf_model_file_note_no_ids(const char *model_path, const char *cache_path,
+				const struct ncf_cache *c)
+{
+	static int said;
+	if (said++)
+		return;
+	ncf_warn("%s has no original ids: its rows are taken as %s's users and items in "
+		 "ncf-prep's order (row 0: user %u, item %u), right only if %s was made from the "
+		 "ratings file the model was trained on; check that file's first rating and its "
+		 "size against source_bytes in ncf-prep --info %s",
+		 model_path, cache_path, c->users ? c->user_ids[0] : 0,
+		 c->items ? c->item_ids[0] : 0, cache_path, cache_path);
+}
+
 /* Does the file look like safetensors: no "NCF" magic, and either the
  * name says so or byte 8 opens the JSON header? */
 static int looks_safetensors(const char *path, const unsigned char *head, size_t n)

@@ -252,8 +252,7 @@ static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
 	 * indices, which follow NVIDIA's order */
 	uint32_t model_fp = ck->user_ids ? ncf_model_file_fingerprint(ck) : fp;
 	if (!ck->user_ids)
-		ncf_debug("%s has no original ids; its rows are taken as %s's users and items",
-			  o->model, o->cache_path);
+		ncf_model_file_note_no_ids(o->model, o->cache_path, cache);
 	if (model_fp == fp && ck->shape.users == cache->users && ck->shape.items == cache->items)
 		return 0;
 	ncf_error("%s and %s do not belong together: the model was trained on %u users "
