@@ -107,9 +107,40 @@ static void default_opts(struct train_opts *o)
 	ncf_hparams_nvidia(&o->hp);
 }
 
-/* --layers A,B,...: the MLP sizes, input first. */
-static void parse_layers(struct ncf_shape *shape, const char *arg)
+/* NVIDIA's ncf.py takes the sizes as separate arguments (--layers 256
+ * 256 128 64), which leaves all but the first here as operands, or as one
+ * argument with spaces when quoted: say the form ours takes, from the
+ * sizes given.  arg is --layers's argument, rest the arguments after it
+ * (NULL-terminated).  Returns only when arg is not spelled that way. */
+static void refuse_nvidia_layers(const char *arg, char *const *rest)
 {
+	int64_t v;
+	int spaced = strchr(arg, ' ') != NULL;
+	int separate = !strchr(arg, ',') && ncf_parse_i64(arg, &v) == 0 && rest[0] &&
+		       ncf_parse_i64(rest[0], &v) == 0;
+	if (!spaced && !separate)
+		return;
+	char form[256];
+	size_t n = 0;
+	for (const char *p = arg; *p && n + 1 < sizeof form; p++) {
+		if (*p != ' ')
+			form[n++] = *p;
+		else if (n && form[n - 1] != ',' && p[1] && p[1] != ' ')
+			form[n++] = ',';
+	}
+	form[n] = 0;
+	for (int k = 0; separate && rest[k] && ncf_parse_i64(rest[k], &v) == 0; k++)
+		if (n + strlen(rest[k]) + 2 < sizeof form)
+			n += (size_t)sprintf(form + n, ",%s", rest[k]);
+	ncf_usage_error("--layers takes the sizes as one comma-separated argument, not as "
+			"separate ones: --layers %s",
+			ncf_escape(form, n, 80));
+}
+
+/* --layers A,B,...: the MLP sizes, input first; rest as above. */
+static void parse_layers(struct ncf_shape *shape, const char *arg, char *const *rest)
+{
+	refuse_nvidia_layers(arg, rest);
 	int64_t v[NCF_MAX_LAYERS];
 	int n = ncf_opt_int_list("--layers", arg, v, NCF_MAX_LAYERS, 1, 8192);
 	if (n < 2)
@@ -123,9 +154,9 @@ static void parse_layers(struct ncf_shape *shape, const char *arg)
 		shape->layers[k] = (uint32_t)v[k];
 }
 
-/* A model option: its value into o->shape or o->hp.  Returns 1 when c was
- * one. */
-static int model_option(int c, const char *arg, struct train_opts *o)
+/* A model option: its value into o->shape or o->hp; rest: the arguments
+ * after it.  Returns 1 when c was one. */
+static int model_option(int c, const char *arg, char *const *rest, struct train_opts *o)
 {
 	struct ncf_hparams *hp = &o->hp;
 	switch (c) {
@@ -137,7 +168,7 @@ static int model_option(int c, const char *arg, struct train_opts *o)
 		o->set_shape = 1;
 		return 1;
 	case OPT_LAYERS:
-		parse_layers(&o->shape, arg);
+		parse_layers(&o->shape, arg, rest);
 		o->set_shape = 1;
 		return 1;
 	case 'n':
@@ -178,7 +209,7 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 	int version = 0, c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:e:b:f:n:l:s:t:k:qvhV", long_opts, NULL)) != -1) {
-		if (model_option(c, optarg, o))
+		if (model_option(c, optarg, argv + optind, o))
 			continue;
 		switch (c) {
 		case 'o':

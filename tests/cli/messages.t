@@ -4,8 +4,8 @@
 # stderr), ncf-prep --info of caches made from fixed input (a synthetic
 # one and a small CSV), the key<TAB>value lines scripts parse; and the
 # messages that point the way where a user coming from NVIDIA's scripts
-# trips: a PyTorch .pth or an ONNX file given as a model, ncf-infer's
-# short usage naming every mode.
+# trips: a PyTorch .pth or an ONNX file given as a model, --layers spelled
+# as ncf.py spells it, ncf-infer's short usage naming every mode.
 # After a deliberate change, NCF_UPDATE_EXPECTED=1 rewrites the copies.
 . "$(dirname "$0")/../lib.sh"
 cd "$T" || bail "cannot cd to $T"
@@ -50,6 +50,15 @@ done
 run ncf-infer --score -m model.pth /dev/null
 is "$status" 1 "ncf-infer -m model.pth: exit 1"
 expect hints/infer-model-pth.err "$err" "... the same words"
+# NVIDIA's spelling of --layers, separate or quoted with spaces: the form to use
+run ncf-train --layers 256 256 128 64 r.ncfc -o m.ncfm
+is "$status" 2 "--layers 256 256 128 64: exit 2"
+expect hints/layers-separate.err "$err" "... showing --layers 256,256,128,64"
+run ncf-train r.ncfc -o m.ncfm --layers "64 32 16"
+is "$status" 2 "--layers '64 32 16': exit 2"
+expect hints/layers-spaces.err "$err" "... showing --layers 64,32,16"
+run ncf-train --layers 64 r.ncfc -o m.ncfm
+expect hints/layers-one.err "$err" "--layers with one size before the cache: as before"
 # ncf-infer's short usage after an error names every mode
 run ncf-infer -m m.ncfm
 is "$status" 2 "ncf-infer without a mode: exit 2"
