@@ -482,6 +482,64 @@ void ncf_in_close(FILE *fp)
 		fclose(fp);
 }
 
+const char *ncf_tmp_dir(void)
+{
+	const char *d = getenv("TMPDIR");
+	return d && *d ? d : "/tmp";
+}
+
+int ncf_tmp_open(void)
+{
+	const char *dir = ncf_tmp_dir();
+	int fd = no_tmpfile() ? -1 : open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	size_t n = strlen(dir) + 32;
+	char *name = ncf_xmalloc(n);
+	snprintf(name, n, "%s/.ncf-spill.XXXXXX", dir);
+	fd = mkstemp(name);
+	if (fd < 0) {
+		ncf_error("cannot create a temporary file in %s (TMPDIR): %s", dir, strerror(errno));
+		free(name);
+		return -1;
+	}
+	int slot = registry_add(name);
+	unlink(name);
+	registry_drop(slot);
+	free(name);
+	return fd;
+}
+
+int ncf_tmp_write(int fd, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			ncf_error("a temporary file in %s: write failed: %s", ncf_tmp_dir(),
+				  strerror(k < 0 ? errno : EIO));
+			return -1;
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+ssize_t ncf_tmp_read(int fd, void *buf, size_t n, uint64_t offset)
+{
+	ssize_t k;
+	do
+		k = pread(fd, buf, n, (off_t)offset);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0)
+		ncf_error("a temporary file in %s: read failed: %s", ncf_tmp_dir(),
+			  k < 0 ? strerror(errno) : "it ends early");
+	return k <= 0 ? -1 : k;
+}
+
 /* Copy fd in to out in the kernel (copy_file_range: no copy through user
  * memory, shared blocks where the file system can).  Returns 1 when done,
  * 0 when the kernel cannot do it for these files (nothing copied), -1 on

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -112,6 +113,25 @@ char *ncf_out_final_name(const char *path);
  *    tool at its next write, quietly, as it stops cat.
  */
 void ncf_init_std_streams(void);
+
+/*
+ * Scratch files (ncf-prep's sorted runs): an unnamed file in TMPDIR
+ * (default /tmp), open for reading and writing, that no name ever leads
+ * to, so that nothing is left behind however the process ends, SIGKILL
+ * included: O_TMPFILE, else a name made and removed at once (registered
+ * for the signal cleanup above in between).  Returns the
+ * descriptor, or -1 after reporting "cannot create a temporary file in
+ * DIR (TMPDIR): <the system's words>".
+ */
+int ncf_tmp_open(void);
+/* The directory of ncf_tmp_open: $TMPDIR, or /tmp when unset or empty. */
+const char *ncf_tmp_dir(void);
+/* Write n bytes to such a file at its end: 0, or -1 after reporting "a
+ * temporary file in DIR: write failed: ..." (a full disk). */
+int ncf_tmp_write(int fd, const void *buf, size_t n);
+/* Read up to n bytes at offset: the bytes read (at least 1), or -1 after
+ * reporting (an error, or the file ends there). */
+ssize_t ncf_tmp_read(int fd, void *buf, size_t n, uint64_t offset);
 
 /* The directory part of path, "." when it has none ("/" for "/x");
  * malloc'd. */
