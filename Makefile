@@ -7,7 +7,13 @@
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 CUDA_HOME NVCC CUDA_ARCH
-#            V=1 (print the full commands instead of 'CC common/cache.c' lines)
+#            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
+#
+# The build comes in flavours, each in its own directory with its own flags, and each
+# written below as one block: the default build, the CUDA module, the CPU emulation of
+# CUDA, AddressSanitizer, libFuzzer.  A block sets its flags once, as target-specific
+# variables of its directory (private: its prerequisites elsewhere keep theirs), and the
+# shared rules (one compile rule per language, one link rule) read them.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -48,282 +54,199 @@ ifneq ($(filter-out $(NOCONF_GOALS),$(or $(MAKECMDGOALS),all)),)
 -include $(CONFIG)
 endif
 
-# --- flags ---------------------------------------------------------------------------------
+# --- what every flavour shares ------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CPPFLAGS_NCF := -Icommon -Ikernels -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
-LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
+LIBS := -lzstd -lcsv -lopenblas -lm -lpthread -ldl
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
-# kernels/cuda/test_hooks.cu goes into the tests only, never into libncf.a.
-CU_SRC := $(filter-out %/test_hooks.cu,$(wildcard kernels/cuda/*.cu))
-CU_TEST_SRC := $(wildcard kernels/cuda/test_hooks.cu)
-# The cuda backend is built when the probes find CUDA and its sources are here.
-ifneq ($(wildcard kernels/cuda/backend.cu),)
-BUILD_CUDA := $(HAVE_CUDA)
-endif
-ifeq ($(BUILD_CUDA),1)
-CPPFLAGS_NCF += -DNCF_HAVE_CUDA -I$(CUDA_HOME)/include
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
-ifeq ($(HAVE_NCCL),1)
-CPPFLAGS_NCF += -DNCF_HAVE_NCCL
-CUDA_LIBS += -lnccl
-endif
-LIBS += $(CUDA_LIBS)
-endif
-CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-	     -gencode arch=compute_90,code=compute_90
-# -fmad=false: no contraction of a*b+c into FMAs, so that the formulas shared with the CPU
-# (ncf_hd.h: Adam, dropout, the head) round as gcc's -ffp-contract=off does.
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -fmad=false -Xcompiler -fopenmp,-Wall -lineinfo
 
-# --- sources -------------------------------------------------------------------------------
-# libncf.a is common/ and kernels/: what every tool and test links.  A tool is the files of
-# its own directory (TOOL/*.c) on top of it.  ncf-prep's parse, protocol, rows and synth are
-# ncf-prep's alone (PREP_SRC); the few tests of them (PREP_USERS) are compiled with
-# -Incf-prep and linked with those objects as well (bench_gpu --cost takes its shapes from
-# the synthetic data sets).
+# libncf.a is common/ and kernels/ (not kernels/cuda/, the module): what every tool and test
+# links.  A tool is the files of its own directory (TOOL/*.c) on top of it.  ncf-prep's
+# parse, protocol, rows and synth are ncf-prep's alone (PREP_SRC); the few tests of them
+# (PREP_USERS) are compiled with -Incf-prep and linked with those objects as well
+# (bench_gpu --cost takes its shapes from the synthetic data sets).
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c)
 PREP_SRC := $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
 PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep bench/bench_gpu
 PREP_CPPFLAGS := -Incf-prep
-TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-ASAN_UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/tests/%)
-ASAN_BINS := $(ASAN_UNIT_BINS)
+BENCH_SRC := $(wildcard bench/*.c)
+TESTTOOL_SRC := $(wildcard tests/tools/*.c)
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+CU_SRC := $(filter-out %/test_hooks.cu,$(wildcard kernels/cuda/*.cu))
+CU_TEST_SRC := $(wildcard kernels/cuda/test_hooks.cu)
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 # objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 # Rebuild when the flags change.
 FLAGS_STAMP := $(BUILD)/flags.stamp
-FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS)
+FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS) $(CUDA_ARCH)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
+# c_flavour DIR, LABEL: the C objects of the flavour in DIR/obj (its flags: FLAVOUR_CPPFLAGS
+# and FLAVOUR_CFLAGS, set for DIR) and its libncf.a.  OBJ_CPPFLAGS: the extra preprocessor
+# flags of a few objects (set per object, private).
+define c_flavour
+$(1)/obj/%.o: %.c $$(CONFIG) $$(FLAGS_STAMP)
+	@mkdir -p $$(dir $$@)
+	$$(call say,CC,$$<$(2))$$(CC) $$(FLAVOUR_CPPFLAGS) $$(OBJ_CPPFLAGS) $$(BASE_CFLAGS) \
+		$$(FLAVOUR_CFLAGS) -c $$< -o $$@
+$(1)/libncf.a: $$(call objs,$(1)/obj,$$(LIB_SRC))
+	$$(call say,AR,$$@)rm -f $$@ && ar rcs $$@ $$^
+endef
+
+# The one link rule of every C program: its objects, its archive whole (the cuda module,
+# opened at run time, calls the library in the program: every symbol is there and exported),
+# then LIBS and its own extras, $(NAME_LIBS) for a program called NAME.  Its prerequisites
+# say which objects; the flavour's FLAVOUR_CFLAGS are its link flags.
+C_PROGRAMS = $(TOOL_BINS) $(UNIT_BINS) $(TESTTOOL_BINS) $(BENCH_BINS) $(REPLAY_BINS) \
+	$(GPU_TEST_BINS) $(ASAN_TOOL_BINS) $(ASAN_UNIT_BINS) $(ASAN_REPLAY_BINS)
+LINK_ARCHIVE = -Wl,--export-dynamic -Wl,--whole-archive $(filter %.a,$^) -Wl,--no-whole-archive
+
+# --- flavour: the default build (build/obj, build/bin, build/tests, build/bench) ----------
+FLAVOUR_CPPFLAGS := $(CPPFLAGS_NCF)
+FLAVOUR_CFLAGS := $(CFLAGS)
+FLAVOUR_CXXFLAGS := $(CFLAGS)
+$(eval $(call c_flavour,$(BUILD),))
 LIB_OBJ := $(call objs,$(BUILD)/obj,$(LIB_SRC))
-ifeq ($(BUILD_CUDA),1)
-LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
-endif
-ASAN_OBJ := $(call objs,$(BUILD)/asan/obj,$(LIB_SRC))
-ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-
-BENCH_SRC := $(wildcard bench/*.c)
+PREP_OBJ := $(call objs,$(BUILD)/obj,$(PREP_SRC))
+TOOL_BINS := $(foreach t,$(TOOLS),$(if $(wildcard $(t)/main.c),$(BUILD)/bin/$(t)))
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
-TESTTOOL_SRC := $(wildcard tests/tools/*.c)
 TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
+# The fuzz harnesses (tests/fuzz/fuzz_*.c) linked with replay.c into plain programs: make
+# check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
+REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
+$(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
+	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c)) $(BUILD)/libncf.a))
+$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
+$(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
+$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
+$(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
+	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a
+$(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/bench/bench_gpu: $(PREP_OBJ)
+$(PREP_USERS:%=$(BUILD)/obj/%.o): private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
+# Where make install puts the cuda module, for the loader to look last (kernels/module.h).
+$(BUILD)/obj/kernels/module.o: private OBJ_CPPFLAGS := -DNCF_MODULE_DIR='"$(PREFIX)/lib/ncf"'
 
-# The cuda backend's sources compiled a second time as plain C++ with -DNCF_CUDA_EMULATE
-# (kernels/cuda/emu.h: kernels run on the CPU, cuBLAS is OpenBLAS) into the emulation test,
-# which needs neither a GPU nor the CUDA toolkit (see tests/unit/test_cuda_emu.cc).
+# --- flavour: the cuda module (nvcc), build/cuda/obj -> build/lib/ncf/ncf-cuda.so ---------
+# kernels/cuda/*.cu as one shared module that the tools open only when a GPU is asked for
+# (kernels/module.h): the tools never link CUDA.  GPU code for sm_80 and sm_90 with PTX
+# for newer GPUs; GPU_ARCH=90 builds for one architecture only (scripts/gpu-check.sh, for
+# the GPU it finds), CUDA_ARCH for any nvcc -gencode list.  The GPU tests (tests/gpu/*.c)
+# link the module and the test hooks.
+# -fmad=false: no contraction of a*b+c into FMAs, so that the formulas shared with the CPU
+# (ncf_hd.h: Adam, dropout, the head) round as gcc's -ffp-contract=off does.
+ifneq ($(GPU_ARCH),)
+CUDA_ARCH ?= -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
+endif
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	     -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O3 -std=c++17 -fmad=false -Xcompiler -fopenmp,-Wall,-fPIC -lineinfo
+ifneq ($(wildcard kernels/cuda/backend.cu),)
+BUILD_CUDA := $(HAVE_CUDA)
+endif
+CUDA_MODULE := $(BUILD)/lib/ncf/ncf-cuda.so
+ifeq ($(BUILD_CUDA),1)
+CUDA_CPPFLAGS := $(CPPFLAGS_NCF) -I$(CUDA_HOME)/include $(if $(filter 1,$(HAVE_NCCL)),-DNCF_HAVE_NCCL)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart \
+	$(if $(filter 1,$(HAVE_NCCL)),-lnccl)
+CU_OBJ := $(CU_SRC:%=$(BUILD)/cuda/obj/%.o)
+CU_TEST_OBJ := $(CU_TEST_SRC:%=$(BUILD)/cuda/obj/%.o)
+GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+$(BUILD)/cuda/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call say,NVCC,$<)$(NVCC) $(filter -I% -D%,$(CUDA_CPPFLAGS)) $(NVCCFLAGS) $(CUDA_ARCH) \
+		-MMD -MP -c $< -o $@
+$(CUDA_MODULE): $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)$(CXX) -shared -fopenmp $(CFLAGS) $^ $(CUDA_LIBS) -o $@
+# The GPU tests: the module linked in (found by the loader without a search), run from
+# build/tests/gpu.
+$(BUILD)/obj/tests/gpu/%.o: private OBJ_CPPFLAGS := -DNCF_HAVE_CUDA
+$(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(CUDA_MODULE) \
+	$(BUILD)/libncf.a
+$(GPU_TEST_BINS): private GPU_LINK = -L$(dir $(CUDA_MODULE)) -l:ncf-cuda.so \
+	-Wl,-rpath,'$$ORIGIN/../../lib/ncf' $(CUDA_LIBS) -lstdc++
+
+## cuda: the tools, the cuda module and the GPU tests only (GPU_ARCH=90: for one architecture)
+cuda: $(TOOL_BINS) $(BENCH_BINS) $(CUDA_MODULE) $(GPU_TEST_BINS)
+else
+cuda:
+	@echo "make cuda: no CUDA toolkit found (nvcc, cuBLAS under CUDA_HOME=$(CUDA_HOME))" >&2; exit 1
+endif
+
+# --- flavour: the CPU emulation of the cuda module (C++), build/emu ----------------------
+# kernels/cuda/*.cu compiled a second time as plain C++ with -DNCF_CUDA_EMULATE
+# (kernels/cuda/emu.h: kernels run on the CPU, cuBLAS is OpenBLAS), with no GPU and no CUDA
+# toolkit: into the emulation test (tests/unit/test_cuda_emu.cc), tests/gpu/gpu_parity.c
+# built against it, and an emulated module, build/lib/ncf/ncf-cuda-emu.so, with which the
+# tools run the cuda backend here (NCF_CUDA_MODULE=...; tests/cli/module.t).  Under
+# check-asan the same again with the sanitizers.
 CXX_OK := $(shell $(CXX) --version >/dev/null 2>&1 && echo 1)
 EMU_TEST_SRC := $(if $(CXX_OK),$(wildcard tests/unit/test_cuda_emu.cc))
 ifneq ($(EMU_TEST_SRC),)
-EMU_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -I$(CUDA_HOME)/include,$(CPPFLAGS_NCF)) \
-	-DNCF_CUDA_EMULATE
-EMU_CXXFLAGS := -std=gnu++17 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wextra -Wshadow \
-	-Wno-unused-parameter -MMD -MP
-EMU_SRC := $(CU_SRC) $(CU_TEST_SRC) $(EMU_TEST_SRC)
-EMU_OBJ := $(EMU_SRC:%=$(BUILD)/emu/obj/%.o)
+EMU_CPPFLAGS := $(CPPFLAGS_NCF) -DNCF_CUDA_EMULATE
+EMU_CXXFLAGS := -std=gnu++17 -fopenmp -fPIC -ffp-contract=off -fno-math-errno -Wall -Wextra \
+	-Wshadow -Wno-unused-parameter -MMD -MP
+EMU_CU_OBJ := $(CU_SRC:%=$(BUILD)/emu/obj/%.o)
+EMU_OBJ := $(EMU_CU_OBJ) $(CU_TEST_SRC:%=$(BUILD)/emu/obj/%.o) $(BUILD)/emu/obj/$(EMU_TEST_SRC).o
+ASAN_EMU_OBJ := $(EMU_OBJ:$(BUILD)/emu/%=$(BUILD)/asan/emu/%)
+EMU_MODULE := $(BUILD)/lib/ncf/ncf-cuda-emu.so
 EMU_BINS := $(BUILD)/tests/test_cuda_emu
-# tests/gpu/gpu_parity.c built against the emulation too, run by a script.
-EMU_CU_OBJ := $(filter-out %/test_cuda_emu.cc.o,$(EMU_OBJ))
-EMU_TOOLS := $(BUILD)/tests/gpu_parity_emu
+EMU_TOOLS := $(BUILD)/tests/gpu_parity_emu $(EMU_MODULE)
 EMU_SCRIPTS := tests/unit/test_cuda_emu_lazy.t tests/unit/gpu_parity_emu.t
-ASAN_EMU_OBJ := $(EMU_SRC:%=$(BUILD)/asan/emu/obj/%.o)
-ASAN_BINS += $(BUILD)/asan/tests/test_cuda_emu
-endif
-
-# GPU tests (tests/gpu): C programs built where CUDA is, run by the tests/gpu/*.t scripts.
-GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
-ifeq ($(BUILD_CUDA),1)
-GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
-CU_TEST_OBJ := $(CU_TEST_SRC:%.cu=$(BUILD)/obj/%.cu.o)
-endif
-
-# --- hostile input (issue 9): the tools under ASan+UBSan+LSan, fuzzing, crafted files -----
-# check-asan runs the CLI tests a second time against these tools; every sanitizer report
-# goes to a file under build/asan/reports, and any such file fails the check (a test that
-# expects exit 1 cannot mistake a report for the refusal it wanted).
-ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
-ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
-ASAN_REPORTS := $(BUILD)/asan/reports
-
-# The fuzz harnesses (tests/fuzz/fuzz_*.c) linked with replay.c into plain programs: make
-# check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
-FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
-ASAN_REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/asan/tests/fuzz/replay_%)
-
-# --- linking: one rule for every C program -------------------------------------------------
-# A program is its objects, then its archive (libncf.a, or the ASan build's), then LIBS and
-# its own extras, $(NAME_LIBS) for a program called NAME.  Its prerequisites say which
-# objects: a tool takes every file of its directory, a test its own file (and ncf-prep's
-# files for PREP_USERS).  The ASan build links with ASAN_FLAGS, every other with CFLAGS.
-C_PROGRAMS := $(TOOL_BINS) $(ASAN_TOOL_BINS) $(UNIT_BINS) $(ASAN_UNIT_BINS) $(TESTTOOL_BINS) \
-	$(BENCH_BINS) $(GPU_TEST_BINS) $(REPLAY_BINS) $(ASAN_REPLAY_BINS)
-LINK_FLAGS = $(if $(filter $(BUILD)/asan/%,$@),$(ASAN_FLAGS),$(CFLAGS))
-$(C_PROGRAMS):
+$(BUILD)/emu/obj/%.o $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CC) $(BASE_CFLAGS) $(LINK_FLAGS) $(filter %.o,$^) $(filter %.a,$^) \
-		$(LIBS) $($(notdir $@)_LIBS) -o $@
-
-PREP_OBJ := $(call objs,$(BUILD)/obj,$(PREP_SRC))
-ASAN_PREP_OBJ := $(call objs,$(BUILD)/asan/obj,$(PREP_SRC))
-$(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
-	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c)) $(BUILD)/libncf.a))
-$(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
-	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c)) $(BUILD)/asan/libncf.a))
-$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
-$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
-$(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
-$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
-$(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(BUILD)/libncf.a
-$(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
-	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a
-$(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
-	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
-$(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/bench/bench_gpu: $(PREP_OBJ)
-$(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)
-$(foreach d,$(BUILD)/obj $(BUILD)/asan/obj,$(PREP_USERS:%=$(d)/%.o)): \
-	private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
-
-# make fuzz: libFuzzer (clang) builds of the library and the harnesses, each target run for
-# FUZZ_SECONDS on seeds the tools make (tests/fuzz/run.sh); *_sa targets add the
-# structure-aware mutator.  A crash, leak or sanitizer report fails it, the reproducer left
-# in build/fuzz/artifacts/TARGET/.
-FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 60
-FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall -Wno-unused-parameter \
-	-Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
-FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL -DNCF_HAVE_MPI -I$(CUDA_HOME)/include \
-	$(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
-FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread
-FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
-# (the safetensors harness has its own target and seeds: make fuzz-safetensors)
-FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
-	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
-	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
-$(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(call say,CC,$< [fuzz])$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
-		-c $< -o $@
-$(BUILD)/fuzz/libncf.a: $(FUZZ_OBJ)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
-# A harness is compiled and linked in one go, with the archive and its extra objects.
-$(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
-	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(OBJ_CPPFLAGS) $(FUZZ_CFLAGS) \
-		-DNCF_FUZZ_STRUCTURE -fsanitize=fuzzer $< $(filter %.o,$^) $(BUILD)/fuzz/libncf.a \
-		$(FUZZ_LIBS) -o $@
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
-	$(call say,LD,$@)$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(OBJ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer \
-		$< $(filter %.o,$^) $(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
-$(BUILD)/fuzz/fuzz_prep: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
-$(BUILD)/fuzz/fuzz_prep: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
-
-## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
-fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
-
-## all: build the tools into build/bin (the default)
-all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
-	$(GPU_TEST_BINS) $(REPLAY_BINS)
-
-# --- compiling ----------------------------------------------------------------------------
-# OBJ_CPPFLAGS: the extra preprocessor flags of a few objects (set per target, private).
-$(BUILD)/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CPPFLAGS_NCF) $(OBJ_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(call say,NVCC,$<)$(NVCC) $(filter -I% -D%,$(CPPFLAGS_NCF)) $(NVCCFLAGS) -MMD -MP -c $< -o $@
-
-$(BUILD)/libncf.a: $(LIB_OBJ)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
-
-# --- ncf-infer's other files and the ONNX export ------------------------------------------
-# ncf-infer links every file of ncf-infer/ (the one link rule).  export_onnx.c serialises
-# with C that protoc-c generates into $(BUILD)/gen from the onnx.proto of Debian's
-# libonnx-dev (scripts/configure.sh probes and installs it; nothing generated is kept in the
-# tree); without it (NO_ONNX=1, or not found) ncf-infer --export F.onnx exits 3.
-EXPORT_ONNX_OBJ := $(BUILD)/obj/ncf-infer/export_onnx.o $(BUILD)/asan/obj/ncf-infer/export_onnx.o
-ifeq ($(HAVE_ONNX),1)
-ONNX_OBJ := $(BUILD)/obj/gen/onnx.pb-c.o
-ONNX_LIBS := -lprotobuf-c
-$(EXPORT_ONNX_OBJ): CPPFLAGS_NCF += -DNCF_HAVE_ONNX -I$(BUILD)/gen
-$(EXPORT_ONNX_OBJ): $(BUILD)/gen/onnx.pb-c.h
-else
-$(EXPORT_ONNX_OBJ): CPPFLAGS_NCF += -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
-endif
-# ncf-infer's extras for the link rule
-ncf-infer_LIBS := $(ONNX_LIBS)
-$(BUILD)/bin/ncf-infer $(BUILD)/asan/bin/ncf-infer: $(ONNX_OBJ)
-$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: $(dir $(ONNX_PROTO))%.proto $(CONFIG)
-	@mkdir -p $(dir $@)
-	$(call say,GEN,$@)$(PROTOC_C) --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $<
-$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
-	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
-
-# The safetensors reader under libFuzzer (clang; built by the harness rule above), seeded
-# with files the tools write.
-FUZZ_TIME ?= 600
-
-## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
-fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
-	@sh tests/fuzz/seed_safetensors.sh $(BUILD)/bin $(BUILD)/fuzz/corpus-safetensors
-	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -close_fd_mask=2 \
-		-dict=tests/fuzz/safetensors.dict $(BUILD)/fuzz/corpus-safetensors
-
-# The emulation test: kernels/cuda/*.cu and the test as C++, against the C library.
-$(BUILD)/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(call say,CXX,$< [emu])$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(CFLAGS) -c $< -o $@
-
+	$(call say,CXX,$< [$(if $(findstring /asan/,$@),asan emu,emu)])$(CXX) -x c++ $(EMU_CPPFLAGS) \
+		$(EMU_CXXFLAGS) $(FLAVOUR_CXXFLAGS) -c $< -o $@
 $(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
+$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
+$(BUILD)/tests/test_cuda_emu $(BUILD)/asan/tests/test_cuda_emu:
 	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $(EMU_OBJ) $(BUILD)/libncf.a $(LIBS) -o $@
-
+	$(call say,LD,$@)$(CXX) -fopenmp $(FLAVOUR_CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) \
+		$(LIBS) -o $@
 $(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [emu])$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) $(BUILD)/libncf.a
+$(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) \
+	$(BUILD)/emu/obj/kernels/cuda/test_hooks.cu.o $(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
-
-$(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
+$(EMU_MODULE): $(EMU_CU_OBJ) $(BUILD)/emu/obj/kernels/cuda/emu_module.cc.o
 	@mkdir -p $(dir $@)
-	$(call say,CXX,$< [asan emu])$(CXX) -x c++ $(EMU_CPPFLAGS) $(EMU_CXXFLAGS) $(ASAN_FLAGS) \
-		-c $< -o $@
+	$(call say,LD,$@)$(CXX) -shared -fopenmp $(CFLAGS) $^ -o $@
+endif
 
-$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
-	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CXX) -fopenmp $(ASAN_FLAGS) $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a $(LIBS) -o $@
-
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the library and unit tests.
-# It holds no CUDA objects, so it is compiled as a build without CUDA.
-ASAN_CPPFLAGS := $(filter-out -DNCF_HAVE_CUDA -DNCF_HAVE_NCCL,$(CPPFLAGS_NCF))
-$(BUILD)/asan/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(call say,CC,$< [asan])$(CC) $(ASAN_CPPFLAGS) $(OBJ_CPPFLAGS) $(BASE_CFLAGS) $(ASAN_FLAGS) \
-		-c $< -o $@
-
-$(BUILD)/asan/libncf.a: $(ASAN_OBJ)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
-
-TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
-CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
-
-## check: run every test (unit, CLI, man page examples), then check-asan
-check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
-		tests/gpu/cost.t
-	$(MAKE) --no-print-directory check-asan
+# --- flavour: AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer, build/asan ----
+# The library, the unit tests, the tools and the fuzz replays; check-asan runs the unit
+# tests and the CLI tests against them, every sanitizer report going to a file under
+# build/asan/reports, and any such file fails the check (a test that expects exit 1 cannot
+# mistake a report for the refusal it wanted).
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+$(BUILD)/asan/%: private FLAVOUR_CFLAGS := $(ASAN_FLAGS)
+$(BUILD)/asan/%: private FLAVOUR_CXXFLAGS := $(ASAN_FLAGS)
+$(eval $(call c_flavour,$(BUILD)/asan, [asan]))
+ASAN_TOOL_BINS := $(TOOL_BINS:$(BUILD)/bin/%=$(BUILD)/asan/bin/%)
+ASAN_UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/tests/%)
+ASAN_REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/asan/tests/fuzz/replay_%)
+ASAN_BINS := $(ASAN_UNIT_BINS) $(if $(EMU_TEST_SRC),$(BUILD)/asan/tests/test_cuda_emu)
+ASAN_PREP_OBJ := $(call objs,$(BUILD)/asan/obj,$(PREP_SRC))
+ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
+ASAN_REPORTS := $(BUILD)/asan/reports
+$(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
+	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c)) $(BUILD)/asan/libncf.a))
+$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
+$(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
+	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
+$(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)
+$(PREP_USERS:%=$(BUILD)/asan/obj/%.o): private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi, nodes) under ASan+UBSan+LSan
 check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
@@ -337,11 +260,101 @@ check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
 	@if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then \
 		echo "sanitizer reports in $(ASAN_REPORTS):"; head -n 30 $(ASAN_REPORTS)/*; exit 1; fi
 
+# --- flavour: libFuzzer (clang), build/fuzz --------------------------------------------------
+# make fuzz: the library and the harnesses built with clang's libFuzzer and the sanitizers,
+# each target run for FUZZ_SECONDS on seeds the tools make (tests/fuzz/run.sh); *_sa
+# targets add the structure-aware mutator.  A crash, leak or sanitizer report fails it,
+# the reproducer left in build/fuzz/artifacts/TARGET/.  The safetensors reader has its own
+# target, seeds and time (make fuzz-safetensors, FUZZ_TIME).
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TIME ?= 600
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall \
+	-Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
+FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_MPI $(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
+FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
+FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
+	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
+	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
+$(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$< [fuzz])$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+		-c $< -o $@
+$(BUILD)/fuzz/libncf.a: $(FUZZ_OBJ)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+# A harness is compiled and linked in one go, with the archive and its extra objects; the
+# structure-aware ones with -DNCF_FUZZ_STRUCTURE.
+FUZZ_LINK = $(FUZZ_CC) $(FUZZ_CPPFLAGS) $(OBJ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< \
+	$(filter %.o,$^) $(BUILD)/fuzz/libncf.a $(FUZZ_LIBS) -o $@
+$(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(call say,LD,$@)$(FUZZ_LINK) -DNCF_FUZZ_STRUCTURE
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
+	$(call say,LD,$@)$(FUZZ_LINK)
+$(BUILD)/fuzz/fuzz_prep: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
+$(BUILD)/fuzz/fuzz_prep: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
+
+## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
+fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
+
+## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
+fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
+	@sh tests/fuzz/seed_safetensors.sh $(BUILD)/bin $(BUILD)/fuzz/corpus-safetensors
+	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -close_fd_mask=2 \
+		-dict=tests/fuzz/safetensors.dict $(BUILD)/fuzz/corpus-safetensors
+
+# --- the ONNX export (ncf-infer, both C flavours) ---------------------------------------------
+# export_onnx.c serialises with C that protoc-c generates into $(BUILD)/gen from the
+# onnx.proto of Debian's libonnx-dev (scripts/configure.sh probes and installs it; nothing
+# generated is kept in the tree); without it (NO_ONNX=1, or not found) ncf-infer --export
+# F.onnx exits 3.
+EXPORT_ONNX_OBJ := $(BUILD)/obj/ncf-infer/export_onnx.o $(BUILD)/asan/obj/ncf-infer/export_onnx.o
+ifeq ($(HAVE_ONNX),1)
+ONNX_OBJ := $(BUILD)/obj/gen/onnx.pb-c.o
+ncf-infer_LIBS := -lprotobuf-c
+$(EXPORT_ONNX_OBJ): private OBJ_CPPFLAGS := -DNCF_HAVE_ONNX -I$(BUILD)/gen
+$(EXPORT_ONNX_OBJ): $(BUILD)/gen/onnx.pb-c.h
+else
+$(EXPORT_ONNX_OBJ): private OBJ_CPPFLAGS := -DNCF_ONNX_MISSING='"$(ONNX_MISSING)"'
+endif
+$(BUILD)/bin/ncf-infer $(BUILD)/asan/bin/ncf-infer: $(ONNX_OBJ)
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: $(dir $(ONNX_PROTO))%.proto $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(call say,GEN,$@)$(PROTOC_C) --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $<
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)$(CC) -I$(BUILD)/gen $(BASE_CFLAGS) $(CFLAGS) -w -c $< -o $@
+
+# --- linking (every flavour's C programs) -----------------------------------------------------
+# (unit tests and fuzz replays never open the module; some compile a library file into
+# themselves, which a whole archive would define twice)
+$(UNIT_BINS) $(ASAN_UNIT_BINS) $(REPLAY_BINS) $(ASAN_REPLAY_BINS): private LINK_ARCHIVE = $(filter %.a,$^)
+$(C_PROGRAMS):
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(filter %.o,$^) $(LINK_ARCHIVE) \
+		$(GPU_LINK) $(LIBS) $($(notdir $@)_LIBS) -o $@
+
+## all: build the tools into build/bin (the default), the cuda module where CUDA is, the tests
+all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
+	$(if $(filter 1,$(BUILD_CUDA)),$(CUDA_MODULE)) $(GPU_TEST_BINS) $(REPLAY_BINS)
+
+# --- tests ------------------------------------------------------------------------------------
+TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
+CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
+
+## check: run every test (unit, CLI, man page examples), then check-asan
+check: all
+	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
+		tests/gpu/cost.t
+	$(MAKE) --no-print-directory check-asan
+
 ## check-gpu: the GPU tests (tests/gpu; each skips without a GPU)
 check-gpu: all
 	$(TEST_ENV) prove --exec '' $(sort $(wildcard tests/gpu/*.t))
 
-# --- many machines (issue 14): hosts over TCP, Slurm ------------------------------------------
+# Many machines, on one (root): hosts over TCP, Slurm.
 ## check-nodes: ncf-train across network-namespace hosts over TCP (root; fails where it cannot run)
 check-nodes: all
 	$(TEST_ENV) NCF_REQUIRE_NODES=1 prove -v --exec '' tests/cli/nodes.t
@@ -354,9 +367,6 @@ check-slurm: all
 ## bench-nodes: 2 ranks over TCP between network-namespace hosts against 2 over shared memory, alternately (root)
 bench-nodes: all
 	@sh scripts/bench-nodes.sh $(BUILD)/bin
-
-.PHONY: check-nodes check-slurm bench-nodes
-# --- end of many machines -----------------------------------------------------------------
 
 ## demo: install what is missing, build, run the whole pipeline on synthetic data
 demo: all
@@ -375,15 +385,19 @@ plot:
 	@test -n "$(LOG)" || { echo "usage: make plot LOG=train.jsonl [PNG=out.png]" >&2; exit 2; }
 	@sh scripts/plot.sh "$(LOG)" "$(or $(PNG),$(LOG).png)"
 
+# --- install ----------------------------------------------------------------------------------
 MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
+INSTALL_MODULE := $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_MODULE))
 
-## install: install the tools and man pages under $(DESTDIR)$(PREFIX)
-install: $(TOOL_BINS)
+## install: install the tools, the cuda module (PREFIX/lib/ncf) and man pages under $(DESTDIR)$(PREFIX)
+install: $(TOOL_BINS) $(INSTALL_MODULE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(INSTALL_MODULE),install -d $(DESTDIR)$(PREFIX)/lib/ncf)
+	$(if $(INSTALL_MODULE),install -m 755 $(INSTALL_MODULE) $(DESTDIR)$(PREFIX)/lib/ncf/)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 	$(if $(MAN7),install -m 644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/)
@@ -391,6 +405,8 @@ install: $(TOOL_BINS)
 ## uninstall: remove what install installed
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
+	rm -f $(DESTDIR)$(PREFIX)/lib/ncf/ncf-cuda.so
+	-rmdir $(DESTDIR)$(PREFIX)/lib/ncf 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(MAN1)))
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man5/,$(notdir $(MAN5)))
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man7/,$(notdir $(MAN7)))
@@ -403,8 +419,8 @@ clean:
 help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
-.PHONY: all check check-asan check-gpu demo bench ml-20m plot install uninstall clean help \
-	fuzz fuzz-safetensors
+.PHONY: all check check-asan check-gpu check-nodes check-slurm bench-nodes demo bench ml-20m \
+	plot install uninstall clean help fuzz fuzz-safetensors cuda
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cuda/cuda.h"
+#include "module.h"
 
 /* The device's peak rates, for "fraction of peak". */
 struct ncf_cuda_peak {
@@ -63,7 +63,8 @@ static int gpu_peak_rates(const struct ncf_backend *be, struct ncf_cuda_peak *pk
 {
 	struct ncf_cuda_device d;
 	memset(pk, 0, sizeof *pk);
-	if (ncf_cuda_device_info(be, &d) != 0)
+	const struct ncf_cuda_api *api = ncf_cuda_load(NULL, 0);
+	if (!api || api->device_info(be, &d) != 0)
 		return -1;
 	snprintf(pk->name, sizeof pk->name, "%s", d.name);
 	pk->cc_major = d.cc_major;
@@ -92,9 +93,10 @@ static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double
 			 double *flops)
 {
 	struct ncf_cuda_cost *c = (struct ncf_cuda_cost *)calloc(1, sizeof *c);
-	int rc = c ? ncf_cuda_step_cost(&be->shape, &be->hp, be->precision,
-					getenv("NCF_CUDA_PATH"), positives, c)
-		   : -1;
+	const struct ncf_cuda_api *api = ncf_cuda_load(NULL, 0);
+	int rc = c && api ? api->step_cost(&be->shape, &be->hp, be->precision,
+					   getenv("NCF_CUDA_PATH"), positives, c)
+			  : -1;
 	*bytes = rc == 0 ? c->bytes : 0;
 	*flops = rc == 0 ? c->flops : 0;
 	free(c);

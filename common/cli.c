@@ -166,12 +166,6 @@ void ncf_print_version(int verbose, void (*extra)(FILE *))
 	printf(" openmp");
 #endif
 	printf(" openblas zstd libcsv");
-#ifdef NCF_HAVE_CUDA
-	printf(" cuda");
-#endif
-#ifdef NCF_HAVE_NCCL
-	printf(" nccl");
-#endif
 #ifdef NCF_HAVE_MPI
 	printf(" mpi");
 #endif

@@ -10,12 +10,8 @@
 
 #include "backend_impl.h"
 #include "err.h"
+#include "module.h"
 #include "ncf_hd.h"
-#ifdef NCF_HAVE_CUDA
-#include "cuda/cuda.h"
-#endif
-
-int ncf_backend_fallback_level = 2;
 
 uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
 			 uint64_t first, uint64_t n)
@@ -76,29 +72,37 @@ int ncf_backend_open_impl(struct ncf_backend *be, const struct ncf_backend_i *im
 	return 0;
 }
 
+/* The cuda module's backend when a GPU is usable, else NULL and why.
+ * auto: the module is opened only where an NVIDIA driver seems present
+ * (or NCF_CUDA_MODULE names one), so that a CPU machine maps nothing of
+ * CUDA. */
+static const struct ncf_backend_i *cuda_if_usable(enum ncf_device device, char *why, size_t len)
+{
+	const char *env = getenv("NCF_CUDA_MODULE");
+	if (device == NCF_DEVICE_AUTO && !(env && *env) && !ncf_cuda_driver_present(why, len))
+		return NULL;
+	const struct ncf_cuda_api *api = ncf_cuda_load(why, len);
+	if (!api || !api->usable(why, len))
+		return NULL;
+	return api->backend;
+}
+
 /* The implementation for device: CUDA when asked for or (auto) usable, else
- * the CPU.  NULL after reporting when CUDA was asked for and is not here. */
+ * the CPU (said at -v).  NULL after reporting when CUDA was asked for and
+ * cannot be had. */
 static const struct ncf_backend_i *choose(enum ncf_device device)
 {
 	if (device == NCF_DEVICE_CPU)
 		return &ncf_backend_cpu;
-#ifdef NCF_HAVE_CUDA
-	char why[256];
-	if (ncf_cuda_usable(why, sizeof why))
-		return &ncf_backend_cuda;
+	char why[1024];
+	const struct ncf_backend_i *cuda = cuda_if_usable(device, why, sizeof why);
+	if (cuda)
+		return cuda;
 	if (device == NCF_DEVICE_CUDA) {
 		ncf_error("--device cuda: no usable GPU: %s", why);
 		return NULL;
 	}
-	if (ncf_verbosity >= ncf_backend_fallback_level)
-		ncf_info("no usable GPU (%s); using the CPU", why);
-#else
-	if (device == NCF_DEVICE_CUDA) {
-		ncf_error("--device cuda: this build has no CUDA support (rebuild where nvcc "
-			  "and cuBLAS are installed)");
-		return NULL;
-	}
-#endif
+	ncf_debug("no usable GPU (%s); using the CPU", why);
 	return &ncf_backend_cpu;
 }
 
@@ -327,9 +331,13 @@ void ncf_backend_describe(struct ncf_backend *be, FILE *out)
 
 void ncf_backend_describe_versions(FILE *out)
 {
-#ifdef NCF_HAVE_CUDA
-	ncf_cuda_describe_versions(out);
-#else
-	fprintf(out, "cuda\tnot built\n");
-#endif
+	char why[1024];
+	const struct ncf_cuda_api *api = ncf_cuda_load(why, sizeof why);
+	if (!api) {
+		fprintf(out, "cuda\t%s\n", why);
+		return;
+	}
+	fprintf(out, "cuda module\t%s (%s, ABI %u)\n", ncf_cuda_module_path(), api->kind,
+		(unsigned)api->abi);
+	api->describe_versions(out);
 }

@@ -71,13 +71,9 @@ struct ncf_backend {
 	struct ncf_resident *resident; /* kept pairs where the implementation keeps none (backend.c) */
 };
 
-/* The display level at which --device auto reports falling back to the CPU:
- * 2 (normal, the default: ncf-train) or 3 (-v: tools used in pipelines). */
-extern int ncf_backend_fallback_level;
-
 /*
  * Pick and initialise a backend for device (auto: CUDA when usable, else
- * the CPU, saying so at verbosity ncf_backend_fallback_level) for shape s
+ * the CPU, saying so at -v) for shape s
  * and hyperparameters hp; threads 0: OMP_NUM_THREADS or all cores.
  * Returns 0; -1 after reporting a failure; -3 when the device or the
  * precision was asked for and is not available (the tools exit 3).
@@ -160,8 +156,9 @@ int ncf_backend_score_resident(struct ncf_backend *be, size_t n, float *out);
 int ncf_backend_sync(struct ncf_backend *be);
 /* key<TAB>value lines about the device for -vV and logs (none for some). */
 void ncf_backend_describe(struct ncf_backend *be, FILE *out);
-/* key<TAB>value lines about the GPU software of this build (CUDA runtime,
- * driver, cuBLAS, NCCL, GPUs), or "cuda\tnot built". */
+/* key<TAB>value lines about the GPU software (kernels/module.h): the cuda
+ * module's path, then the CUDA runtime, driver, cuBLAS, NCCL and GPUs it
+ * sees; or "cuda\t" and why there is no module to ask.  Opens the module. */
 void ncf_backend_describe_versions(FILE *out);
 
 /* "fp32", "tf32", "bf16", "fp16" or "default". */

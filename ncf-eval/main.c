@@ -316,7 +316,6 @@ int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
 	struct eval_opts o = {.topk = 10};
 	if (parse_opts(argc, argv, &o)) {

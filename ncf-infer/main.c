@@ -345,7 +345,6 @@ int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_backend_fallback_level = 3; /* the CPU fallback is said with -v */
 	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K | --export FILE) "
 		       "(-m MODEL | --random-model) [options] [FILE]";
 	struct infer_opts o = {.sizes = {1024, 4096, 16384, 65536, 262144, 1048576},

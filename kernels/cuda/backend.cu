@@ -2,10 +2,10 @@
  * backend.cu - the cuda backend (DESIGN.md section 6): NeuMF training and
  * evaluation on an NVIDIA GPU, the same function as the reference
  * (kernels/cpu/reference.c) and the fast cpu backend.  This file is the
- * interface (ncf_backend_cuda): device setup, state and data in device
- * memory, the training step (the gradient from step.cu, the all-reduce
- * from nccl.cu, one fused dense Adam pass), evaluation and scoring.  See
- * backend.cuh for the other files and the legend.
+ * interface (ncf_backend_cuda) and the module's entry point: state and data
+ * in device memory, the training step's driver (which path, graph or plain
+ * launches, the loss, fp16 loss scaling), and the cost model's dry run.
+ * What each file does and who calls whom: state.cuh.
  *
  * Everything lives on the device: parameters, Adam moments and the gradient
  * (fp32 always), the training CSR (so that the sample stream is generated
@@ -18,238 +18,55 @@
  * Precision (be->precision): fp32 (cuBLAS pinned to fp32 math, no TF32: the
  * parity tests use it), tf32 (fp32 storage, TF32 tensor-core GEMMs; the
  * default on compute capability 8.0+), bf16 and fp16 (activations, the
- * tables AU/AI and a copy of the parameters from mlp_user on (plo) in 16
- * bits for the GEMMs, fp32 accumulation; master weights, Adam state and
- * gradients stay fp32).  fp16 uses dynamic loss scaling as PyTorch's
- * GradScaler: dlogit is multiplied by the scale (2^15 at start), an inf or
- * NaN anywhere in the gradient skips the step (Adam's step count does not
- * advance) and halves the scale, 2000 good steps in a row double it.  The
- * scale is not saved in checkpoints: a resumed run starts again at 2^15.
+ * tables AU/AI and a copy of the parameters from mlp_user on in 16 bits for
+ * the products, fp32 accumulation; master weights, Adam state and gradients
+ * stay fp32).  fp16 uses dynamic loss scaling as PyTorch's GradScaler:
+ * dlogit is multiplied by the scale (2^15 at start), an inf or NaN anywhere
+ * in the gradient skips the step (Adam's step count does not advance) and
+ * halves the scale, 2000 good steps in a row double it.  The scale is not
+ * saved in checkpoints: a resumed run starts again at 2^15.
  *
  * Reproducibility: no float atomics; every reduction has a fixed order (see
  * kernels.cuh), cuBLAS is deterministic for a given GPU and version, so a
  * run repeats bit for bit on the same GPU model and software.
  *
- * Scoring (score.cu) keeps ids, the sigmoid and the id check on the
- * device, with pinned double-buffered transfers and CUDA graphs.
- *
  * Many ranks: one GPU per rank, the rank's local rank on its node; a node
  * with more ranks than GPUs is refused when the backend opens (-3), and the
  * NCCL communicator of a job of several ranks is made then too.
  *
- * NCF_CUDA_PROFILE=1 in the environment times the phases of every training
- * step with CUDA events and prints milliseconds per step for each when the
- * backend is closed (bench/bench_gpu.c turns it on).  NCF_CUDA_SYNC=1
+ * NCF_CUDA_PROFILE=1 in the environment times every launch of every
+ * training step with CUDA events (no step graph then) and prints a table
+ * per launch when the backend is closed (cost.cuh).  NCF_CUDA_SYNC=1
  * synchronises after every launch and library call and names the one that
  * failed (common.cuh).
  */
-#include <math.h>
-#include <unistd.h>
+#include "device.cuh"
+#include "graphs.cuh"
+#include "nccl.cuh"
+#include "rows.cuh"
+#include "score.cuh"
+#include "step.cuh"
 
-#include "backend.cuh"
+extern "C" {
+#include "cli.h" /* NCF_VERSION */
+}
 
 namespace NCF_CUDA_NS {
 
-static const char *const ph_name[PH_N] = {
-	"samples", "tables", "forward", "head", "mlp_backward", "sort", "layer1_backward",
-	"gmf_loss", "allreduce_adam",
-};
+static const struct step_path *const paths[PATHS] = {&step_fused, &step_unfused};
 
-/* ---- NCF_CUDA_PROFILE ------------------------------------------------- */
-
-/* After a step's synchronisation: add the phases' times. */
-static void prof_collect(struct cu *c)
+/* Is the environment variable name set to something other than "" or "0"? */
+static int env_on(const char *name)
 {
-	if (!c->prof || c->prof_marked != (1 << (PH_N + 1)) - 1) {
-		c->prof_marked = 0;
-		return;
-	}
-	for (int k = 0; k < PH_N; k++) {
-		float ms = 0;
-		if (cudaEventElapsedTime(&ms, c->ev[k], c->ev[k + 1]) == cudaSuccess)
-			c->prof_ms[k] += ms;
-	}
-	c->prof_steps++;
-	c->prof_marked = 0;
+	const char *v = getenv(name);
+	return v && *v && strcmp(v, "0");
 }
 
-/* At close: milliseconds per step for each phase on stderr. */
-static void prof_report(struct ncf_backend *be, struct cu *c)
-{
-	if (!c->prof_steps)
-		return;
-	double tot = 0;
-	for (int k = 0; k < PH_N; k++)
-		tot += c->prof_ms[k];
-	fprintf(stderr, "cuda profile (%s, %llu steps): ms per step\n",
-		ncf_precision_name(be->precision), (unsigned long long)c->prof_steps);
-	for (int k = 0; k < PH_N; k++)
-		fprintf(stderr, "cuda profile: %-16s %8.3f  %5.1f%%\n", ph_name[k],
-			c->prof_ms[k] / (double)c->prof_steps,
-			tot > 0 ? 100.0 * c->prof_ms[k] / tot : 0.0);
-	fprintf(stderr, "cuda profile: %-16s %8.3f\n", "total", tot / (double)c->prof_steps);
-}
+/* ---- state -------------------------------------------------------------- */
 
-/* ---- row buffers ------------------------------------------------------- */
-
-static size_t max_width(const struct ncf_shape *s)
-{
-	size_t m = s->factors + 1;
-	for (uint32_t k = 1; k < s->n_layers; k++)
-		if (s->layers[k] > m)
-			m = s->layers[k];
-	return m;
-}
-
-int grow_red(struct cu *c, size_t floats)
-{
-	if (floats <= c->red_cap)
-		return 0;
-	dfree(c->red);
-	c->red_cap = 0;
-	NCF_TRY(DALLOC(c->red, floats));
-	c->red_cap = floats;
-	return 0;
-}
-
-static void free_rows(struct cu *c)
-{
-	dfree(c->su), dfree(c->si), dfree(c->lab), dfree(c->dl), dfree(c->loss);
-	for (int k = 0; k < NCF_MAX_LAYERS; k++)
-		dfree(c->h[k]), dfree(c->d[k]);
-	dfree(c->ku), dfree(c->ju), dfree(c->ki), dfree(c->ji), dfree(c->itmp);
-	dfree(c->sort_tmp), dfree(c->seg_head), dfree(c->seg_tail), dfree(c->dred);
-	c->sort_tmp_bytes = 0;
-	c->cap = 0;
-}
-
-int ensure_rows(struct ncf_backend *be, struct cu *c, size_t n)
-{
-	if (n <= c->cap)
-		return 0;
-	const struct ncf_shape *s = &be->shape;
-	free_rows(c);
-	size_t wmax = max_width(s);
-	NCF_TRY(DALLOC(c->su, n));
-	NCF_TRY(DALLOC(c->si, n));
-	NCF_TRY(DALLOC(c->lab, n));
-	NCF_TRY(DALLOC(c->dl, n));
-	NCF_TRY(DALLOC(c->loss, n));
-	NCF_TRY(DALLOC(c->ku, n));
-	NCF_TRY(DALLOC(c->ju, n));
-	NCF_TRY(DALLOC(c->ki, n));
-	NCF_TRY(DALLOC(c->ji, n));
-	NCF_TRY(DALLOC(c->itmp, n));
-	for (uint32_t k = 1; k < s->n_layers; k++) {
-		NCF_TRY(DALLOC_BYTES(&c->h[k], n * s->layers[k] * c->es));
-		NCF_TRY(DALLOC_BYTES(&c->d[k], n * s->layers[k] * c->es));
-	}
-	c->rows_gen++; /* graphs captured on the old buffers are stale */
-	size_t seg = seg_scratch(n, wmax);
-	NCF_TRY(DALLOC(c->seg_head, seg));
-	NCF_TRY(DALLOC(c->seg_tail, seg));
-	NCF_TRY(DALLOC(c->dred, sum_scratch(n)));
-	size_t bu, bi;
-	NCF_TRY(sort_temp_bytes(n, id_bits(s->users), &bu));
-	NCF_TRY(sort_temp_bytes(n, id_bits(s->items), &bi));
-	c->sort_tmp_bytes = bu > bi ? bu : bi;
-	NCF_TRY(DALLOC_BYTES(&c->sort_tmp, c->sort_tmp_bytes));
-	size_t red = colsum_scratch(n, wmax);
-	size_t hg = head_grad_scratch(n, s->factors, ncf_shape_last(s));
-	if (hg > red)
-		red = hg;
-	NCF_TRY(grow_red(c, red));
-	c->cap = n;
-	return 0;
-}
-
-/* ---- init and free ------------------------------------------------------ */
-
-static void cuda_free(struct ncf_backend *be)
-{
-	struct cu *c = impl(be);
-	if (!c)
-		return;
-	if (c->have_stream)
-		cudaStreamSynchronize(c->s);
-	if (c->prof) {
-		prof_report(be, c);
-		for (int k = 0; k <= PH_N; k++)
-			cudaEventDestroy(c->ev[k]);
-	}
-	scorer_free(c);
-	graphs_free(c);
-	free_rows(c);
-	fused_free(c);
-	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
-	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
-	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
-	dfree(c->test), dfree(c->neg), dfree(c->counted);
-	dfree(c->red), dfree(c->loss_dev), dfree(c->loss_acc), dfree(c->flag), dfree(c->ranks);
-	nccl_free(c);
-	if (c->have_blas)
-		cublasDestroy(c->blas);
-	if (c->have_stream)
-		cudaStreamDestroy(c->s);
-	free(c);
-	be->impl = NULL;
-}
-
-/* The device of this rank, its precision and element type, a stream and
- * cuBLAS on it.  Returns 0, -1 or -3 (a precision the device lacks). */
-static int open_device(struct ncf_backend *be, struct cu *c)
-{
-	int count = 0;
-	CUDA_TRY(cudaGetDeviceCount(&count));
-	if (count < 1) {
-		ncf_error("cuda backend: no CUDA device");
-		return -1;
-	}
-	struct ncf_dist *d = be->dist;
-	if (d->mpi && d->local_size > count) { /* (ranks in one process share: tests) */
-		char host[256] = "this host";
-		if (gethostname(host, sizeof host) != 0)
-			snprintf(host, sizeof host, "this host");
-		host[sizeof host - 1] = 0;
-		ncf_error("cuda backend: %d ranks on %s and %d GPU%s there: start at most one rank "
-			  "per GPU (mpirun -npernode %d, or more nodes)",
-			  d->local_size, host, count, count == 1 ? "" : "s", count);
-		return -3; /* two ranks on one GPU: not available */
-	}
-	c->dev = (d->local_rank > 0 ? d->local_rank : 0) % count; /* the local rank, checked above */
-	CUDA_TRY(cudaSetDevice(c->dev));
-	CUDA_TRY(cudaGetDeviceProperties(&c->prop, c->dev));
-	int ampere = c->prop.major >= 8; /* TF32 and bf16 tensor cores */
-	enum ncf_precision p = be->precision;
-	if (p == NCF_PRECISION_DEFAULT)
-		p = ampere ? NCF_PRECISION_TF32 : NCF_PRECISION_FP32;
-	if ((p == NCF_PRECISION_TF32 || p == NCF_PRECISION_BF16) && !ampere) {
-		ncf_error("--precision %s needs a GPU of compute capability 8.0 or newer; %s is %d.%d",
-			  ncf_precision_name(p), c->prop.name, c->prop.major, c->prop.minor);
-		return -3; /* a feature the device lacks: exit 3 */
-	}
-	be->precision = p;
-	set_precision(be, c, ampere);
-	CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
-	c->have_stream = 1;
-	CUBLAS_TRY(cublasCreate(&c->blas));
-	c->have_blas = 1;
-	CUBLAS_TRY(cublasSetStream(c->blas, c->s));
-	CUBLAS_TRY(cublasSetMathMode(c->blas, p == NCF_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
-								 : CUBLAS_TF32_TENSOR_OP_MATH));
-	return graphs_init(c);
-}
-
-void set_precision(struct ncf_backend *be, struct cu *c, int ampere)
-{
-	enum ncf_precision p = be->precision;
-	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
-	c->es = c->act == ACT_F32 ? 4 : 2;
-	c->compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
-							     : CUBLAS_COMPUTE_32F_FAST_TF32;
-}
-
-int alloc_state(struct ncf_backend *be, struct cu *c)
+/* Parameters, Adam state, gradient, first-layer tables and scalars for be
+ * on the device (fake addresses in a dry cost run).  Returns 0 or -1. */
+static int alloc_state(struct ncf_backend *be, struct cu *c)
 {
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total, H1 = s->layers[1];
@@ -275,24 +92,45 @@ int alloc_state(struct ncf_backend *be, struct cu *c)
 	return 0;
 }
 
-int path_parse(const char *name, int *path)
+/* The profile's table on stderr: every launch's share of the device's
+ * memory bandwidth (memory clock x bus width, double data rate). */
+static void report_profile(struct ncf_backend *be, struct cu *c)
 {
-	*path = PATH_FUSED;
-	if (!name || !*name || !strcmp(name, "fused"))
-		return 0;
-	if (!strcmp(name, "unfused")) {
-		*path = PATH_UNFUSED;
-		return 0;
-	}
-	ncf_error("cuda backend: NCF_CUDA_PATH=%s: not fused or unfused", name);
-	return -1;
+	int mem_khz = 0, bus = 0;
+	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, c->dev);
+	cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, c->dev);
+	char title[160];
+	snprintf(title, sizeof title, "%s, %s path, batch %llu", ncf_precision_name(be->precision),
+		 step_path_of(be, c)->name, (unsigned long long)be->hp.batch);
+	profile_report(c->prof, stderr, title, 2.0 * mem_khz * 1e3 * (bus / 8.0), 0);
 }
 
-/* Is the environment variable name set to something other than "" or "0"? */
-static int env_on(const char *name)
+static void cuda_free(struct ncf_backend *be)
 {
-	const char *v = getenv(name);
-	return v && *v && strcmp(v, "0");
+	struct cu *c = impl(be);
+	if (!c)
+		return;
+	if (c->have_stream)
+		cudaStreamSynchronize(c->s);
+	if (c->prof) {
+		report_profile(be, c);
+		profile_close(c->prof);
+	}
+	score_free(c);
+	graphs_free(c);
+	rows_free(c);
+	for (int p = 0; p < PATHS; p++)
+		if (paths[p]->close)
+			paths[p]->close(c);
+	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
+	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
+	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
+	dfree(c->test), dfree(c->neg), dfree(c->counted);
+	dfree(c->loss_dev), dfree(c->loss_acc), dfree(c->flag);
+	nccl_free(c);
+	device_close(c);
+	free(c);
+	be->impl = NULL;
 }
 
 static int cuda_init(struct ncf_backend *be)
@@ -300,28 +138,24 @@ static int cuda_init(struct ncf_backend *be)
 	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
 	be->impl = c;
 	g_sync = env_on("NCF_CUDA_SYNC");
-	int rc = open_device(be, c);
+	int rc = device_open(be, c);
 	if (rc != 0)
 		return rc;
+	NCF_TRY(graphs_init(c));
 	NCF_TRY(alloc_state(be, c));
 	NCF_TRY(path_parse(getenv("NCF_CUDA_PATH"), &c->path));
 	NCF_TRY(nccl_open(be, c));
-	if (env_on("NCF_CUDA_PROFILE")) {
-		for (int k = 0; k <= PH_N; k++)
-			CUDA_TRY(cudaEventCreate(&c->ev[k]));
-		c->prof = 1;
-	}
+	if (env_on("NCF_CUDA_PROFILE") && !(c->prof = profile_open()))
+		return -1;
 	return 0;
 }
-
-/* ---- state and data ----------------------------------------------------- */
 
 static int cuda_set_state(struct ncf_backend *be, const float *params, const float *m,
 			  const float *v)
 {
 	struct cu *c = impl(be);
 	size_t n = be->layout.total * sizeof(float);
-	c->plo_valid = c->tables_valid = 0;
+	params_replaced(c);
 	CUDA_TRY(cudaMemcpyAsync(c->params, params, n, cudaMemcpyHostToDevice, c->s));
 	if (m)
 		CUDA_TRY(cudaMemcpyAsync(c->m, m, n, cudaMemcpyHostToDevice, c->s));
@@ -397,29 +231,36 @@ static int cuda_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
 
 /* ---- training ----------------------------------------------------------- */
 
-/* The all-reduced gradient's Adam pass (skipped on the device when fp16
- * found an inf or NaN), then the loss and the skip flag to the host. */
-int step_work(struct ncf_backend *be, struct cu *c, uint32_t epoch, uint64_t first, uint64_t n)
+/* A path's step as graphs.cu captures it (graph_work). */
+struct step_call {
+	const struct step_path *path;
+	const struct step *st;
+};
+static int step_work(void *arg)
 {
-	size_t total = be->layout.total;
-	NCF_TRY(compute_grad_any(be, epoch, first, n));
-	mark(c, PH_ALLREDUCE_ADAM);
-	NCF_TRY(allreduce(be, c->grad, total));
-	const int *skip = NULL;
-	if (c->act == ACT_F16) {
-		DMEMSET_TRY(c->flag, sizeof(int), c->s, "clear_flag");
-		NCF_TRY(nonfinite_cuda(c->grad, total, c->flag, c->s));
-		skip = c->flag;
+	const struct step_call *a = (const struct step_call *)arg;
+	return a->path->run(a->st);
+}
+
+/* Issue the step: timed launch by launch under NCF_CUDA_PROFILE, else as
+ * one graph where the path allows it (one rank: NCCL stays outside), else
+ * launch by launch.  Returns 0 or -1. */
+static int issue_step(struct ncf_backend *be, struct cu *c, const struct step_call *call)
+{
+	if (c->prof) {
+		profile_begin(c->prof, c->s);
+		int rc = step_work((void *)call);
+		profile_end(c->prof);
+		return rc;
 	}
-	struct ncf_adam_k k;
-	ncf_adam_constants(&be->hp, be->step + 1, &k);
-	if (fused_path(be, c))
-		NCF_TRY(adam_fused(be, c, k, 1.0f / c->loss_scale, skip));
-	else
-		NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, k, 1.0f / c->loss_scale,
-				  skip, c->s));
-	mark(c, PH_N);
-	return 0;
+	if (call->path->graph && be->dist->size == 1) {
+		struct params_mark pm = params_save(c);
+		int g = graphs_step(c, step_work, (void *)call);
+		if (g <= 0)
+			return g;
+		params_restore(c, pm); /* the capture's flags; the launches below set them */
+	}
+	return step_work((void *)call);
 }
 
 /* The step's loss and (fp16) skip flag to the host. */
@@ -432,13 +273,32 @@ static int read_loss(struct cu *c, double *loss, int *bad)
 	return 0;
 }
 
+/* fp16 loss scaling after a step: halve the scale when the step was
+ * skipped, double it after growth_interval good steps in a row. */
+static void scale_after(struct ncf_backend *be, struct cu *c, int skipped, uint32_t epoch,
+			uint64_t first)
+{
+	if (skipped) {
+		c->loss_scale *= 0.5f;
+		c->good_steps = 0;
+		ncf_debug("fp16: inf/NaN gradient at epoch %u, position %llu: step skipped, loss "
+			  "scale now %g",
+			  epoch + 1, (unsigned long long)first, (double)c->loss_scale);
+		return;
+	}
+	be->step++;
+	if (c->act == ACT_F16 && ++c->good_steps >= c->growth_interval) {
+		c->loss_scale *= 2.0f;
+		c->good_steps = 0;
+	}
+}
+
 /*
- * A step: the work (step_work) as one CUDA graph where it can be
- * (graphs.cu), else launch by launch; then the loss.  With loss_sum NULL
- * on the fused path (fp16 aside, whose host must see each step's skip
- * flag; NCF_CUDA_PROFILE aside, which times each step) the loss is added
- * on the device to c->loss_acc and nothing waits: ncf_backend_take_loss
- * reads it.
+ * A step on the path step_path_of picks.  With loss_sum NULL on a path that
+ * keeps its loss (fp16 aside, whose host must see each step's skip flag;
+ * NCF_CUDA_PROFILE aside, which waits for each step) the loss is added on
+ * the device to c->loss_acc and nothing waits: ncf_backend_take_loss reads
+ * it.
  */
 static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum)
@@ -446,40 +306,24 @@ static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 	struct cu *c = impl(be);
 	if (loss_sum)
 		*loss_sum = 0;
-	c->prof_marked = 0;
-	int fused = fused_path(be, c);
-	c->loss_to_acc = !loss_sum && fused && c->act != ACT_F16 && !c->prof;
-	int g = graph_step(be, c, epoch, first, n);
-	if (g < 0)
-		return -1;
-	if (g > 0)
-		NCF_TRY(step_work(be, c, epoch, first, n));
+	const struct step_path *path = step_path_of(be, c);
+	int keep = !loss_sum && path->keeps_loss && c->act != ACT_F16 && !c->prof;
+	struct step st;
+	NCF_TRY(step_init(&st, be, epoch, first, n, 1, keep ? c->loss_acc : NULL));
+	NCF_TRY(path->prepare(&st));
+	struct step_call call = {path, &st};
+	NCF_TRY(issue_step(be, c, &call));
 	double loss = 0;
 	int bad = 0;
-	if (!c->loss_to_acc)
+	if (!keep)
 		NCF_TRY(read_loss(c, &loss, &bad));
-	c->loss_to_acc = 0;
-	prof_collect(c);
-	c->tables_valid = 0;
-	if (!fused)
-		c->plo_valid = 0; /* the fused path's Adam wrote the 16-bit copy */
+	if (c->prof)
+		NCF_TRY(profile_collect(c->prof));
 	if (loss_sum)
 		*loss_sum = loss;
 	else
 		c->loss_host += loss;
-	if (bad) { /* the step was skipped */
-		c->loss_scale *= 0.5f;
-		c->good_steps = 0;
-		ncf_debug("fp16: inf/NaN gradient at epoch %u, position %llu: step skipped, loss "
-			  "scale now %g",
-			  epoch + 1, (unsigned long long)first, (double)c->loss_scale);
-		return 0;
-	}
-	be->step++;
-	if (c->act == ACT_F16 && ++c->good_steps >= c->growth_interval) {
-		c->loss_scale *= 2.0f;
-		c->good_steps = 0;
-	}
+	scale_after(be, c, bad, epoch, first);
 	return 0;
 }
 
@@ -493,6 +337,30 @@ static int cuda_take_loss(struct ncf_backend *be, double *loss_sum)
 	DSYNC_TRY(c->s);
 	*loss_sum = acc + c->loss_host;
 	c->loss_host = 0;
+	return 0;
+}
+
+static int cuda_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
+		     float *grad, double *loss_sum)
+{
+	struct cu *c = impl(be);
+	size_t total = be->layout.total;
+	const struct step_path *path = step_path_of(be, c);
+	struct step st;
+	NCF_TRY(step_init(&st, be, epoch, first, n, 0, NULL));
+	NCF_TRY(path->prepare(&st));
+	NCF_TRY(path->run(&st));
+	double loss = 0;
+	CUDA_TRY(cudaMemcpyAsync(grad, c->grad, total * sizeof(float), cudaMemcpyDeviceToHost,
+				 c->s));
+	CUDA_TRY(cudaMemcpyAsync(&loss, c->loss_dev, sizeof loss, cudaMemcpyDeviceToHost, c->s));
+	CUDA_TRY(cudaStreamSynchronize(c->s));
+	if (c->loss_scale != 1.0f) {
+		float inv = 1.0f / c->loss_scale;
+		for (size_t j = 0; j < total; j++)
+			grad[j] *= inv;
+	}
+	*loss_sum = loss;
 	return 0;
 }
 
@@ -516,59 +384,11 @@ static void cuda_host_free(struct ncf_backend *be, void *p)
 	cudaFreeHost(p);
 }
 
-static int cuda_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
-		     float *grad, double *loss_sum)
-{
-	struct cu *c = impl(be);
-	size_t total = be->layout.total;
-	double loss = 0;
-	NCF_TRY(compute_grad_any(be, epoch, first, n));
-	CUDA_TRY(cudaMemcpyAsync(grad, c->grad, total * sizeof(float), cudaMemcpyDeviceToHost,
-				 c->s));
-	CUDA_TRY(cudaMemcpyAsync(&loss, c->loss_dev, sizeof loss, cudaMemcpyDeviceToHost, c->s));
-	CUDA_TRY(cudaStreamSynchronize(c->s));
-	if (c->loss_scale != 1.0f) {
-		float inv = 1.0f / c->loss_scale;
-		for (size_t j = 0; j < total; j++)
-			grad[j] *= inv;
-	}
-	*loss_sum = loss;
-	return 0;
-}
-
 /* ---- evaluation and scoring --------------------------------------------- */
 
 static int cuda_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
 {
-	struct cu *c = impl(be);
-	if (!c->have_ed) {
-		ncf_error("cuda backend: no evaluation data");
-		return -1;
-	}
-	if (u1 <= u0)
-		return 0;
-	size_t per = (size_t)c->N + 1, nusers = u1 - u0;
-	size_t upc = EVAL_CHUNK / per ? EVAL_CHUNK / per : 1;
-	if (upc > nusers)
-		upc = nusers;
-	NCF_TRY(ensure_rows(be, c, upc * per));
-	if (nusers > c->ranks_cap) {
-		dfree(c->ranks);
-		c->ranks_cap = 0;
-		NCF_TRY(DALLOC(c->ranks, nusers));
-		c->ranks_cap = nusers;
-	}
-	for (size_t a = u0; a < u1; a += upc) {
-		uint32_t nb = (uint32_t)(u1 - a < upc ? u1 - a : upc);
-		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si,
-					c->s));
-		NCF_TRY(forward_logits_any(be, c, (size_t)nb * per, c->dl, 0));
-		NCF_TRY(rank_cuda(c->dl, c->counted, (uint32_t)a, nb, c->N, c->ranks + (a - u0),
-				  c->s));
-	}
-	CUDA_TRY(cudaMemcpyAsync(ranks, c->ranks, nusers * sizeof *ranks, cudaMemcpyDeviceToHost,
-				 c->s));
-	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+	return score_eval_ranks(be, impl(be), u0, u1, ranks);
 }
 
 static int cuda_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
@@ -586,12 +406,12 @@ static int cuda_score(struct ncf_backend *be, const uint32_t *users, const uint3
 static int cuda_resident_set(struct ncf_backend *be, const uint32_t *users,
 			     const uint32_t *items, size_t n)
 {
-	return resident_set(be, impl(be), users, items, n);
+	return score_keep(be, impl(be), users, items, n);
 }
 
 static int cuda_score_resident(struct ncf_backend *be, size_t n, float *out)
 {
-	return score_resident(be, impl(be), n, out, 1);
+	return score_kept(be, impl(be), n, out, 1);
 }
 
 static int cuda_sync(struct ncf_backend *be)
@@ -606,6 +426,32 @@ static void cuda_describe(struct ncf_backend *be, FILE *out)
 		c->prop.name, c->prop.major, c->prop.minor,
 		(double)c->prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
 	fprintf(out, "precision\t%s\n", ncf_precision_name(be->precision));
+}
+
+/* ---- the cost model: one step run dry ------------------------------------ */
+
+/* State for be on fake addresses, then one training step of n rows at
+ * epoch 0, position 0, with recorder r active and dry. */
+static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_t positives,
+		    uint64_t n)
+{
+	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
+	be->impl = c;
+	device_set_precision(be, c, 1);
+	NCF_TRY(alloc_state(be, c));
+	c->path = path;
+	c->P = positives;
+	c->have_td = 1;
+	/* a step in the middle of training: the previous step's Adam wrote the
+	 * 16-bit copy on the paths that write it with Adam */
+	params_stepped(c, step_path_of(be, c) == &step_fused);
+	/* the state's setup is not part of a step */
+	uintptr_t fake = r->next_fake;
+	memset(r, 0, sizeof *r);
+	r->dry = 1;
+	r->next_fake = fake;
+	/* as ncf-train takes it: the loss left on the device */
+	return cuda_train_step(be, 0, 0, n, NULL);
 }
 
 } /* namespace NCF_CUDA_NS */
@@ -648,4 +494,62 @@ void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growt
 float ncf_cuda_loss_scale(const struct ncf_backend *be)
 {
 	return impl(be)->loss_scale;
+}
+
+int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
+		       enum ncf_precision precision, const char *path, int64_t positives,
+		       struct ncf_cuda_cost *out)
+{
+	memset(out, 0, sizeof *out);
+	int p = 0;
+	if (path_parse(path, &p) != 0)
+		return -1;
+	if (precision == NCF_PRECISION_DEFAULT)
+		precision = NCF_PRECISION_TF32;
+	static struct ncf_dist one = {0, 1, 0, 1, 0, 0.0};
+	struct ncf_backend be;
+	memset(&be, 0, sizeof be);
+	be.i = &ncf_backend_cuda;
+	be.shape = *s;
+	ncf_layout_make(s, &be.layout);
+	be.hp = *hp;
+	be.dist = &one;
+	be.precision = precision;
+	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
+	r->dry = 1;
+	struct cost_rec *saved = cost_active;
+	cost_active = r;
+	int rc = dry_step(&be, r, p, positives, hp->batch);
+	if (rc == 0)
+		cost_export(r, out);
+	cuda_free(&be);
+	cost_active = saved;
+	free(r);
+	return rc;
+}
+
+#ifdef NCF_CUDA_EMULATE
+#define MODULE_KIND "cuda, emulated on the CPU"
+#else
+#define MODULE_KIND "cuda"
+#endif
+
+static const struct ncf_cuda_api module = {
+	NCF_CUDA_ABI,
+	(uint32_t)sizeof(struct ncf_backend),
+	(uint32_t)sizeof(struct ncf_backend_i),
+	NCF_VERSION,
+	MODULE_KIND,
+	&ncf_backend_cuda,
+	ncf_cuda_usable,
+	ncf_cuda_describe_versions,
+	ncf_cuda_set_loss_scale,
+	ncf_cuda_loss_scale,
+	ncf_cuda_device_info,
+	ncf_cuda_step_cost,
+};
+
+const struct ncf_cuda_api *ncf_cuda_module(void)
+{
+	return &module;
 }

@@ -99,8 +99,10 @@ extern "C" {
 	unsigned char *name = ncf_dyn_smem_
 #endif
 
-/* Host+device helper functions. */
+/* Host+device helper functions; NCF_DEV: device-only ones (those that use
+ * barriers or warp primitives). */
 #define NCF_DI __host__ __device__ __forceinline__
+#define NCF_DEV __device__ __forceinline__
 
 /* Loop unrolling hint, for the device pass only (the host compiler would
  * warn about an unknown pragma). */

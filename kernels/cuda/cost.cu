@@ -1,12 +1,14 @@
 /*
- * cost.cu - the cost recorder (cost.cuh) and the cost model of one
- * training step, ncf_cuda_step_cost (cuda.h): the backend's own step code
- * run dry, recording what each launch would move and compute instead of
- * launching it.  No device is touched: the state gets fake device
- * addresses, no stream or cuBLAS handle is made.  It works in an nvcc build
- * on a machine without a GPU, and under emulation.
+ * cost.cu - the cost recorder and the per-launch profile (cost.cuh).  The
+ * cost model of a step (ncf_cuda_step_cost, cuda.h) is the backend's own
+ * step code run dry with a recorder active (backend.cu).
  */
-#include "backend.cuh"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.cuh"
+#include "cuda.h"
 
 namespace NCF_CUDA_NS {
 
@@ -17,6 +19,8 @@ static const char *const kind_name[COST_KINDS] = {"kernel", "gemm", "memset", "c
 int cost_note(int kind, const char *name, double bytes, double flops)
 {
 	struct cost_rec *r = cost_active;
+	if (r->events && r->n < COST_MAX_ITEMS)
+		cudaEventRecord(r->events[r->n], r->stream);
 	r->count[kind]++;
 	r->bytes += bytes;
 	r->flops += flops;
@@ -53,62 +57,154 @@ void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 	}
 }
 
-/* The dry step: state for be on fake addresses, one training step of n
- * rows at epoch 0, position 0. */
-static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_t positives,
-		    uint64_t n)
+/* ---- NCF_CUDA_PROFILE ------------------------------------------------------ */
+
+/* A launch of the steps profiled: the occ-th launch named `name` in a step
+ * (steps differ a little: the first after new parameters also makes the
+ * 16-bit copy; an epoch's last step is shorter), with its sums over the
+ * steps that had it. */
+struct prof_row {
+	const char *name;
+	int kind;
+	unsigned occ;
+	uint64_t steps;
+	double us, bytes, flops;
+};
+
+struct profile {
+	struct cost_rec rec;	 /* this step's notes */
+	struct cost_rec *saved;	 /* the recorder active before profile_begin */
+	cudaEvent_t ev[COST_MAX_ITEMS + 1];
+	int have_events;
+	unsigned n;		 /* rows, in the order their launches come in a step */
+	struct prof_row row[COST_MAX_ITEMS];
+	uint64_t steps, cut;	 /* steps added; launches past COST_MAX_ITEMS */
+};
+
+struct profile *profile_open(void)
 {
-	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
-	be->impl = c;
-	set_precision(be, c, 1);
-	NCF_TRY(alloc_state(be, c));
-	c->path = path;
-	c->P = positives;
-	c->have_td = 1;
-	/* a step in the middle of training: on the fused path the previous
-	 * step's Adam wrote the 16-bit copy of the parameters */
-	c->plo_valid = fused_path(be, c);
-	/* the state's setup is not part of a step */
-	uintptr_t fake = r->next_fake;
-	memset(r, 0, sizeof *r);
-	r->dry = 1;
-	r->next_fake = fake;
-	/* as ncf-train takes it: the loss left on the device */
-	return ncf_backend_cuda.train_step(be, 0, 0, n, NULL);
+	struct profile *p = (struct profile *)ncf_xcalloc(1, sizeof *p);
+	for (int k = 0; k <= COST_MAX_ITEMS; k++)
+		if (CUDA_CHECK(cudaEventCreate(&p->ev[k])) != 0) {
+			while (k-- > 0)
+				cudaEventDestroy(p->ev[k]);
+			free(p);
+			return NULL;
+		}
+	p->have_events = 1;
+	return p;
+}
+
+void profile_close(struct profile *p)
+{
+	if (!p)
+		return;
+	for (int k = 0; p->have_events && k <= COST_MAX_ITEMS; k++)
+		cudaEventDestroy(p->ev[k]);
+	free(p);
+}
+
+void profile_begin(struct profile *p, cudaStream_t s)
+{
+	memset(&p->rec, 0, sizeof p->rec);
+	p->rec.events = p->ev;
+	p->rec.stream = s;
+	p->saved = cost_active;
+	cost_active = &p->rec;
+}
+
+void profile_end(struct profile *p)
+{
+	struct cost_rec *r = &p->rec;
+	if (r->n <= COST_MAX_ITEMS)
+		cudaEventRecord(p->ev[r->n], r->stream);
+	cost_active = p->saved;
+}
+
+/* The row of launch it, the occ-th of its name in this step; a new one
+ * goes after row `after` (the row of the launch before it; -1: first). */
+static unsigned row_of(struct profile *p, const struct cost_item *it, unsigned occ, unsigned after)
+{
+	for (unsigned k = 0; k < p->n; k++)
+		if (p->row[k].occ == occ && p->row[k].kind == it->kind &&
+		    !strcmp(p->row[k].name, it->name))
+			return k;
+	if (p->n == COST_MAX_ITEMS)
+		return COST_MAX_ITEMS;
+	unsigned at = after == (unsigned)-1 ? 0 : after + 1;
+	memmove(&p->row[at + 1], &p->row[at], (p->n - at) * sizeof *p->row);
+	memset(&p->row[at], 0, sizeof p->row[at]);
+	p->row[at].name = it->name;
+	p->row[at].kind = it->kind;
+	p->row[at].occ = occ;
+	p->n++;
+	return at;
+}
+
+int profile_collect(struct profile *p)
+{
+	const struct cost_rec *r = &p->rec;
+	unsigned prev = COST_MAX_ITEMS; /* none yet: a new row goes first */
+	for (unsigned k = 0; k < r->n; k++) {
+		const struct cost_item *it = &r->item[k];
+		unsigned occ = 0;
+		for (unsigned j = 0; j < k; j++)
+			occ += r->item[j].kind == it->kind && !strcmp(r->item[j].name, it->name);
+		unsigned q = row_of(p, it, occ, prev == COST_MAX_ITEMS ? (unsigned)-1 : prev);
+		if (q == COST_MAX_ITEMS) {
+			p->cut++;
+			continue;
+		}
+		float ms = 0;
+		CUDA_TRY(cudaEventElapsedTime(&ms, p->ev[k], p->ev[k + 1]));
+		struct prof_row *w = &p->row[q];
+		w->steps++;
+		w->us += 1e3 * ms;
+		w->bytes += it->bytes;
+		w->flops += it->flops;
+		prev = q;
+	}
+	p->cut += r->dropped;
+	p->steps += r->n > 0;
+	return 0;
+}
+
+void profile_report(const struct profile *p, FILE *out, const char *title, double peak_bw,
+		    double peak_flops)
+{
+	if (!p->steps)
+		return;
+	double steps = (double)p->steps, tot = 0;
+	for (unsigned k = 0; k < p->n; k++)
+		tot += p->row[k].us / steps;
+	fprintf(out, "cuda profile: %s, %llu steps: per launch, the mean over the steps that had "
+		"it\n", title, (unsigned long long)p->steps);
+	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9s %5s %10s %10s %8s %6s %8s %6s\n", "#",
+		"kind", "launch", "steps", "us", "%", "MB", "GFLOP", "GB/s", "%bw", "TFLOP/s", "%mx");
+	for (unsigned k = 0; k < p->n; k++) {
+		const struct prof_row *w = &p->row[k];
+		double n = (double)w->steps, us = w->us / n, s = us * 1e-6;
+		double bytes = w->bytes / n, flops = w->flops / n;
+		double bw = s > 0 ? bytes / s : 0, fl = s > 0 ? flops / s : 0;
+		fprintf(out, "cuda profile: %3u %-6s %-20s %6llu %9.2f %5.1f %10.3f %10.3f %8.1f ",
+			k + 1, kind_name[w->kind], w->name, (unsigned long long)w->steps, us,
+			tot > 0 ? 100.0 * w->us / steps / tot : 0.0, bytes / 1e6, flops / 1e9,
+			bw / 1e9);
+		if (peak_bw > 0)
+			fprintf(out, "%6.1f ", 100.0 * bw / peak_bw);
+		else
+			fprintf(out, "%6s ", "-");
+		fprintf(out, "%8.2f ", fl / 1e12);
+		if (peak_flops > 0 && flops > 0)
+			fprintf(out, "%6.1f\n", 100.0 * fl / peak_flops);
+		else
+			fprintf(out, "%6s\n", "-");
+	}
+	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9.2f  (a step, the launches' means summed)\n",
+		"", "", "step", "", tot);
+	if (p->cut)
+		fprintf(out, "cuda profile: %llu launches past the %d kept were not timed\n",
+			(unsigned long long)p->cut, COST_MAX_ITEMS);
 }
 
 } /* namespace NCF_CUDA_NS */
-
-using namespace NCF_CUDA_NS;
-
-int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
-		       enum ncf_precision precision, const char *path, int64_t positives,
-		       struct ncf_cuda_cost *out)
-{
-	memset(out, 0, sizeof *out);
-	int p = 0;
-	if (path_parse(path, &p) != 0)
-		return -1;
-	if (precision == NCF_PRECISION_DEFAULT)
-		precision = NCF_PRECISION_TF32;
-	static struct ncf_dist one = {0, 1, 0, 1, 0, 0.0};
-	struct ncf_backend be;
-	memset(&be, 0, sizeof be);
-	be.i = &ncf_backend_cuda;
-	be.shape = *s;
-	ncf_layout_make(s, &be.layout);
-	be.hp = *hp;
-	be.dist = &one;
-	be.precision = precision;
-	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
-	r->dry = 1;
-	struct cost_rec *saved = cost_active;
-	cost_active = r;
-	int rc = dry_step(&be, r, p, positives, hp->batch);
-	if (rc == 0)
-		cost_export(r, out);
-	ncf_backend_cuda.free(&be);
-	cost_active = saved;
-	free(r);
-	return rc;
-}

@@ -24,12 +24,23 @@
  * cuBLAS GEMMs count A, B and C once each (beta = 0) and 2 m n k FLOPs; a
  * sort counts CUB's onesweep radix sort from its dispatch code (see
  * sort.cu).
+ *
+ * The same notes time a step's launches (NCF_CUDA_PROFILE=1, struct
+ * profile below): a live recorder that also records a CUDA event on the
+ * step's stream at each note, so that the time between two notes is the
+ * launch's time on the device (a step issues its launches on one stream,
+ * one after the other).
  */
 #ifndef NCF_CUDA_COST_CUH
 #define NCF_CUDA_COST_CUH
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "common.cuh"
+
+struct ncf_cuda_cost; /* cuda.h */
 
 namespace NCF_CUDA_NS {
 
@@ -49,6 +60,8 @@ struct cost_item {
 
 struct cost_rec {
 	int dry;		/* 1: record only, launch nothing */
+	cudaEvent_t *events;	/* profiling: an event recorded on `stream` at each note, or NULL */
+	cudaStream_t stream;
 	unsigned n, dropped;	/* items kept; notes past COST_MAX_ITEMS (counted, not kept) */
 	unsigned count[COST_KINDS];
 	double bytes, flops;
@@ -68,6 +81,35 @@ static inline int cost_dry(void)
 {
 	return cost_active && cost_active->dry;
 }
+
+/* out = what recorder r holds (cuda.h's form). */
+void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out);
+
+/*
+ * NCF_CUDA_PROFILE: per-launch times of training steps, kept per launch of
+ * a step (launch k of every step is the same op on a given path) and
+ * printed as a table when the backend closes.  Between profile_begin and
+ * profile_end every note of this thread records an event on the step's
+ * stream first; profile_collect, after the step's synchronisation, adds the
+ * times between them.  Steps whose launches differ from the first
+ * profiled step's are counted, not added.
+ */
+struct profile;
+/* A profile with its events.  NULL after reporting a failure. */
+struct profile *profile_open(void);
+void profile_close(struct profile *p);
+/* Time the launches issued on stream s from now to profile_end. */
+void profile_begin(struct profile *p, cudaStream_t s);
+void profile_end(struct profile *p);
+/* After the synchronisation that ends the step: add its times.  Returns 0
+ * or -1 (reported). */
+int profile_collect(struct profile *p);
+/* The table on out: per launch the mean time in microseconds, the cost
+ * model's bytes and FLOPs, the achieved GB/s and TFLOP/s, and their share of
+ * peak_bw bytes/s and peak_flops FLOP/s (0: unknown, not printed).  title
+ * names the run. */
+void profile_report(const struct profile *p, FILE *out, const char *title, double peak_bw,
+		    double peak_flops);
 
 } /* namespace NCF_CUDA_NS */
 

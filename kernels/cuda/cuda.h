@@ -1,14 +1,23 @@
 /*
- * cuda.h - the cuda backend seen from outside kernels/cuda/: its table for
- * backend.c, whether a GPU is usable, version lines for -vV, and the few
- * extras that tests and benchmarks need (fp16 loss scale, the device's
- * facts for bench/gpu_cost.h).  The one header that declares CUDA things
- * for C code; tools use backend.h only.  Test-only entry points:
- * test_hooks.h.
+ * cuda.h - the cuda backend seen from outside kernels/cuda/.  The backend
+ * is a shared module (ncf-cuda.so) that kernels/module.c opens when a tool
+ * asks for a GPU, so that a CPU run never maps the CUDA libraries and one
+ * build serves machines with and without them (ggml's backend registry).
+ * Its one entry point, ncf_cuda_module(), returns the table below: the
+ * backend's table for backend.c, whether a GPU is usable, version lines
+ * for -vV, and the few extras that tests and benchmarks need (fp16 loss
+ * scale, the device's facts, the cost model of a step).  The loader
+ * refuses a module whose NCF_CUDA_ABI or struct sizes differ from its own.
+ * Tools use backend.h only.  Test-only entry points: test_hooks.h.
  *
- * Built twice: by nvcc into libncf.a (the names below), and as plain C++
- * with -DNCF_CUDA_EMULATE into the emulation test, where every name gets an
- * _emu suffix so that both builds can be linked into one program.
+ * The module's code calls the library under it (common/: errors, the
+ * model's layout, the formulas) in the program that loaded it: the
+ * programs export those symbols (the Makefile links them so).
+ *
+ * Built twice: by nvcc into the module (the names below), and as plain C++
+ * with -DNCF_CUDA_EMULATE into the emulation test and the emulated module
+ * ncf-cuda-emu.so, where every name gets an _emu suffix so that both builds
+ * can be linked into one program.
  */
 #ifndef NCF_CUDA_H
 #define NCF_CUDA_H
@@ -21,6 +30,7 @@
 #define ncf_cuda_loss_scale ncf_cuda_loss_scale_emu
 #define ncf_cuda_device_info ncf_cuda_device_info_emu
 #define ncf_cuda_step_cost ncf_cuda_step_cost_emu
+#define ncf_cuda_module ncf_cuda_module_emu
 #endif
 
 #ifdef __cplusplus
@@ -92,6 +102,31 @@ struct ncf_cuda_cost {
 int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 		       enum ncf_precision precision, const char *path, int64_t positives,
 		       struct ncf_cuda_cost *out);
+
+/*
+ * The module's table.  NCF_CUDA_ABI changes whenever this struct, struct
+ * ncf_backend_i, struct ncf_backend or anything they point at changes
+ * meaning; backend_size and table_size catch a forgotten bump.
+ */
+#define NCF_CUDA_ABI 1
+struct ncf_cuda_api {
+	uint32_t abi;	       /* NCF_CUDA_ABI of the module's build */
+	uint32_t backend_size; /* sizeof(struct ncf_backend) */
+	uint32_t table_size;   /* sizeof(struct ncf_backend_i) */
+	const char *version;   /* ncf's version string */
+	const char *kind;      /* "cuda", or "cuda emulated on the CPU" */
+	const struct ncf_backend_i *backend;
+	int (*usable)(char *why, size_t len);
+	void (*describe_versions)(FILE *out);
+	void (*set_loss_scale)(struct ncf_backend *be, float scale, uint32_t growth_interval);
+	float (*loss_scale)(const struct ncf_backend *be);
+	int (*device_info)(const struct ncf_backend *be, struct ncf_cuda_device *d);
+	int (*step_cost)(const struct ncf_shape *s, const struct ncf_hparams *hp,
+			 enum ncf_precision precision, const char *path, int64_t positives,
+			 struct ncf_cuda_cost *out);
+};
+/* The module's entry point (the symbol kernels/module.c looks up). */
+const struct ncf_cuda_api *ncf_cuda_module(void);
 
 #ifdef __cplusplus
 }

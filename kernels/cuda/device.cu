@@ -1,10 +1,12 @@
 /*
- * device.cu - what the cuda backend says about the machine (see cuda.h):
- * whether a GPU is usable, the versions of the CUDA software for -vV, and
- * the facts of an open backend's device that benchmarks turn into peak
- * rates (bench/gpu_cost.h).
+ * device.cu - the device of a cuda backend (device.cuh), and what the
+ * backend says about the machine (cuda.h): whether a GPU is usable, the
+ * versions of the CUDA software for -vV, and the facts of an open
+ * backend's device that benchmarks turn into peak rates (bench/gpu_cost.h).
  */
-#include "backend.cuh"
+#include <unistd.h>
+
+#include "device.cuh"
 
 #ifndef NCF_CUDA_EMULATE
 #include <cublasLt.h>
@@ -12,6 +14,73 @@
 #include <nccl.h>
 #endif
 #endif
+
+namespace NCF_CUDA_NS {
+
+int device_open(struct ncf_backend *be, struct cu *c)
+{
+	int count = 0;
+	CUDA_TRY(cudaGetDeviceCount(&count));
+	if (count < 1) {
+		ncf_error("cuda backend: no CUDA device");
+		return -1;
+	}
+	struct ncf_dist *d = be->dist;
+	if (d->mpi && d->local_size > count) { /* (ranks in one process share: tests) */
+		char host[256] = "this host";
+		if (gethostname(host, sizeof host) != 0)
+			snprintf(host, sizeof host, "this host");
+		host[sizeof host - 1] = 0;
+		ncf_error("cuda backend: %d ranks on %s and %d GPU%s there: start at most one rank "
+			  "per GPU (mpirun -npernode %d, or more nodes)",
+			  d->local_size, host, count, count == 1 ? "" : "s", count);
+		return -3; /* two ranks on one GPU: not available */
+	}
+	c->dev = (d->local_rank > 0 ? d->local_rank : 0) % count; /* the local rank, checked above */
+	CUDA_TRY(cudaSetDevice(c->dev));
+	CUDA_TRY(cudaGetDeviceProperties(&c->prop, c->dev));
+	int ampere = c->prop.major >= 8; /* TF32 and bf16 tensor cores */
+	enum ncf_precision p = be->precision;
+	if (p == NCF_PRECISION_DEFAULT)
+		p = ampere ? NCF_PRECISION_TF32 : NCF_PRECISION_FP32;
+	if ((p == NCF_PRECISION_TF32 || p == NCF_PRECISION_BF16) && !ampere) {
+		ncf_error("--precision %s needs a GPU of compute capability 8.0 or newer; %s is %d.%d",
+			  ncf_precision_name(p), c->prop.name, c->prop.major, c->prop.minor);
+		return -3; /* a feature the device lacks: exit 3 */
+	}
+	be->precision = p;
+	device_set_precision(be, c, ampere);
+	CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+	c->have_stream = 1;
+	CUBLAS_TRY(cublasCreate(&c->blas.h));
+	c->have_blas = 1;
+	CUBLAS_TRY(cublasSetStream(c->blas.h, c->s));
+	CUBLAS_TRY(cublasSetMathMode(c->blas.h, p == NCF_PRECISION_FP32 ? CUBLAS_DEFAULT_MATH
+								   : CUBLAS_TF32_TENSOR_OP_MATH));
+	return 0;
+}
+
+void device_set_precision(struct ncf_backend *be, struct cu *c, int ampere)
+{
+	enum ncf_precision p = be->precision;
+	c->act = p == NCF_PRECISION_BF16 ? ACT_BF16 : p == NCF_PRECISION_FP16 ? ACT_F16 : ACT_F32;
+	c->es = c->act == ACT_F32 ? 4 : 2;
+	c->blas.compute_f32 = p == NCF_PRECISION_FP32 || !ampere ? CUBLAS_COMPUTE_32F
+								  : CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+void device_close(struct cu *c)
+{
+	if (c->have_stream)
+		cudaStreamSynchronize(c->s);
+	if (c->have_blas)
+		cublasDestroy(c->blas.h);
+	if (c->have_stream)
+		cudaStreamDestroy(c->s);
+	c->have_blas = c->have_stream = 0;
+}
+
+} /* namespace NCF_CUDA_NS */
 
 using namespace NCF_CUDA_NS;
 

@@ -89,6 +89,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <algorithm>
 #include <deque>
@@ -799,6 +800,7 @@ typedef ncf_emu_stream *cudaStream_t;
 struct ncf_emu_event {
 	ncf_emu_stream *s = nullptr; /* recorded on, NULL: never */
 	uint64_t seq = 0;	     /* after this many operations of s */
+	double t = 0;		     /* when the stream got to it (seconds, monotonic clock) */
 };
 typedef ncf_emu_event *cudaEvent_t;
 #define cudaEventDefault 0
@@ -946,15 +948,24 @@ static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned)
 }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
+	if (e->s) /* its time stamp may still be queued */
+		ncf_emu_run(e->s, e->seq);
 	delete e;
 	return ncf_emu_ret(cudaSuccess);
 }
-/* Recorded during a capture: nothing (a graph here is one stream). */
+/* An operation of its own that notes the time when the stream gets to it
+ * (so that cudaEventElapsedTime measures the emulated work between two
+ * events); during a capture nothing (a graph here is one stream). */
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 {
 	ncf_emu_stream *s = ncf_emu_s(st);
 	if (!s->capture) {
 		e->s = s;
+		ncf_emu_enqueue(st, [e]() {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+		});
 		e->seq = s->issued;
 	}
 	return ncf_emu_ret(cudaSuccess);
@@ -980,10 +991,14 @@ static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)
 		ncf_emu_run(e->s, e->seq);
 	return ncf_emu_synced();
 }
-/* Events measure nothing here. */
-static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t)
+/* The host time of the emulated work between two recorded events. */
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
-	*ms = 0.0f;
+	if (!a->s || !b->s)
+		return ncf_emu_ret(cudaErrorInvalidValue);
+	ncf_emu_run(a->s, a->seq);
+	ncf_emu_run(b->s, b->seq);
+	*ms = (float)(1e3 * (b->t - a->t));
 	return ncf_emu_ret(cudaSuccess);
 }
 

@@ -146,6 +146,41 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 
 /* ---- backward ------------------------------------------------------------ */
 
+/*
+ * The epilogue of one 16x16 tile of dX in both backward kernels: the warp
+ * stages its accumulator acc in st (16 x 16 floats), and this lane (row r,
+ * columns c0 .. c0 + 8 of the tile) makes d = h > 0 ? acc * scale : 0 of
+ * its cnt columns (h: the layer input's values there; live: the row and
+ * columns exist), stores them at dst (16-byte stores where vec), and adds
+ * the tile's column sums (rows in order) to colsum (16 floats).
+ */
+template <typename P, typename T>
+NCF_DEV void dx_tile(typename P::frag_c &acc, float *st, const float h[8], bool live,
+		    uint32_t cnt, float scale, T *dst, bool vec, float *colsum, unsigned lane,
+		    unsigned r, unsigned c0)
+{
+	P::store(st, acc, 16);
+	__syncwarp();
+	float d[8];
+	NCF_UNROLL
+	for (uint32_t e = 0; e < 8; e++)
+		d[e] = live && e < cnt && h[e] > 0.0f ? st[r * 16 + c0 + e] * scale : 0.0f;
+	if (live)
+		store_upto8(dst, d, cnt, vec && cnt == 8);
+	__syncwarp();
+	NCF_UNROLL
+	for (uint32_t e = 0; e < 8; e++)
+		st[r * 16 + c0 + e] = d[e];
+	__syncwarp();
+	if (lane < 16) {
+		float sum = 0.0f;
+		for (unsigned rr = 0; rr < 16; rr++)
+			sum += st[rr * 16 + lane];
+		colsum[lane] += sum;
+	}
+	__syncwarp();
+}
+
 template <typename T, int MODE>
 __global__ void __launch_bounds__(FUSED_THREADS)
 	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
@@ -198,35 +233,14 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 			uint32_t t = wn + 2 * i;
 			if (t >= nt)
 				continue;
-			P::store(st, acc[i], 16);
-			__syncwarp();
 			uint32_t q0 = 16 * t + c0;
-			float d[8];
-			NCF_UNROLL
-			for (uint32_t e = 0; e < 8; e++)
-				d[e] = 0.0f;
-			if (row < rows && q0 < in) {
-				uint32_t cnt = in - q0 < 8 ? in - q0 : 8;
-				float hv[8];
+			bool live = row < rows && q0 < in;
+			uint32_t cnt = live ? (in - q0 < 8 ? in - q0 : 8) : 0;
+			float hv[8] = {0};
+			if (live)
 				load_upto8(H + row * in + q0, hv, cnt, vech && cnt == 8);
-				NCF_UNROLL
-				for (uint32_t e = 0; e < 8; e++)
-					d[e] = e < cnt && hv[e] > 0.0f ? st[r * 16 + c0 + e] * scale
-								       : 0.0f;
-				store_upto8(dX + row * in + q0, d, cnt, vech && cnt == 8);
-			}
-			__syncwarp();
-			NCF_UNROLL
-			for (uint32_t e = 0; e < 8; e++)
-				st[r * 16 + c0 + e] = d[e];
-			__syncwarp();
-			if (lane < 16) {
-				float s = 0.0f;
-				for (unsigned rr = 0; rr < 16; rr++)
-					s += st[rr * 16 + lane];
-				colpart[wm][16 * t + lane] += s;
-			}
-			__syncwarp();
+			dx_tile<P>(acc[i], st, hv, live, cnt, scale, dX + row * in + q0, vech,
+				   &colpart[wm][16 * t], lane, r, c0);
 		}
 	}
 	__syncthreads();
@@ -344,33 +358,15 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 			uint32_t t = wn + 2 * i;
 			if (t >= qt)
 				continue;
-			P::store(st, accx[i], 16);
-			__syncwarp();
-			uint32_t c = 16 * t + c0, q = q0 + c;
-			float d[8];
-			NCF_UNROLL
-			for (uint32_t e = 0; e < 8; e++) {
-				float h = to_f32(hs[(16 * wm + r) * L.ldh + c + e]);
-				d[e] = row < rows && c + e < qn && h > 0.0f
-					       ? st[r * 16 + c0 + e] * scale
-					       : 0.0f;
-			}
-			if (row < rows && c < qn) {
-				uint32_t cnt = qn - c < 8 ? qn - c : 8;
-				store_upto8(dX + row * in + q, d, cnt, vech && cnt == 8);
-			}
-			__syncwarp();
+			uint32_t c = 16 * t + c0;
+			bool live = row < rows && c < qn;
+			uint32_t cnt = live ? (qn - c < 8 ? qn - c : 8) : 0;
+			float hv[8];
 			NCF_UNROLL
 			for (uint32_t e = 0; e < 8; e++)
-				st[r * 16 + c0 + e] = d[e];
-			__syncwarp();
-			if (lane < 16) {
-				float sum = 0.0f;
-				for (unsigned rr = 0; rr < 16; rr++)
-					sum += st[rr * 16 + lane];
-				colpart[wm][16 * t + lane] += sum;
-			}
-			__syncwarp();
+				hv[e] = to_f32(hs[(16 * wm + r) * L.ldh + c + e]);
+			dx_tile<P>(accx[i], st, hv, live, cnt, scale, dX + row * in + q0 + c, vech,
+				   &colpart[wm][16 * t], lane, r, c0);
 		}
 		__syncthreads(); /* the next tile overwrites zs, hs */
 	}

@@ -1,6 +1,6 @@
 /*
  * nccl.cu - the gradient's all-reduce across the ranks of a job (DESIGN.md
- * section 7; see backend.cuh): nothing with one rank; with several, NCCL,
+ * section 7; nccl.cuh): nothing with one rank; with several, NCCL,
  * its communicator made when the backend opens (rank 0 makes the id, MPI
  * broadcasts it, every rank joins), so that a job that cannot talk fails at
  * the start, not after the upload and a whole forward and backward pass.
@@ -9,7 +9,7 @@
  * Ranks that share one process (the tests' in-process ranks, be->dist->mpi
  * 0) have no communicator: their gradients are summed by the test.
  */
-#include "backend.cuh"
+#include "nccl.cuh"
 
 #ifdef NCF_HAVE_NCCL
 #include <nccl.h>

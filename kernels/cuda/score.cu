@@ -1,8 +1,8 @@
 /*
- * score.cu - the scoring path of the cuda backend (see backend.cuh): the
- * probabilities (or logits) of (user, item) pairs given by the host, and of
- * pairs kept on the device for benchmarks.  Not evaluation (backend.cu
- * eval_ranks makes its candidates on the device).
+ * score.cu - scoring and evaluation on the cuda backend (score.cuh): the
+ * probabilities (or logits) of (user, item) pairs given by the host, of
+ * pairs kept on the device for benchmarks, and the ranks of each user's
+ * evaluation candidates (made on the device).
  *
  * The host path, score_host, for n pairs:
  *  - cut into chunks: one up to 65536 pairs, else four or more of at most
@@ -29,11 +29,71 @@
  * score_resident runs the same chunks as the host path (check, forward,
  * sigmoid, graphs) on them and waits, without transfers.
  *
- * Legend: n pairs, U users, I items.
+ * Evaluation (score_eval_ranks) makes each user's candidates on the
+ * device, scores them in chunks of EVAL_CHUNK pairs and ranks them there;
+ * only the ranks come back.
+ *
+ * Legend: n pairs, U users, I items, N evaluation negatives per user.
  */
-#include "backend.cuh"
+#include "graphs.cuh"
+#include "params.cuh"
+#include "rows.cuh"
+#include "score.cuh"
 
 namespace NCF_CUDA_NS {
+
+static const size_t EVAL_CHUNK = (size_t)1 << 20; /* (user, item) pairs per scoring launch */
+
+/* ---- the forward pass ----------------------------------------------------- */
+
+/* Layers 2..L on n rows: h[k] = relu(h[k-1] W_k^T + b_k), no dropout. */
+template <typename T>
+static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dropout_k &none)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	const T *w = lowp<T>(c);
+	cudaDataType dt = dtype_of<T>();
+	for (uint32_t k = 2; k < s->n_layers; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k];
+		NCF_TRY(lin_fwd(&c->blas, "gemm_fwd", n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt,
+				in, c->h[k], dt, out));
+		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k],
+						  c->params + L->b[k], none, k - 1, c->s));
+	}
+	return 0;
+}
+
+/* Logits (prob: probabilities) of the n pairs in c->su, c->si into out
+ * (device), no dropout, reading the tables as they are (params_tables
+ * first). */
+template <typename T>
+static int forward(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	dropout_k none;
+	memset(&none, 0, sizeof none);
+	uint32_t last = s->n_layers - 1;
+	NCF_TRY(layer1_cuda<T>(n, s->layers[1], c->su, c->si, (const T *)c->AU, (const T *)c->AI,
+			       c->params + L->b[1], 1, none, (T *)c->h[1], c->s));
+	NCF_TRY(mlp_forward<T>(be, c, n, none));
+	return head_logits_cuda<T>(n, s->factors, s->layers[last], c->su, c->si,
+				   c->params + L->gmf_user, c->params + L->gmf_item,
+				   c->params + L->head_w, (const T *)c->h[last], prob, out, c->s);
+}
+
+static int forward_any(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
+{
+	switch (c->act) {
+	case ACT_BF16:
+		return forward<bf16>(be, c, n, out, prob);
+	case ACT_F16:
+		return forward<f16>(be, c, n, out, prob);
+	default:
+		return forward<float>(be, c, n, out, prob);
+	}
+}
 
 /* Pairs of the chunk a host call of n pairs is cut into. */
 static size_t host_chunk(size_t n)
@@ -85,22 +145,56 @@ static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, 
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-int chunk_work(struct ncf_backend *be, struct cu *c, const struct chunk *k)
+/*
+ * One scoring chunk: n pairs read from in_u, in_i (device); a pair outside
+ * the model is scored as (0, 0) and sets *bad (device) to the smallest such
+ * j; logits or (prob) probabilities into out (device).  Its fields are what
+ * a graph of it bakes in (the key of graphs_cached).
+ */
+struct chunk {
+	size_t n;
+	const uint32_t *in_u, *in_i; /* (n) */
+	float *out;		     /* (n) */
+	unsigned long long *bad;     /* one word, all ones when every pair was inside */
+	int prob;
+};
+
+/* The chunk's launches, as the graph holds them (graph_work). */
+struct chunk_arg {
+	struct ncf_backend *be;
+	const struct chunk *k;
+};
+static int chunk_work(void *arg)
 {
+	const struct chunk_arg *a = (const struct chunk_arg *)arg;
+	struct ncf_backend *be = a->be;
+	struct cu *c = impl(be);
+	const struct chunk *k = a->k;
 	if (!NCF_COST(COST_MEMSET, "set_bad", (double)sizeof *k->bad, 0))
 		CUDA_TRY(cudaMemsetAsync(k->bad, 0xFF, sizeof *k->bad, c->s));
 	NCF_TRY(check_ids_cuda(k->n, k->in_u, k->in_i, be->shape.users, be->shape.items, c->su,
 			       c->si, k->bad, c->s));
-	return forward_logits_any(be, c, k->n, k->out, k->prob);
+	return forward_any(be, c, k->n, k->out, k->prob);
 }
 
-/* A chunk as a graph when it can be, else with plain launches. */
+/* A chunk as a graph when it can be, else with plain launches (the row
+ * buffers and the tables ready: scorer_ready). */
 static int run_chunk(struct ncf_backend *be, struct cu *c, const struct chunk *k)
 {
-	int g = graph_chunk(be, c, k);
+	struct chunk key;
+	memset(&key, 0, sizeof key); /* padding too: the key is compared as bytes */
+	key.n = k->n, key.in_u = k->in_u, key.in_i = k->in_i, key.out = k->out;
+	key.bad = k->bad, key.prob = k->prob;
+	struct chunk_arg a = {be, k};
+	int g = 1;
+	if (k->n && k->n <= c->cap) {
+		char what[64];
+		snprintf(what, sizeof what, "scoring %zu pairs", k->n);
+		g = graphs_cached(c, &key, sizeof key, chunk_work, &a, what);
+	}
 	if (g <= 0)
 		return g;
-	return chunk_work(be, c, k);
+	return chunk_work(&a);
 }
 
 /* ---- streams and buffers ----------------------------------------------- */
@@ -143,9 +237,11 @@ static void slot_buffers_free(struct slot *sl)
 	sl->k = 0;
 }
 
-void scorer_free(struct cu *c)
+void score_free(struct cu *c)
 {
 	struct scorer *sc = c->sc;
+	dfree(c->ranks);
+	c->ranks_cap = 0;
 	if (!sc)
 		return;
 	for (int s = 0; s < 2; s++) {
@@ -216,8 +312,8 @@ static int scorer_ready(struct ncf_backend *be, struct cu *c, size_t chunk)
 {
 	NCF_TRY(scorer_open(c));
 	NCF_TRY(slots_grow(c->sc, chunk));
-	NCF_TRY(ensure_rows(be, c, chunk));
-	return make_tables_any(be, c);
+	NCF_TRY(rows_ensure(be, c, chunk));
+	return params_tables_any(be, c);
 }
 
 /* After a failure in the middle of a call: wait for what was issued (its
@@ -327,8 +423,8 @@ int score_host(struct ncf_backend *be, struct cu *c, const uint32_t *users, cons
 
 /* ---- pairs kept on the device ------------------------------------------- */
 
-int resident_set(struct ncf_backend *be, struct cu *c, const uint32_t *users,
-		 const uint32_t *items, size_t n)
+int score_keep(struct ncf_backend *be, struct cu *c, const uint32_t *users, const uint32_t *items,
+	       size_t n)
 {
 	NCF_TRY(scorer_open(c));
 	struct scorer *sc = c->sc;
@@ -354,7 +450,7 @@ int resident_set(struct ncf_backend *be, struct cu *c, const uint32_t *users,
 	return 0;
 }
 
-int score_resident(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
+int score_kept(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
 {
 	struct scorer *sc = c->sc;
 	size_t kept = sc ? sc->r_n : 0;
@@ -375,6 +471,42 @@ int score_resident(struct ncf_backend *be, struct cu *c, size_t n, float *out, i
 			CUDA_TRY(cudaMemcpyAsync(out + o, sl->d_out, len * sizeof *out,
 						 cudaMemcpyDeviceToHost, c->s));
 	}
+	return CUDA_CHECK(cudaStreamSynchronize(c->s));
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+int score_eval_ranks(struct ncf_backend *be, struct cu *c, uint32_t u0, uint32_t u1,
+		     uint32_t *ranks)
+{
+	if (!c->have_ed) {
+		ncf_error("cuda backend: no evaluation data");
+		return -1;
+	}
+	if (u1 <= u0)
+		return 0;
+	size_t per = (size_t)c->N + 1, nusers = u1 - u0;
+	size_t upc = EVAL_CHUNK / per ? EVAL_CHUNK / per : 1;
+	if (upc > nusers)
+		upc = nusers;
+	NCF_TRY(rows_ensure(be, c, upc * per));
+	NCF_TRY(params_tables_any(be, c));
+	if (nusers > c->ranks_cap) {
+		dfree(c->ranks);
+		c->ranks_cap = 0;
+		NCF_TRY(DALLOC(c->ranks, nusers));
+		c->ranks_cap = nusers;
+	}
+	for (size_t a = u0; a < u1; a += upc) {
+		uint32_t nb = (uint32_t)(u1 - a < upc ? u1 - a : upc);
+		NCF_TRY(eval_pairs_cuda((uint32_t)a, nb, c->N, c->test, c->neg, c->su, c->si,
+					c->s));
+		NCF_TRY(forward_any(be, c, (size_t)nb * per, c->dl, 0));
+		NCF_TRY(rank_cuda(c->dl, c->counted, (uint32_t)a, nb, c->N, c->ranks + (a - u0),
+				  c->s));
+	}
+	CUDA_TRY(cudaMemcpyAsync(ranks, c->ranks, nusers * sizeof *ranks, cudaMemcpyDeviceToHost,
+				 c->s));
 	return CUDA_CHECK(cudaStreamSynchronize(c->s));
 }
 

@@ -1,68 +1,58 @@
 /*
- * step_fused.cu - the fused training step of the cuda backend, the default
- * (NCF_CUDA_PATH=fused; step.cu keeps the unfused passes, NCF_CUDA_PATH=
- * unfused).  The same function as step.cu and reference.c; what moves fewer
- * bytes is the order of the work and which pass does what (see the cost
- * model, bench_gpu --cost):
+ * step_fused.cu - the fused training step, the default (NCF_CUDA_PATH=fused;
+ * see step.cuh).  The same function as step_unfused.cu and reference.c;
+ * what moves fewer bytes is the order of the work and which pass does what
+ * (the cost model, bench_gpu --cost, counts it):
  *
- *  1. samples (sample_cuda), then the slice sorted by user before anything
- *     else: row r of the step is sample rowpos[r] = ju[r] (a stable radix
- *     sort, so a user's rows keep their sample order), with its user ru[r] =
- *     ku[r], item ri[r], label rlab[r] and the first row of each user
- *     (rows_by_user_cuda); then the rows sorted by item and the first
- *     position of each item (seg_offsets_cuda).  Dropout is addressed by
- *     sample, pos0 + rowpos[r], so masks are those of every other backend;
+ *  1. the samples, then the slice sorted by user before anything else:
+ *     row r of the step is sample rowpos[r] = ju[r] of the slice (a stable
+ *     radix sort, so a user's rows keep their sample order), with its user
+ *     ku[r], item ri[r], label rlab[r] and the first row of each user; then
+ *     the rows sorted by item and the first position of each item.
+ *     Dropout is addressed by sample, pos0 + rowpos[r], so the masks are
+ *     those of every other backend;
  *  2. the first-layer tables AU = mlp_user W1u^T, AI = mlp_item W1i^T (two
  *     GEMMs; the 16-bit copy of the parameters was written by the previous
  *     step's Adam);
- *  3. layer 1 per row (layer1_rows_cuda: AU rows of consecutive rows are
- *     the same user's, so they come from cache); layers 2..L fused
- *     (linear_fwd_cuda: product, bias, ReLU and dropout in one pass);
+ *  3. layer 1 per row (AU rows of consecutive rows are the same user's, so
+ *     they come from cache); layers 2..L fused: product, bias, ReLU and
+ *     dropout in one pass;
  *  4. the head, loss and dlogit, dz of the last layer, with per-block
  *     partials of the head's gradient, the last bias gradient and the loss
- *     (head_fused_cuda; no per-row loss, no separate head-gradient pass);
- *  5. layers L..2 backward: linear_bwdw_cuda: dz_{k-1} with the mask from
- *     h_{k-1} > 0, the partials of its column sums (bias gradient of layer
- *     k - 1) and of dW_k = dz_k^T h_{k-1}, from one read of dz_k and
- *     h_{k-1} (for a layer wider than BWDW_MAX_OUT: dW_k by cuBLAS, then
- *     linear_bwd_cuda without it);
- *  6. one reduce_partials_cuda for every bias gradient, the fused weight
- *     gradients, the head's gradient and the loss (fixed order);
+ *     (no per-row loss, no separate head-gradient pass);
+ *  5. layers L..2 backward: dz_{k-1} with the mask from h_{k-1} > 0, the
+ *     partials of its column sums (the bias gradient of layer k - 1) and of
+ *     dW_k = dz_k^T h_{k-1}, from one read of dz_k and h_{k-1} (a layer
+ *     wider than BWDW_MAX_OUT: dW_k by cuBLAS, then the backward without
+ *     it);
+ *  6. one reduction of every partial in a fixed order: the bias gradients,
+ *     the fused weight gradients, the head's gradient and the loss;
  *  7. per user: dAU = the sum of dz1 over its rows (contiguous) and the GMF
- *     gradient dgmf_user (key_grad_cuda); per item the same through the item
- *     order; every key written, so nothing is cleared first.  db1 came with
- *     the partials (no column sum of dAU);
- *  8. dW1 = [dAU^T mlp_user, dAI^T mlp_item], dmlp_user = dAU W1u, dmlp_item
- *     = dAI W1i (four GEMMs over whole tables, as step.cu);
- * and after the all-reduce, Adam with the 16-bit copy (adam_fused).
+ *     gradient dgmf_user; per item the same through the item order; every
+ *     key written, so nothing is cleared first (db1 came with the partials);
+ *  8. dW1 and the MLP tables' gradients from dAU, dAI (four GEMMs);
+ *  9. the all-reduce, then Adam, which writes the 16-bit copy as well.
  *
- * Sums are in other orders than step.cu's (rows by user, per-block
- * partials), so the two paths agree to rounding, not bit for bit; each is
- * deterministic (no atomics; orders fixed by the sizes).
+ * Sums are in other orders than the unfused step's (rows by user,
+ * per-block partials), so the two paths agree to rounding, not bit for
+ * bit; each is deterministic (no atomics; orders fixed by the sizes).
  */
-#include "backend.cuh"
+#include "nccl.cuh"
+#include "step.cuh"
 
 namespace NCF_CUDA_NS {
 
 static_assert(PART_SEGS >= NCF_MAX_LAYERS + 1, "the head's two segments and one per layer");
 
-int fused_path(struct ncf_backend *be, struct cu *c)
-{
-	if (c->path != PATH_FUSED)
-		return 0;
-	const struct ncf_shape *s = &be->shape;
-	for (uint32_t k = 1; k < s->n_layers; k++)
-		if (s->layers[k] > FUSED_MAX_WIDTH) {
-			if (!c->fused_said)
-				ncf_debug("cuda backend: a hidden layer of %u units is wider than "
-					  "the "
-					  "fused kernels take (%u): the unfused path",
-					  s->layers[k], (unsigned)FUSED_MAX_WIDTH);
-			c->fused_said = 1;
-			return 0;
-		}
-	return 1;
-}
+/* The fused path's buffers, for cap rows. */
+struct fused {
+	size_t cap;
+	uint32_t *ri;		/* (cap) item of each row, rows sorted by user */
+	uint8_t *rlab;		/* (cap) label of each row */
+	uint32_t *uoff, *ioff;	/* (U + 1), (I + 1) first row (position) of each user (item) */
+	float *part;		/* per-block partial sums of the head and the backward */
+	double *loss;		/* (ceil(cap / HEAD_ROWS)) per-block loss sums */
+};
 
 /* Does layer k's backward compute its weight gradient too (linear_bwdw)? */
 static int with_dw(const struct ncf_shape *s, uint32_t k)
@@ -70,201 +60,171 @@ static int with_dw(const struct ncf_shape *s, uint32_t k)
 	return s->layers[k] <= BWDW_MAX_OUT;
 }
 
-/* Floats of partials: the head's, then layer k's backward for k = L..2
- * (the bias gradient's, and dW's where the backward computes it). */
-static size_t part_floats(const struct ncf_shape *s, size_t B)
-{
-	size_t nbh = (B + HEAD_ROWS - 1) / HEAD_ROWS, nbb = (B + BWD_ROWS - 1) / BWD_ROWS;
-	size_t HL = ncf_shape_last(s), f = nbh * (s->factors + 2 * HL + 1), G = bwdw_groups(B);
-	for (uint32_t k = 2; k < s->n_layers; k++)
-		f += with_dw(s, k) ? G * s->layers[k - 1] * (1 + (size_t)s->layers[k])
-				   : nbb * s->layers[k - 1];
-	return f;
-}
+/* Where a step of B rows puts its partial sums: the head's, then layer k's
+ * backward for k = L..2 (its bias gradient's, and dW's where the backward
+ * computes it), and the reduction that adds them (step 6). */
+struct parts {
+	float *bias[NCF_MAX_LAYERS], *w[NCF_MAX_LAYERS]; /* layer k's; w[k] NULL: cuBLAS */
+	part_map map;
+	size_t floats; /* all of them */
+};
 
-void fused_free(struct cu *c)
-{
-	dfree(c->ri), dfree(c->rlab), dfree(c->uoff), dfree(c->ioff);
-	dfree(c->fpart), dfree(c->floss);
-	c->fcap = 0;
-}
-
-int fused_prepare(struct ncf_backend *be, struct cu *c, size_t B)
-{
-	if (B <= c->fcap)
-		return 0;
-	const struct ncf_shape *s = &be->shape;
-	fused_free(c);
-	NCF_TRY(bwdw_setup());
-	NCF_TRY(DALLOC(c->ri, B));
-	NCF_TRY(DALLOC(c->rlab, B));
-	NCF_TRY(DALLOC(c->uoff, (size_t)s->users + 1));
-	NCF_TRY(DALLOC(c->ioff, (size_t)s->items + 1));
-	NCF_TRY(DALLOC(c->fpart, part_floats(s, B)));
-	NCF_TRY(DALLOC(c->floss, (B + HEAD_ROWS - 1) / HEAD_ROWS));
-	c->fcap = B;
-	return 0;
-}
-
-/* Step 1: samples, rows by user, rows by item. */
-static int rows_sorted(struct ncf_backend *be, struct cu *c, uint64_t S, uint32_t epoch,
-		       uint64_t pos0, size_t B)
-{
-	const struct ncf_shape *s = &be->shape;
-	mark(c, PH_SAMPLES);
-	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
-	NCF_TRY(sample_cuda(perm, pos0, B, be->hp.seed, epoch, c->P, s->items,
-			    (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr, c->su,
-			    c->si, c->lab, c->s));
-	NCF_TRY(sort_by_key_cuda(c->su, B, id_bits(s->users), c->ku, c->itmp, c->ju, c->sort_tmp,
-				 c->sort_tmp_bytes, c->s));
-	NCF_TRY(rows_by_user_cuda(B, s->users, c->ku, c->ju, c->si, c->lab, c->ri, c->rlab,
-				  c->uoff, c->s));
-	NCF_TRY(sort_by_key_cuda(c->ri, B, id_bits(s->items), c->ki, c->itmp, c->ji, c->sort_tmp,
-				 c->sort_tmp_bytes, c->s));
-	return seg_offsets_cuda(B, s->items, c->ki, c->ioff, c->s);
-}
-
-/* Steps 2-4: tables, layers, head. */
-template <typename T>
-static int forward_fused(struct ncf_backend *be, struct cu *c, size_t B, uint64_t n,
-			 const dropout_k &dk, int tf32)
+static void parts_of(const struct ncf_backend *be, float *base, float *grad, double *loss,
+		     size_t B, struct parts *p)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	uint32_t F = s->factors, last = s->n_layers - 1, HL = s->layers[last];
-	const float *prm = c->params;
-	mark(c, PH_TABLES);
-	NCF_TRY(make_tables<T>(be, c));
-	mark(c, PH_FORWARD);
-	NCF_TRY(layer1_rows_cuda<T>(B, s->layers[1], c->ku, c->ri, (const T *)c->AU,
-				    (const T *)c->AI, prm + L->b[1], dk, c->ju, s->users,
-				    (T *)c->h[1], c->s));
-	const T *w = wts<T>(c);
-	for (uint32_t k = 2; k <= last; k++)
-		NCF_TRY(linear_fwd_cuda<T>(B, s->layers[k - 1], s->layers[k],
-					   (const T *)c->h[k - 1], w + L->w[k], prm + L->b[k], dk,
-					   k - 1, c->ju, tf32, (T *)c->h[k], c->s));
-	mark(c, PH_HEAD);
-	return head_fused_cuda<T>(B, F, HL, c->ku, c->ri, c->rlab, prm + L->gmf_user, prm + L->gmf_item,
-				  prm + L->head_w, (const T *)c->h[last], 1.0f / (float)n,
-				  c->loss_scale, dk.scale, s->users, c->dl, (T *)c->d[last],
-				  c->fpart, c->floss, c->s);
-}
-
-/* Steps 5-6: layers L..2 backward, then every partial sum. */
-template <typename T>
-static int backward_fused(struct ncf_backend *be, struct cu *c, size_t B, const dropout_k &dk,
-			  int tf32)
-{
-	const struct ncf_shape *s = &be->shape;
-	const struct ncf_layout *L = &be->layout;
-	uint32_t F = s->factors, last = s->n_layers - 1, HL = s->layers[last];
-	cudaDataType dt = dtype_of<T>();
-	const T *w = wts<T>(c);
-	float *g = c->grad;
 	uint32_t nbh = (uint32_t)((B + HEAD_ROWS - 1) / HEAD_ROWS);
-	uint32_t nbb = (uint32_t)((B + BWD_ROWS - 1) / BWD_ROWS), ch = F + 2 * HL + 1;
-	part_map m;
-	memset(&m, 0, sizeof m);
-	m.seg[m.n++] = {c->fpart, g + L->head_w, nbh, ch, F + HL + 1};
-	m.seg[m.n++] = {c->fpart + F + HL + 1, g + L->b[last], nbh, ch, HL};
-	float *part = c->fpart + (size_t)nbh * ch;
-	mark(c, PH_MLP_BACKWARD);
-	uint32_t G = bwdw_groups(B);
+	uint32_t nbb = (uint32_t)((B + BWD_ROWS - 1) / BWD_ROWS), G = bwdw_groups(B);
+	uint32_t ch = F + 2 * HL + 1;
+	memset(p, 0, sizeof *p);
+	part_map *m = &p->map;
+	m->seg[m->n++] = {base, grad + L->head_w, nbh, ch, F + HL + 1};
+	m->seg[m->n++] = {base + F + HL + 1, grad + L->b[last], nbh, ch, HL};
+	float *at = base + (size_t)nbh * ch;
 	for (uint32_t k = last; k >= 2; k--) {
 		uint32_t in = s->layers[k - 1], out = s->layers[k];
+		uint32_t rows = with_dw(s, k) ? G : nbb;
+		p->bias[k] = at;
+		m->seg[m->n++] = {at, grad + L->b[k - 1], rows, in, in};
+		at += (size_t)rows * in;
 		if (with_dw(s, k)) {
-			float *pw = part + (size_t)G * in;
-			NCF_TRY(linear_bwdw_cuda<T>(B, in, out, (const T *)c->d[k], w + L->w[k],
-						    (const T *)c->h[k - 1], dk.scale, tf32,
-						    (T *)c->d[k - 1], part, in, pw, c->s));
-			m.seg[m.n++] = {part, g + L->b[k - 1], G, in, in};
-			m.seg[m.n++] = {pw, g + L->w[k], G, out * in, out * in};
-			part = pw + (size_t)G * out * in;
-			continue;
+			p->w[k] = at;
+			m->seg[m->n++] = {at, grad + L->w[k], G, out * in, out * in};
+			at += (size_t)G * out * in;
 		}
-		NCF_TRY(lin_wgrad(c, "gemm_wgrad", B, in, out, c->d[k], dt, out, c->h[k - 1], dt,
-				  in, g + L->w[k], in));
-		NCF_TRY(linear_bwd_cuda<T>(B, in, out, (const T *)c->d[k], w + L->w[k],
-					   (const T *)c->h[k - 1], dk.scale, tf32, (T *)c->d[k - 1],
-					   part, in, c->s));
-		m.seg[m.n++] = {part, g + L->b[k - 1], nbb, in, in};
-		part += (size_t)nbb * in;
 	}
-	m.loss = c->floss;
-	m.loss_rows = nbh;
-	m.loss_out = c->loss_dev;
-	m.loss_acc = c->loss_to_acc ? c->loss_acc : NULL;
-	mark(c, PH_SORT); /* the sorts ran with the samples: nothing here */
-	mark(c, PH_LAYER1_BACKWARD);
-	return reduce_partials_cuda(m, c->s);
+	m->loss = loss;
+	m->loss_rows = nbh;
+	p->floats = (size_t)(at - base);
 }
 
-/* Steps 7-8: per-key sums, then the first layer's and the MLP tables'
- * gradients. */
-template <typename T> static int tables_backward(struct ncf_backend *be, struct cu *c, size_t B)
+static void fused_free(struct cu *c)
 {
+	struct fused *f = c->fused;
+	if (!f)
+		return;
+	dfree(f->ri), dfree(f->rlab), dfree(f->uoff), dfree(f->ioff), dfree(f->part), dfree(f->loss);
+	free(f);
+	c->fused = NULL;
+}
+
+static int fused_prepare(const struct step *st)
+{
+	struct cu *c = st->c;
+	const struct ncf_shape *s = &st->be->shape;
+	size_t B = st->B;
+	if (c->fused && B <= c->fused->cap)
+		return 0;
+	fused_free(c);
+	struct fused *f = (struct fused *)ncf_xcalloc(1, sizeof *f);
+	c->fused = f;
+	struct parts p;
+	parts_of(st->be, NULL, NULL, NULL, B, &p); /* only the count */
+	NCF_TRY(bwdw_setup());
+	NCF_TRY(DALLOC(f->ri, B));
+	NCF_TRY(DALLOC(f->rlab, B));
+	NCF_TRY(DALLOC(f->uoff, (size_t)s->users + 1));
+	NCF_TRY(DALLOC(f->ioff, (size_t)s->items + 1));
+	NCF_TRY(DALLOC(f->part, p.floats));
+	NCF_TRY(DALLOC(f->loss, (B + HEAD_ROWS - 1) / HEAD_ROWS));
+	f->cap = B;
+	return 0;
+}
+
+template <typename T> static int fused_run_t(const struct step *st)
+{
+	struct ncf_backend *be = st->be;
+	struct cu *c = st->c;
+	struct fused *f = c->fused;
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
-	uint32_t M = ncf_shape_m(s), H1 = s->layers[1], F = s->factors, U = s->users,
-		 I = s->items;
+	const uint32_t F = s->factors, H1 = s->layers[1], last = s->n_layers - 1,
+		       HL = s->layers[last], U = s->users, I = s->items;
+	const size_t B = st->B;
 	const float *prm = c->params;
 	float *g = c->grad;
-	NCF_TRY(key_grad_cuda<T>(U, H1, F, B, c->uoff, NULL, (const T *)c->d[1], c->dl, c->ri,
-				 prm + L->gmf_item, prm + L->head_w, c->dAU, g + L->gmf_user, c->s));
-	NCF_TRY(key_grad_cuda<T>(I, H1, F, B, c->ioff, c->ji, (const T *)c->d[1], c->dl, c->ku,
-				 prm + L->gmf_user, prm + L->head_w, c->dAI, g + L->gmf_item, c->s));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->mlp_user,
-			  CUDA_R_32F, M, g + L->w[1], 2 * (size_t)M));
-	NCF_TRY(lin_wgrad(c, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->mlp_item,
-			  CUDA_R_32F, M, g + L->w[1] + M, 2 * (size_t)M));
-	NCF_TRY(lin_dgrad(c, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],
-			  CUDA_R_32F, 2 * (size_t)M, g + L->mlp_user, CUDA_R_32F, M));
-	NCF_TRY(lin_dgrad(c, "gemm_dgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1,
-			  prm + L->w[1] + M, CUDA_R_32F, 2 * (size_t)M, g + L->mlp_item, CUDA_R_32F, M));
-	mark(c, PH_GMF_LOSS); /* the GMF gradients came with dAU, dAI */
-	return 0;
-}
-
-template <typename T>
-int compute_grad_fused(struct ncf_backend *be, struct cu *c, uint64_t S, uint32_t epoch,
-		       uint64_t pos0, size_t B, uint64_t n, const dropout_k &dk)
-{
-	int tf32 = be->precision == NCF_PRECISION_TF32;
-	NCF_TRY(fused_prepare(be, c, B));
-	NCF_TRY(rows_sorted(be, c, S, epoch, pos0, B));
-	NCF_TRY(forward_fused<T>(be, c, B, n, dk, tf32));
-	NCF_TRY(backward_fused<T>(be, c, B, dk, tf32));
-	return tables_backward<T>(be, c, B);
-}
-
-template int compute_grad_fused<float>(struct ncf_backend *, struct cu *, uint64_t, uint32_t,
-				       uint64_t, size_t, uint64_t, const dropout_k &);
-template int compute_grad_fused<bf16>(struct ncf_backend *, struct cu *, uint64_t, uint32_t,
-				      uint64_t, size_t, uint64_t, const dropout_k &);
-template int compute_grad_fused<f16>(struct ncf_backend *, struct cu *, uint64_t, uint32_t,
-				     uint64_t, size_t, uint64_t, const dropout_k &);
-
-int adam_fused(struct ncf_backend *be, struct cu *c, const ncf_adam_k &k, float g_scale,
-	       const int *skip)
-{
-	size_t total = be->layout.total, lo = be->layout.mlp_user;
-	switch (c->act) {
-	case ACT_BF16:
-		NCF_TRY(adam_cast_cuda<bf16>(c->params, c->m, c->v, c->grad, total, k, g_scale,
-					     skip, (bf16 *)c->plo, lo, c->s));
-		break;
-	case ACT_F16:
-		NCF_TRY(adam_cast_cuda<f16>(c->params, c->m, c->v, c->grad, total, k, g_scale, skip,
-					    (f16 *)c->plo, lo, c->s));
-		break;
-	default:
-		NCF_TRY(adam_cast_cuda<float>(c->params, c->m, c->v, c->grad, total, k, g_scale,
-					      skip, NULL, 0, c->s));
+	const T *w = lowp<T>(c);
+	const dropout_k &dk = st->dk;
+	const int tf32 = be->precision == NCF_PRECISION_TF32;
+	if (B == 0)
+		return step_idle(st, 1);
+	struct parts pp;
+	parts_of(be, f->part, g, f->loss, B, &pp);
+	pp.map.loss_out = c->loss_dev;
+	pp.map.loss_acc = st->loss_acc;
+	/* 1. the slice's samples, its rows sorted by user, then by item */
+	NCF_TRY(sample_cuda(ncf_perm_make(st->S, be->hp.seed, st->epoch), st->pos0, B, be->hp.seed,
+			    st->epoch, c->P, I, (int)be->hp.true_neg, c->entry_user, c->offsets,
+			    c->items_csr, c->su, c->si, c->lab, c->s));
+	NCF_TRY(sort_by_key_cuda(c->su, B, id_bits(U), c->ku, c->itmp, c->ju, c->sort_tmp,
+				 c->sort_tmp_bytes, c->s));
+	NCF_TRY(rows_by_user_cuda(B, U, c->ku, c->ju, c->si, c->lab, f->ri, f->rlab, f->uoff, c->s));
+	NCF_TRY(sort_by_key_cuda(f->ri, B, id_bits(I), c->ki, c->itmp, c->ji, c->sort_tmp,
+				 c->sort_tmp_bytes, c->s));
+	NCF_TRY(seg_offsets_cuda(B, I, c->ki, f->ioff, c->s));
+	/* 2. the first-layer tables */
+	NCF_TRY(params_tables<T>(be, c));
+	/* 3. forward: layer 1 from the tables, layers 2..L fused */
+	NCF_TRY(layer1_rows_cuda<T>(B, H1, c->ku, f->ri, (const T *)c->AU, (const T *)c->AI,
+				    prm + L->b[1], dk, c->ju, U, (T *)c->h[1], c->s));
+	for (uint32_t k = 2; k <= last; k++)
+		NCF_TRY(linear_fwd_cuda<T>(B, s->layers[k - 1], s->layers[k], (const T *)c->h[k - 1],
+					   w + L->w[k], prm + L->b[k], dk, k - 1, c->ju, tf32,
+					   (T *)c->h[k], c->s));
+	/* 4. the head, loss, dlogit and dz of the last layer, with their partials */
+	NCF_TRY(head_fused_cuda<T>(B, F, HL, c->ku, f->ri, f->rlab, prm + L->gmf_user,
+				   prm + L->gmf_item, prm + L->head_w, (const T *)c->h[last],
+				   1.0f / (float)st->n, c->loss_scale, dk.scale, U, c->dl,
+				   (T *)c->d[last], f->part, f->loss, c->s));
+	/* 5. layers L..2 backward, with the partials of db (and dW where it fits) */
+	for (uint32_t k = last; k >= 2; k--) {
+		uint32_t in = s->layers[k - 1], out = s->layers[k];
+		const T *dz = (const T *)c->d[k], *h = (const T *)c->h[k - 1];
+		if (pp.w[k]) {
+			NCF_TRY(linear_bwdw_cuda<T>(B, in, out, dz, w + L->w[k], h, dk.scale, tf32,
+						    (T *)c->d[k - 1], pp.bias[k], in, pp.w[k], c->s));
+			continue;
+		}
+		NCF_TRY(lin_wgrad(&c->blas, "gemm_wgrad", B, in, out, dz, dtype_of<T>(), out, h,
+				  dtype_of<T>(), in, g + L->w[k], in));
+		NCF_TRY(linear_bwd_cuda<T>(B, in, out, dz, w + L->w[k], h, dk.scale, tf32,
+					   (T *)c->d[k - 1], pp.bias[k], in, c->s));
 	}
-	c->plo_valid = c->act != ACT_F32;
-	return 0;
+	/* 6. every partial and the loss, summed in a fixed order */
+	NCF_TRY(reduce_partials_cuda(pp.map, c->s));
+	/* 7. per user and per item: dAU, dAI and the GMF tables' gradients */
+	NCF_TRY(key_grad_cuda<T>(U, H1, F, B, f->uoff, NULL, (const T *)c->d[1], c->dl, f->ri,
+				 prm + L->gmf_item, prm + L->head_w, c->dAU, g + L->gmf_user, c->s));
+	NCF_TRY(key_grad_cuda<T>(I, H1, F, B, f->ioff, c->ji, (const T *)c->d[1], c->dl, c->ku,
+				 prm + L->gmf_user, prm + L->head_w, c->dAI, g + L->gmf_item, c->s));
+	/* 8. dW1 and the MLP tables' gradients */
+	NCF_TRY(step_tables_backward(st));
+	/* 9. the gradient summed over the ranks, then Adam and the 16-bit copy */
+	if (!st->update)
+		return 0;
+	NCF_TRY(allreduce(be, g, L->total));
+	return step_adam(st, 1);
 }
+
+static int fused_run(const struct step *st)
+{
+	switch (st->c->act) {
+	case ACT_BF16:
+		return fused_run_t<bf16>(st);
+	case ACT_F16:
+		return fused_run_t<f16>(st);
+	default:
+		return fused_run_t<float>(st);
+	}
+}
+
+static void fused_close(struct cu *c)
+{
+	fused_free(c);
+}
+
+const struct step_path step_fused = {"fused", 1, 1, fused_prepare, fused_run, fused_close};
 
 } /* namespace NCF_CUDA_NS */

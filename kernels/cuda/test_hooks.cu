@@ -5,7 +5,7 @@
  * libncf.a.  Each hook allocates what it needs, runs one launcher of
  * kernels.cuh on the backend's stream, copies the result back and frees.
  */
-#include "backend.cuh"
+#include "graphs.cuh"
 #include "test_hooks.h"
 
 using namespace NCF_CUDA_NS;
@@ -151,18 +151,18 @@ int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n
 
 void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uint64_t *launched)
 {
-	const struct cu *c = impl(be);
-	*captured = c->graph_captures;
-	*launched = c->graph_launches;
+	struct graph_counts n = graphs_counts(impl(be));
+	*captured = n.captures;
+	*launched = n.launches;
 }
 
 void ncf_cuda_debug_step_graph(const struct ncf_backend *be, uint64_t *captured,
 			       uint64_t *instantiated, uint64_t *launched)
 {
-	const struct cu *c = impl(be);
-	*captured = c->step_captures;
-	*instantiated = c->step_instantiations;
-	*launched = c->step_launches;
+	struct graph_counts n = graphs_counts(impl(be));
+	*captured = n.step_captures;
+	*instantiated = n.step_instantiations;
+	*launched = n.step_launches;
 }
 
 /* Stops with a fault. */
