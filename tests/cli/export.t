@@ -269,7 +269,7 @@ if [ -n "$PY" ] && "$PY" nvidia.py m.safetensors nv.safetensors by-hand; then
 	run ncf-infer $D --recommend 5 -m nv.safetensors --exclude-seen t.ncfc users
 	cmp -s "$out" rec.want
 	ok $? "--recommend with --exclude-seen takes the cache's ids: the same lists"
-	ncf-infer -m nv.safetensors --ids t.ncfc --export nv2.safetensors
+	ncf-infer -qq -m nv.safetensors --ids t.ncfc --export nv2.safetensors
 	n2=$(od -An -tu8 -N8 nv2.safetensors | tr -d ' ')
 	n1=$(od -An -tu8 -N8 m.safetensors | tr -d ' ')
 	cmp -s <(tail -c +$((n2 + 9)) nv2.safetensors) <(tail -c +$((n1 + 9)) m.safetensors)
@@ -479,7 +479,7 @@ EOF
 		is "$status" 1 "--export .onnx of a model without ids: exit 1"
 		[ ! -e nv.onnx ]
 		ok $? "... and no file"
-		ncf-infer -m nv.safetensors --ids t.ncfc --export nv.onnx && cmp -s nv.onnx m.onnx
+		ncf-infer -qq -m nv.safetensors --ids t.ncfc --export nv.onnx && cmp -s nv.onnx m.onnx
 		ok $? "with --ids t.ncfc: the same ONNX bytes as from the checkpoint"
 	else
 		for k in 1 2 3; do skip "no file without ids"; done
