@@ -18,9 +18,15 @@
  * model shape on SHAPE (a synthetic data set name of ncf-prep, e.g. ml-20m,
  * ml-20mx4: its users, items and training positives) as key<TAB>value
  * lines: bytes_per_step, flops_per_step, launches_per_step (kernels, GEMMs,
- * memsets and the sort's launches) and the samples/s that moving those bytes
- * at 4.3 TB/s (an H200's HBM3e) would allow; with -v one line per launch
- * (launch<TAB>N<TAB>kind<TAB>name<TAB>bytes<TAB>flops).  The backend's step
+ * memsets and the sort's launches), the samples/s that moving those bytes
+ * at 4.3 TB/s (an H200's HBM3e) would allow (bandwidth_bound_samples_per_s,
+ * also under its older name samples_per_s_at_bandwidth), and the model's
+ * prediction: predicted_step_us and predicted_samples_per_s, each launch's
+ * time the largest of its bytes, FLOPs, latency (the bytes it keeps in
+ * flight) and dependent chain terms plus a launch gap, summed; the model's
+ * figures follow (model_*: kernels/cuda/cost.cu states them); with -v one
+ * line per launch (launch<TAB>N<TAB>kind<TAB>name<TAB>bytes<TAB>flops<TAB>
+ * predicted_us<TAB>bound, bound the term that binds).  The backend's step
  * code runs dry and every launcher notes what it would move
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh), so the count follows the
  * code.  --path: the step's code path (default: NCF_CUDA_PATH's default,
@@ -178,17 +184,22 @@ static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, 
 	       path ? path : "fused", (unsigned long long)batch, (double)dropout);
 	int fused = !path || !strcmp(path, "fused");
 	printf("step_as_one_cuda_graph\t%s\n", fused ? "yes" : "no");
+	double bw_sps = c->bytes > 0 ? COST_BW / c->bytes * (double)batch : 0;
 	printf("bytes_per_step\t%.0f\nflops_per_step\t%.0f\nlaunches_per_step\t%u\n"
 	       "kernels_per_step\t%u\ngemms_per_step\t%u\nmemsets_per_step\t%u\n"
 	       "sort_launches_per_step\t%u\ncopies_per_step\t%u\nbytes_per_sample\t%.1f\n"
-	       "bandwidth_GBs\t%.0f\nsamples_per_s_at_bandwidth\t%.0f\n",
+	       "bandwidth_GBs\t%.0f\nsamples_per_s_at_bandwidth\t%.0f\n"
+	       "bandwidth_bound_samples_per_s\t%.0f\npredicted_step_us\t%.1f\n"
+	       "predicted_samples_per_s\t%.0f\n",
 	       c->bytes, c->flops, c->launches, c->kernels, c->gemms, c->memsets, c->sorts,
-	       c->copies, c->bytes / (double)batch, COST_BW / 1e9,
-	       c->bytes > 0 ? COST_BW / c->bytes * (double)batch : 0);
+	       c->copies, c->bytes / (double)batch, COST_BW / 1e9, bw_sps, bw_sps,
+	       c->predicted_s * 1e6, c->predicted_s > 0 ? (double)batch / c->predicted_s : 0);
+	api->cost_model(stdout);
 	if (verbose)
 		for (unsigned k = 0; k < c->n; k++)
-			printf("launch\t%u\t%s\t%s\t%.0f\t%.0f\n", k + 1, c->item[k].kind,
-			       c->item[k].name, c->item[k].bytes, c->item[k].flops);
+			printf("launch\t%u\t%s\t%s\t%.0f\t%.0f\t%.2f\t%s\n", k + 1, c->item[k].kind,
+			       c->item[k].name, c->item[k].bytes, c->item[k].flops,
+			       c->item[k].predicted_s * 1e6, c->item[k].bound);
 	if (c->dropped)
 		printf("launches_not_listed\t%u\n", c->dropped);
 	free(c);

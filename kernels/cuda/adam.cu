@@ -13,7 +13,7 @@ namespace NCF_CUDA_NS {
 
 /* ---- optimizer ------------------------------------------------------------ */
 
-__global__ void adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
+__global__ void NCF_PLAIN(8) adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
 			    const float *__restrict__ g, size_t n, ncf_adam_k k, float g_scale,
 			    const int *__restrict__ skip)
 {
@@ -31,13 +31,15 @@ int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_
 		return -1;
 	if (!blocks)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "adam", 28.0 * n, 0))
+	/* p, m, v and g loaded at once, p, m and v stored */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 16, 1);
+	if (NCF_COST_SHAPED("adam", 28.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag)
+__global__ void NCF_PLAIN(8) nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag)
 {
 	size_t j = NCF_TID;
 	if (j >= n)
@@ -54,7 +56,8 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 		return -1;
 	if (!blocks)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "nonfinite", 4.0 * n, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, 1);
+	if (NCF_COST_SHAPED("nonfinite", 4.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(nonfinite_kernel, blocks, BLOCK, 0, stream, g, n, flag);
 	return CUDA_CHECK(cudaGetLastError());
@@ -63,7 +66,7 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 /* ---- Adam with the 16-bit copy (the fused step) -------------------------- */
 
 template <typename T>
-__global__ void adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
+__global__ void NCF_PLAIN(8) adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
 				 float *__restrict__ v, const float *__restrict__ g, size_t n,
 				 ncf_adam_k k, float g_scale, const int *__restrict__ skip,
 				 T *__restrict__ plo, size_t lo_from)
@@ -86,7 +89,8 @@ int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const
 	if (!blocks)
 		return 0;
 	double lo = plo && lo_from < n ? (double)(n - lo_from) * sizeof(T) : 0.0;
-	if (NCF_COST(COST_KERNEL, plo ? "adam_cast" : "adam", 28.0 * n + lo, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 16, 1);
+	if (NCF_COST_SHAPED(plo ? "adam_cast" : "adam", 28.0 * n + lo, 0, sh))
 		return 0;
 	NCF_LAUNCH(adam_cast_kernel<T>, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip,
 		   plo, lo_from);

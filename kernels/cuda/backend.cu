@@ -248,7 +248,7 @@ static int step_work(void *arg)
 static int issue_step(struct ncf_backend *be, struct cu *c, const struct step_call *call)
 {
 	if (c->prof) {
-		profile_begin(c->prof, c->s);
+		profile_begin(c->prof, c->s, be->precision);
 		int rc = step_work((void *)call);
 		profile_end(c->prof);
 		return rc;
@@ -449,6 +449,7 @@ static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_
 	uintptr_t fake = r->next_fake;
 	memset(r, 0, sizeof *r);
 	r->dry = 1;
+	r->prec = be->precision;
 	r->next_fake = fake;
 	/* as ncf-train takes it: the loss left on the device */
 	return cuda_train_step(be, 0, 0, n, NULL);
@@ -528,6 +529,11 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	return rc;
 }
 
+void ncf_cuda_cost_model(FILE *out)
+{
+	cost_model_describe(out);
+}
+
 #ifdef NCF_CUDA_EMULATE
 #define MODULE_KIND "cuda, emulated on the CPU"
 #else
@@ -547,6 +553,7 @@ static const struct ncf_cuda_api module = {
 	ncf_cuda_loss_scale,
 	ncf_cuda_device_info,
 	ncf_cuda_step_cost,
+	ncf_cuda_cost_model,
 };
 
 const struct ncf_cuda_api *ncf_cuda_module(void)

@@ -475,6 +475,109 @@ NCF_UNROLL
 			p[k] = from_f32<T>(x[k]);
 }
 
+/* ---- cp.async: tiles staged in shared memory without registers --------- */
+
+/*
+ * cp_async16(dst, src, bytes): 16 bytes into shared memory at dst, the
+ * first `bytes` (0..16) read from global memory at src and the rest zero,
+ * without waiting (sm_80's cp.async.cg: through L2, not L1); both 16-byte
+ * aligned.  cp_async_commit closes the copies issued since the last commit
+ * into a group; cp_async_wait<N>() waits until at most N groups of this
+ * thread are still in flight.  The copies are visible to the issuing
+ * thread after its wait, to the others after a barrier after that wait.
+ * Under emulation the copies wait in the thread's queue until it waits
+ * (emu.h), so a read too early shows.
+ */
+NCF_DEV void cp_async16(void *dst, const void *src, unsigned bytes)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_async(dst, src, bytes);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+		     "r"(bytes));
+#elif defined(__CUDA_ARCH__)
+	uint4 v = {0, 0, 0, 0};
+	if (bytes == 16)
+		v = *(const uint4 *)src;
+	else
+		for (unsigned k = 0; k < bytes; k++)
+			((unsigned char *)&v)[k] = ((const unsigned char *)src)[k];
+	*(uint4 *)dst = v;
+#endif
+}
+NCF_DEV void cp_async_commit(void)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> NCF_DEV void cp_async_wait(void)
+{
+#ifdef NCF_CUDA_EMULATE
+	ncf_emu_cp_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/*
+ * A tile staged in shared memory without waiting: s[r lds + c] = g[(r0 + r) ldg + c0 + c]
+ * (0 past rmax, cmax) for r < R, c < C (C a multiple of 16 bytes of T), by
+ * cp.async in 16-byte pieces where vec (g 16-byte aligned, ldg and c0
+ * multiples of 16 bytes), else with plain loads and stores.  The caller
+ * commits the group and waits for it (cp_async_wait), then a barrier, before
+ * any thread reads the tile; plain stores are visible after that barrier
+ * too.
+ */
+template <typename T>
+NCF_DEV void stage_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
+			size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
+{
+	const unsigned E = 16 / sizeof(T), per = C / E, pieces = R * per;
+	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
+		unsigned r = p / per, c = (p % per) * E;
+		size_t gr = r0 + r;
+		uint32_t gc = c0 + c;
+		T *dst = s + (size_t)r * lds + c;
+		const T *src = g + gr * ldg + gc;
+		if (vec) {
+			unsigned n = gr < rmax && gc < cmax ? (cmax - gc < E ? cmax - gc : E) : 0;
+			cp_async16(dst, n ? (const void *)src : (const void *)g, n * (unsigned)sizeof(T));
+			continue;
+		}
+		for (unsigned e = 0; e < E; e++)
+			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
+	}
+}
+
+/*
+ * s[r lds + c] = g[ids[r] ldg + c] for r < R, c < cmax (0 from cmax to C, C
+ * a multiple of 16 bytes), by cp.async where vec (g 16-byte aligned, ldg a
+ * multiple of 16 bytes), else plainly: stage_tile's work for gathered
+ * rows, committed and waited for by the caller.
+ */
+template <typename V>
+NCF_DEV void stage_rows(V *s, unsigned lds, const V *__restrict__ g, size_t ldg,
+			const uint32_t *ids, unsigned R, uint32_t cmax, unsigned C, int vec)
+{
+	const unsigned E = 16 / sizeof(V), per = C / E, pieces = R * per;
+	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
+		unsigned r = p / per, c = (p % per) * E;
+		V *dst = s + (size_t)r * lds + c;
+		const V *src = g + (size_t)ids[r] * ldg + c;
+		if (vec) {
+			unsigned n = c < cmax ? (cmax - c < E ? cmax - c : E) : 0;
+			cp_async16(dst, n ? (const void *)src : (const void *)g, n * (unsigned)sizeof(V));
+			continue;
+		}
+		for (unsigned e = 0; e < E; e++)
+			dst[e] = c + e < cmax ? src[e] : from_f32<V>(0.0f);
+	}
+}
+
 /* cuBLAS type of T. */
 template <typename T> inline cudaDataType dtype_of(void);
 template <> inline cudaDataType dtype_of<float>(void)
@@ -490,8 +593,18 @@ template <> inline cudaDataType dtype_of<f16>(void)
 	return CUDA_R_16F;
 }
 
+/* The device the launchers size persistent grids and shared memory for:
+ * its SMs, shared memory per SM and the most a block may have (set when a
+ * backend opens its device; until then, and in a dry cost run, an H200's). */
+inline int g_sms = 132;
+inline size_t g_smem_sm = 233472, g_smem_block = 232448;
+
 /* Threads per block of every 1-D launch. */
 enum { BLOCK = 256 };
+/* The launch bounds of a 1-D kernel that an SM must hold minb blocks of at
+ * once: the compiler keeps its registers to 65536 / (256 minb); the cost
+ * model's latency bound takes minb as the kernel's residency (cost.cuh). */
+#define NCF_PLAIN(minb) __launch_bounds__(BLOCK, minb)
 
 /*
  * Blocks for `threads` threads in 1-D blocks of BLOCK.  Returns 0 and the

@@ -3,6 +3,7 @@
  * cost model of a step (ncf_cuda_step_cost, cuda.h) is the backend's own
  * step code run dry with a recorder active (backend.cu).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@ thread_local struct cost_rec *cost_active;
 
 static const char *const kind_name[COST_KINDS] = {"kernel", "gemm", "memset", "copy", "sort"};
 
-int cost_note(int kind, const char *name, double bytes, double flops)
+int cost_note(int kind, const char *name, double bytes, double flops,
+	      const struct cost_shape *shape)
 {
 	struct cost_rec *r = cost_active;
 	if (r->events && r->n < COST_MAX_ITEMS)
@@ -26,19 +28,110 @@ int cost_note(int kind, const char *name, double bytes, double flops)
 	r->flops += flops;
 	if (r->n < COST_MAX_ITEMS) {
 		struct cost_item *it = &r->item[r->n++];
+		memset(it, 0, sizeof *it);
 		it->name = name;
 		it->kind = kind;
 		it->bytes = bytes;
 		it->flops = flops;
+		if (shape) {
+			it->shaped = 1;
+			it->shape = *shape;
+		}
 	} else {
 		r->dropped++;
 	}
 	return r->dry;
 }
 
+/* ---- the model -------------------------------------------------------------- */
+
+/*
+ * The machine the model predicts for: one H200 SXM (as lent here), every
+ * figure in one place.
+ *  - Measured on such a machine here (the device tool's notes, 2026-10-28
+ *    and 11-04): a device-to-device copy moves 4.3 TB/s (bytes read and
+ *    written); cuBLAS's 8192^3 bf16 product runs 790 TFLOP/s on random data.
+ *  - NVIDIA's datasheet: 132 SMs; TF32 half the bf16 rate; fp32 without
+ *    tensor cores 67 TFLOP/s (FMA; the backend is built with -fmad=false,
+ *    so its own fp32 kernels issue a multiply and an add: half that).
+ *  - Assumed, not measured: a load's round trip to device memory under load
+ *    0.6 us; a launch inside a CUDA graph costs 1.5 us beyond its work (the
+ *    drain of its last wave and the start of the next kernel); our wmma
+ *    tiles (mma.sync: Hopper's wgmma is for cuBLAS) reach half the dense
+ *    rate; cuBLAS's GEMMs and CUB's sort passes keep memory busy (no
+ *    latency bound); a copy to the host crosses PCIe at 25 GB/s after 10 us.
+ * The first GPU run measures each launch against these (NCF_CUDA_PROFILE).
+ */
+static const struct {
+	double bw, sms, latency, gap, matrix_bf16, matrix_tf32, fp32, wmma_share, pcie,
+		pcie_latency;
+} H200 = {4.3e12, 132, 0.6e-6, 1.5e-6, 790e12, 395e12, 67e12, 0.5, 25e9, 10e-6};
+
+/* The matrix FLOP rate of a GEMM (cuBLAS) or a kernel in precision prec. */
+static double matrix_rate(int prec, int kind, int mma)
+{
+	double dense = prec == NCF_PRECISION_BF16 || prec == NCF_PRECISION_FP16 ? H200.matrix_bf16
+		       : prec == NCF_PRECISION_TF32				  ? H200.matrix_tf32
+										  : H200.fp32;
+	if (kind == COST_GEMM)
+		return dense;
+	if (mma && prec != NCF_PRECISION_FP32) /* fp32: MMA_F32, no tensor cores */
+		return dense * H200.wmma_share;
+	return H200.fp32 / 2; /* no FMA contraction */
+}
+
+double cost_predict(const struct cost_item *it, int prec, const char **bound)
+{
+	static const char *const names[] = {"bytes", "flops", "latency", "chain", "launch"};
+	double t[5] = {0, 0, 0, 0, 0};
+	if (it->kind == COST_COPY) {
+		*bound = "launch";
+		return H200.pcie_latency + it->bytes / H200.pcie;
+	}
+	t[0] = it->bytes / H200.bw;
+	if (it->flops > 0)
+		t[1] = it->flops / matrix_rate(prec, it->kind, it->shaped && it->shape.mma);
+	if (it->shaped) {
+		const struct cost_shape *c = &it->shape;
+		double blocks = c->blocks < c->resident * H200.sms ? c->blocks : c->resident * H200.sms;
+		double inflight = blocks * c->threads * c->inflight;
+		if (inflight > 0)
+			t[2] = (it->bytes + c->reread) * H200.latency / inflight;
+		t[3] = c->chain * H200.latency;
+	}
+	int k = 4;
+	double best = 0;
+	for (int j = 0; j < 4; j++)
+		if (t[j] > best) {
+			best = t[j];
+			k = j;
+		}
+	*bound = names[k];
+	return best + H200.gap;
+}
+
+double cost_waves(double blocks, double resident)
+{
+	double per = resident * H200.sms;
+	return per > 0 ? ceil(blocks / per) : 1;
+}
+
+void cost_model_describe(FILE *out)
+{
+	fprintf(out, "model_bandwidth_GBs\t%.0f\nmodel_latency_us\t%.2f\nmodel_launch_gap_us\t%.2f\n"
+		"model_sms\t%.0f\nmodel_matrix_bf16_TFLOPs\t%.0f\nmodel_matrix_tf32_TFLOPs\t%.0f\n"
+		"model_fp32_TFLOPs\t%.0f\nmodel_wmma_share\t%.2f\n",
+		H200.bw / 1e9, H200.latency * 1e6, H200.gap * 1e6, H200.sms, H200.matrix_bf16 / 1e12,
+		H200.matrix_tf32 / 1e12, H200.fp32 / 1e12, H200.wmma_share);
+}
+
 void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 {
 	memset(out, 0, sizeof *out);
+	for (unsigned k = 0; k < r->n; k++) {
+		const char *bound;
+		out->predicted_s += cost_predict(&r->item[k], r->prec, &bound);
+	}
 	out->bytes = r->bytes;
 	out->flops = r->flops;
 	out->kernels = r->count[COST_KERNEL];
@@ -54,6 +147,7 @@ void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 		out->item[k].kind = kind_name[r->item[k].kind];
 		out->item[k].bytes = r->item[k].bytes;
 		out->item[k].flops = r->item[k].flops;
+		out->item[k].predicted_s = cost_predict(&r->item[k], r->prec, &out->item[k].bound);
 	}
 }
 
@@ -69,10 +163,12 @@ struct prof_row {
 	unsigned occ;
 	uint64_t steps;
 	double us, bytes, flops;
+	struct cost_item last; /* its latest note, for the model's time */
 };
 
 struct profile {
 	struct cost_rec rec;	 /* this step's notes */
+	int prec;		 /* the steps' precision */
 	struct cost_rec *saved;	 /* the recorder active before profile_begin */
 	cudaEvent_t ev[COST_MAX_ITEMS + 1];
 	int have_events;
@@ -104,9 +200,10 @@ void profile_close(struct profile *p)
 	free(p);
 }
 
-void profile_begin(struct profile *p, cudaStream_t s)
+void profile_begin(struct profile *p, cudaStream_t s, int prec)
 {
 	memset(&p->rec, 0, sizeof p->rec);
+	p->rec.prec = p->prec = prec;
 	p->rec.events = p->ev;
 	p->rec.stream = s;
 	p->saved = cost_active;
@@ -162,6 +259,7 @@ int profile_collect(struct profile *p)
 		w->us += 1e3 * ms;
 		w->bytes += it->bytes;
 		w->flops += it->flops;
+		w->last = *it;
 		prev = q;
 	}
 	p->cut += r->dropped;
@@ -174,34 +272,42 @@ void profile_report(const struct profile *p, FILE *out, const char *title, doubl
 {
 	if (!p->steps)
 		return;
-	double steps = (double)p->steps, tot = 0;
+	double steps = (double)p->steps, tot = 0, model = 0;
 	for (unsigned k = 0; k < p->n; k++)
 		tot += p->row[k].us / steps;
 	fprintf(out, "cuda profile: %s, %llu steps: per launch, the mean over the steps that had "
-		"it\n", title, (unsigned long long)p->steps);
-	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9s %5s %10s %10s %8s %6s %8s %6s\n", "#",
-		"kind", "launch", "steps", "us", "%", "MB", "GFLOP", "GB/s", "%bw", "TFLOP/s", "%mx");
+		"it, and the cost model's time (cost.cu)\n", title, (unsigned long long)p->steps);
+	fprintf(out, "cuda profile: %3s %-6s %-20s %5s %9s %5s %9s %-7s %9s %9s %7s %5s %7s %5s\n",
+		"#", "kind", "launch", "steps", "us", "%", "model_us", "bound", "MB", "GFLOP", "GB/s",
+		"%bw", "TFLOP/s", "%mx");
 	for (unsigned k = 0; k < p->n; k++) {
 		const struct prof_row *w = &p->row[k];
 		double n = (double)w->steps, us = w->us / n, s = us * 1e-6;
 		double bytes = w->bytes / n, flops = w->flops / n;
 		double bw = s > 0 ? bytes / s : 0, fl = s > 0 ? flops / s : 0;
-		fprintf(out, "cuda profile: %3u %-6s %-20s %6llu %9.2f %5.1f %10.3f %10.3f %8.1f ",
+		struct cost_item mean = w->last;
+		mean.bytes = bytes;
+		mean.flops = flops;
+		const char *bound;
+		double mus = 1e6 * cost_predict(&mean, p->prec, &bound);
+		model += mus * n / steps;
+		fprintf(out, "cuda profile: %3u %-6s %-20s %5llu %9.2f %5.1f %9.2f %-7s %9.3f %9.3f "
+			"%7.1f ",
 			k + 1, kind_name[w->kind], w->name, (unsigned long long)w->steps, us,
-			tot > 0 ? 100.0 * w->us / steps / tot : 0.0, bytes / 1e6, flops / 1e9,
-			bw / 1e9);
+			tot > 0 ? 100.0 * w->us / steps / tot : 0.0, mus, bound, bytes / 1e6,
+			flops / 1e9, bw / 1e9);
 		if (peak_bw > 0)
-			fprintf(out, "%6.1f ", 100.0 * bw / peak_bw);
+			fprintf(out, "%5.1f ", 100.0 * bw / peak_bw);
 		else
-			fprintf(out, "%6s ", "-");
-		fprintf(out, "%8.2f ", fl / 1e12);
+			fprintf(out, "%5s ", "-");
+		fprintf(out, "%7.2f ", fl / 1e12);
 		if (peak_flops > 0 && flops > 0)
-			fprintf(out, "%6.1f\n", 100.0 * fl / peak_flops);
+			fprintf(out, "%5.1f\n", 100.0 * fl / peak_flops);
 		else
-			fprintf(out, "%6s\n", "-");
+			fprintf(out, "%5s\n", "-");
 	}
-	fprintf(out, "cuda profile: %3s %-6s %-20s %6s %9.2f  (a step, the launches' means summed)\n",
-		"", "", "step", "", tot);
+	fprintf(out, "cuda profile: %3s %-6s %-20s %5s %9.2f %5s %9.2f  (a step: the launches' "
+		"means summed)\n", "", "", "step", "", tot, "", model);
 	if (p->cut)
 		fprintf(out, "cuda profile: %llu launches past the %d kept were not timed\n",
 			(unsigned long long)p->cut, COST_MAX_ITEMS);

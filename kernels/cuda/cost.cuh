@@ -52,14 +52,62 @@ enum cost_kind { COST_KERNEL, COST_GEMM, COST_MEMSET, COST_COPY, COST_SORT, COST
 
 enum { COST_MAX_ITEMS = 512 };
 
+/*
+ * How a kernel keeps the memory system busy: what the model's latency
+ * bound (Little's law) needs, noted by the kernel's launcher
+ * (NCF_COST_SHAPED).  resident is the kernel's __launch_bounds__ minimum
+ * of blocks per SM (the compiler holds registers to it; shared memory can
+ * only lower it, and the launcher takes that into account); inflight the
+ * bytes one thread has loading at once in its main loop (loads issued
+ * before the first of them is used, cp.async stages); chain the dependent
+ * round trips to memory of its longest thread, one after another (a loop
+ * whose next load waits for the last one: a serial tail).  GEMMs and the
+ * sort's launches note none: library kernels are taken to be pipelined.
+ */
+struct cost_shape {
+	double blocks, threads; /* the grid */
+	double resident;	/* blocks an SM runs at once */
+	double inflight;	/* bytes a thread has in flight */
+	double chain;		/* dependent round trips of the longest thread (0: one) */
+	int mma;		/* its FLOPs run on wmma tiles (else plain arithmetic) */
+	double reread;		/* bytes it loads again from L2 beyond its DRAM bytes (tiles
+				 * every block reads whole): they need bytes in flight too */
+};
+
+/* The waves a grid of blocks runs in on the model's machine, resident
+ * blocks an SM at once (cost.cu). */
+double cost_waves(double blocks, double resident);
+
+/*
+ * The longest key of a batch, as a share of its rows, for the chains of the
+ * per-key sums (an assumption of the model, from MovieLens-20M: the
+ * most-rated item has 67,310 positives, so with 4 uniform negatives per
+ * positive over 26,744 items it holds (67,310 + 4 x 19,861,770 / 26,744) /
+ * (5 x 19,861,770) = 7.1e-4 of the samples, 742 rows of a batch of 2^20;
+ * the most active user, 9,254 positives: 4.7e-4, 489 rows).
+ */
+#define COST_LONGEST_ITEM 7.1e-4
+#define COST_LONGEST_USER 4.7e-4
+
+static inline struct cost_shape cost_shape_of(double blocks, double threads, double resident,
+					      double inflight, double chain, int mma = 0,
+					      double reread = 0)
+{
+	struct cost_shape c = {blocks, threads, resident, inflight, chain, mma, reread};
+	return c;
+}
+
 struct cost_item {
 	const char *name; /* a static string: the op */
 	int kind;
 	double bytes, flops;
+	int shaped;	  /* shape was noted */
+	struct cost_shape shape;
 };
 
 struct cost_rec {
 	int dry;		/* 1: record only, launch nothing */
+	int prec;		/* the step's precision (enum ncf_precision), for GEMMs' FLOP rate */
 	cudaEvent_t *events;	/* profiling: an event recorded on `stream` at each note, or NULL */
 	cudaStream_t stream;
 	unsigned n, dropped;	/* items kept; notes past COST_MAX_ITEMS (counted, not kept) */
@@ -72,9 +120,23 @@ struct cost_rec {
 /* The recorder of this host thread, NULL when none (cost.cu). */
 extern thread_local struct cost_rec *cost_active;
 
-/* Record one note.  Returns 1 in a dry run (the caller must then do
- * nothing and return success), else 0. */
-int cost_note(int kind, const char *name, double bytes, double flops);
+/* Record one note (shape NULL: none).  Returns 1 in a dry run (the caller
+ * must then do nothing and return success), else 0. */
+int cost_note(int kind, const char *name, double bytes, double flops,
+	      const struct cost_shape *shape);
+
+/*
+ * The model's time of one launch on the machine cost.cu describes (an
+ * H200, every figure and assumption in one place there): the largest of
+ * bytes / bandwidth, FLOPs / the matrix rate of prec (wmma kernels: their
+ * rate), bytes / (the bytes in flight on the whole GPU / the latency of a
+ * round trip) and chain round trips, plus the gap a launch costs.  *bound
+ * names the term that binds ("bytes", "flops", "latency", "chain"; the gap
+ * alone: "launch").
+ */
+double cost_predict(const struct cost_item *it, int prec, const char **bound);
+/* The model's figures, for printing (key<TAB>value lines). */
+void cost_model_describe(FILE *out);
 
 /* 1 while a dry run is recording on this thread. */
 static inline int cost_dry(void)
@@ -98,8 +160,9 @@ struct profile;
 /* A profile with its events.  NULL after reporting a failure. */
 struct profile *profile_open(void);
 void profile_close(struct profile *p);
-/* Time the launches issued on stream s from now to profile_end. */
-void profile_begin(struct profile *p, cudaStream_t s);
+/* Time the launches issued on stream s from now to profile_end, a step in
+ * precision prec (enum ncf_precision). */
+void profile_begin(struct profile *p, cudaStream_t s, int prec);
 void profile_end(struct profile *p);
 /* After the synchronisation that ends the step: add its times.  Returns 0
  * or -1 (reported). */
@@ -115,8 +178,12 @@ void profile_report(const struct profile *p, FILE *out, const char *title, doubl
 
 /* The note of a launcher, before it launches: 1 (return 0 without
  * launching) in a dry run.  Arguments are evaluated only when a recorder is
- * active. */
-#define NCF_COST(kind, name, bytes, flops) \
-	(NCF_CUDA_NS::cost_active && NCF_CUDA_NS::cost_note((kind), (name), (bytes), (flops)))
+ * active.  NCF_COST_SHAPED: a kernel's, with its cost_shape. */
+#define NCF_COST(kind, name, bytes, flops)                                                 \
+	(NCF_CUDA_NS::cost_active &&                                                       \
+	 NCF_CUDA_NS::cost_note((kind), (name), (bytes), (flops), NULL))
+#define NCF_COST_SHAPED(name, bytes, flops, shape)                                          \
+	(NCF_CUDA_NS::cost_active &&                                                        \
+	 NCF_CUDA_NS::cost_note(NCF_CUDA_NS::COST_KERNEL, (name), (bytes), (flops), &(shape)))
 
 #endif

@@ -31,6 +31,7 @@
 #define ncf_cuda_device_info ncf_cuda_device_info_emu
 #define ncf_cuda_step_cost ncf_cuda_step_cost_emu
 #define ncf_cuda_module ncf_cuda_module_emu
+#define ncf_cuda_cost_model ncf_cuda_cost_model_emu
 #endif
 
 #ifdef __cplusplus
@@ -84,9 +85,12 @@ struct ncf_cuda_cost_item {
 	const char *name;  /* the op: a kernel's launcher, a GEMM, a memset, ... */
 	const char *kind;  /* "kernel", "gemm", "memset", "copy", "sort" (iota and CUB) */
 	double bytes, flops;
+	double predicted_s; /* the model's time of the launch (kernels/cuda/cost.cu) */
+	const char *bound;  /* what binds it: "bytes", "flops", "latency", "chain", "launch" */
 };
 struct ncf_cuda_cost {
 	double bytes, flops;	/* of the whole step */
+	double predicted_s;	/* the model's time of the step: the launches' times summed */
 	unsigned launches;	/* kernels + gemms + memsets + sorts: every launch on the stream */
 	unsigned kernels, gemms, memsets, copies, sorts;
 	unsigned n, dropped;	/* items kept; past NCF_CUDA_COST_ITEMS */
@@ -102,13 +106,15 @@ struct ncf_cuda_cost {
 int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 		       enum ncf_precision precision, const char *path, int64_t positives,
 		       struct ncf_cuda_cost *out);
+/* The cost model's machine and assumptions as key<TAB>value lines. */
+void ncf_cuda_cost_model(FILE *out);
 
 /*
  * The module's table.  NCF_CUDA_ABI changes whenever this struct, struct
  * ncf_backend_i, struct ncf_backend or anything they point at changes
  * meaning; backend_size and table_size catch a forgotten bump.
  */
-#define NCF_CUDA_ABI 1
+#define NCF_CUDA_ABI 2
 struct ncf_cuda_api {
 	uint32_t abi;	       /* NCF_CUDA_ABI of the module's build */
 	uint32_t backend_size; /* sizeof(struct ncf_backend) */
@@ -124,6 +130,7 @@ struct ncf_cuda_api {
 	int (*step_cost)(const struct ncf_shape *s, const struct ncf_hparams *hp,
 			 enum ncf_precision precision, const char *path, int64_t positives,
 			 struct ncf_cuda_cost *out);
+	void (*cost_model)(FILE *out);
 };
 /* The module's entry point (the symbol kernels/module.c looks up). */
 const struct ncf_cuda_api *ncf_cuda_module(void);

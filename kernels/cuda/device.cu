@@ -39,6 +39,9 @@ int device_open(struct ncf_backend *be, struct cu *c)
 	c->dev = (d->local_rank > 0 ? d->local_rank : 0) % count; /* the local rank, checked above */
 	CUDA_TRY(cudaSetDevice(c->dev));
 	CUDA_TRY(cudaGetDeviceProperties(&c->prop, c->dev));
+	g_sms = c->prop.multiProcessorCount > 0 ? c->prop.multiProcessorCount : 1;
+	g_smem_sm = c->prop.sharedMemPerMultiprocessor;
+	g_smem_block = c->prop.sharedMemPerBlockOptin;
 	int ampere = c->prop.major >= 8; /* TF32 and bf16 tensor cores */
 	enum ncf_precision p = be->precision;
 	if (p == NCF_PRECISION_DEFAULT)

@@ -39,6 +39,12 @@
  *    that some threads of the block never reach (one returned early, or
  *    waits at another barrier) stops the program with a message, as it
  *    would hang a GPU;
+ *  - cp.async (ncf_emu_cp_async, behind common.cuh's cp_async16): each
+ *    thread's copies into shared memory wait in its own queue, grouped by
+ *    its commits, and are made only when it waits for their group, so a
+ *    thread that reads a staged tile before waiting for it (or another
+ *    thread's before the barrier after that wait) reads what was there
+ *    before: NaNs;
  *  - the tensor-core fragments of nvcuda::wmma (16x16x16 bf16/fp16 and
  *    16x16x8 tf32, fp32 accumulators) with load_matrix_sync, mma_sync,
  *    store_matrix_sync and fill_fragment, see "wmma" below;
@@ -166,6 +172,16 @@ template <typename F> static inline void ncf_emu_grid(dim3 grid, dim3 block, F b
 
 enum { NCF_EMU_READY, NCF_EMU_AT_BLOCK, NCF_EMU_AT_WARP, NCF_EMU_DONE };
 
+/* One thread's cp.async copies not yet made: 16 bytes from src to dst (or
+ * zeros) when its group is waited for. */
+enum { NCF_EMU_CP_MAX = 256 };
+struct ncf_emu_cp {
+	void *dst;
+	const void *src;
+	unsigned bytes; /* of src (the rest of the 16 zero) */
+	unsigned group;
+};
+
 struct ncf_emu_fiber {
 	ucontext_t uc;
 	jmp_buf jb;
@@ -174,6 +190,8 @@ struct ncf_emu_fiber {
 	char *stack;
 	size_t size;
 	void *fake; /* ASan's fake stack while switched away */
+	struct ncf_emu_cp cp[NCF_EMU_CP_MAX];
+	unsigned ncp, cp_group; /* copies queued; the group a copy joins now */
 };
 
 /* The fibers of a host thread, kept from launch to launch (each waits in
@@ -395,8 +413,10 @@ static inline void ncf_emu_grid_sync(dim3 grid, dim3 block, size_t shmem, F body
 				blockIdx = dim3(bx, by, bz);
 				if (shmem) /* each block finds garbage there (NaNs) */
 					memset(C.smem, 0xFF, shmem);
-				for (unsigned k = 0; k < n; k++)
+				for (unsigned k = 0; k < n; k++) {
 					C.f[k].state = NCF_EMU_READY;
+					C.f[k].ncp = C.f[k].cp_group = 0;
+				}
 				do {
 					for (unsigned k = 0; k < n; k++)
 						if (C.f[k].state == NCF_EMU_READY)
@@ -405,6 +425,54 @@ static inline void ncf_emu_grid_sync(dim3 grid, dim3 block, size_t shmem, F body
 			}
 	ncf_emu_coop_cur = NULL;
 	free(C.smem);
+}
+
+/* ---- cp.async ------------------------------------------------------------ */
+
+static inline struct ncf_emu_fiber *ncf_emu_me(const char *what)
+{
+	struct ncf_emu_coop *C = ncf_emu_coop_cur;
+	if (!C)
+		ncf_emu_die(what);
+	return &C->f[C->cur];
+}
+
+/* Queue 16 bytes for dst: bytes (0..16) of them from src, the rest zero. */
+static inline void ncf_emu_cp_async(void *dst, const void *src, unsigned bytes)
+{
+	struct ncf_emu_fiber *f = ncf_emu_me("cp.async in a plain launch (use NCF_LAUNCH_SYNC)");
+	if (f->ncp == NCF_EMU_CP_MAX)
+		ncf_emu_die("more cp.async copies in flight than the emulation keeps");
+	if (((uintptr_t)dst | (bytes ? (uintptr_t)src : 0)) & 15u)
+		ncf_emu_die("cp.async of 16 bytes needs 16-byte aligned addresses");
+	f->cp[f->ncp++] = ncf_emu_cp{dst, src, bytes, f->cp_group};
+}
+
+/* The copies queued since the last commit form a group. */
+static inline void ncf_emu_cp_commit(void)
+{
+	ncf_emu_me("cp.async.commit_group in a plain launch")->cp_group++;
+}
+
+/* Make the copies of every group but the newest `pending` committed ones
+ * (uncommitted copies are not waited for, as on a GPU). */
+static inline void ncf_emu_cp_wait(unsigned pending)
+{
+	struct ncf_emu_fiber *f = ncf_emu_me("cp.async.wait_group in a plain launch");
+	unsigned keep = 0;
+	for (unsigned k = 0; k < f->ncp; k++) {
+		struct ncf_emu_cp *c = &f->cp[k];
+		if (c->group + pending < f->cp_group) {
+			unsigned char z[16];
+			memset(z, 0, sizeof z);
+			if (c->bytes)
+				memcpy(z, c->src, c->bytes);
+			memcpy(c->dst, z, 16);
+		} else {
+			f->cp[keep++] = *c;
+		}
+	}
+	f->ncp = keep;
 }
 
 /* The dynamic shared memory of the running cooperative launch. */
@@ -1254,6 +1322,7 @@ struct cudaDeviceProp {
 	int multiProcessorCount;
 	int memoryBusWidth;
 	int l2CacheSize;
+	size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin;
 };
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 {
@@ -1264,6 +1333,8 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 	p->totalGlobalMem = (size_t)1 << 34;
 	p->major = 9; /* claims bf16 and tf32, which the emulation runs as described above */
 	p->minor = 0;
+	p->sharedMemPerMultiprocessor = 233472; /* an H100's, as the kernels size their tiles */
+	p->sharedMemPerBlockOptin = 232448;
 	p->multiProcessorCount = 1;
 	return ncf_emu_ret(cudaSuccess);
 }

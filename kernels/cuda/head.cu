@@ -11,15 +11,14 @@ namespace NCF_CUDA_NS {
 
 /* ---- head ---------------------------------------------------------------- */
 
-/* The head's logit of row j: the order of the cpu backend (GMF terms, then the MLP's,
- * then the bias). */
+/* The head's logit from a row's GMF rows pu, qi (F) and its last hidden
+ * layer hr (HL): the order of the cpu backend (GMF terms, then the MLP's,
+ * then the bias); vecF, vecH: the rows are 16-byte aligned with F, HL
+ * multiples of 8, so they are read 8 elements at a time (the same sums). */
 template <typename T>
-NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__restrict__ su,
-			const uint32_t *__restrict__ si, const float *__restrict__ gmf_user,
-			const float *__restrict__ gmf_item, const float *__restrict__ w,
-			const T *__restrict__ hL, int vecF, int vecH)
+NCF_DI float head_logit_of(const float *pu, const float *qi, const T *hr, uint32_t F, uint32_t HL,
+			   const float *__restrict__ w, int vecF, int vecH)
 {
-	const float *pu = gmf_user + (size_t)su[j] * F, *qi = gmf_item + (size_t)si[j] * F;
 	const float *wg = w, *wh = w + F;
 	float acc = 0.0f;
 	if (vecF) {
@@ -39,7 +38,6 @@ NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__res
 			acc += wg[f] * g;
 		}
 	}
-	const T *hr = hL + j * HL;
 	if (vecH) {
 		for (uint32_t h0 = 0; h0 < HL; h0 += 8) {
 			float x[8];
@@ -55,8 +53,19 @@ NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__res
 	return acc + w[F + HL];
 }
 
+/* The logit of row j of a batch (ids su, si; hL (n, HL)). */
 template <typename T>
-__global__ void head_train_kernel(size_t n, uint32_t F, uint32_t HL,
+NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__restrict__ su,
+			const uint32_t *__restrict__ si, const float *__restrict__ gmf_user,
+			const float *__restrict__ gmf_item, const float *__restrict__ w,
+			const T *__restrict__ hL, int vecF, int vecH)
+{
+	return head_logit_of(gmf_user + (size_t)su[j] * F, gmf_item + (size_t)si[j] * F, hL + j * HL,
+			     F, HL, w, vecF, vecH);
+}
+
+template <typename T>
+__global__ void NCF_PLAIN(8) head_train_kernel(size_t n, uint32_t F, uint32_t HL,
 				  const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				  const uint8_t *__restrict__ lab,
 				  const float *__restrict__ gmf_user,
@@ -110,8 +119,11 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
 	double es = sizeof(T);
-	if (NCF_COST(COST_KERNEL, "head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) +
-							(F + HL + 1.0) * 4, 0))
+	/* head_logit: the two GMF rows 8 factors at a time, then hL's 8 units at
+	 * a time, each load waited for before the next (a loop per row) */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
+	if (NCF_COST_SHAPED("head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) + (F + HL + 1.0) * 4,
+			    0, sh))
 		return 0;
 	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
 		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
@@ -121,7 +133,7 @@ int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const
 /* Scoring: the logit, or (prob) its sigmoid, ncf_sigmoid as the cpu
  * backend's scores. */
 template <typename T>
-__global__ void head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
+__global__ void NCF_PLAIN(8) head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
 				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
 				   const float *__restrict__ gmf_user,
 				   const float *__restrict__ gmf_item,
@@ -147,8 +159,9 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
 		return 0;
 	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
 	int vecH = HL % 8 == 0 && aligned16(hL);
-	if (NCF_COST(COST_KERNEL, "head_logits",
-		     n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
+	if (NCF_COST_SHAPED("head_logits",
+			    n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0, sh))
 		return 0;
 	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
 		   gmf_item, w, hL, vecF, vecH, prob, logit);
@@ -172,53 +185,92 @@ NCF_INSTANTIATE(f16)
 
 /* ---- the fused step's head ------------------------------------------------ */
 
+/* Shared memory of head_fused_kernel: the block's rows of gmf_user (F
+ * floats each, padded to 16 bytes), of gmf_item, of hL (HL elements, padded
+ * likewise), then dlogit, the losses and the ids. */
+template <typename T> struct head_smem {
+	uint32_t ldf, ldh, gi, hl, dl, loss, ids, bytes;
+	NCF_DI head_smem(uint32_t F, uint32_t HL)
+	{
+		uint32_t E = 16 / (uint32_t)sizeof(T);
+		ldf = (F + 3) / 4 * 4;
+		ldh = (HL + E - 1) / E * E;
+		gi = HEAD_ROWS * ldf * 4;
+		hl = 2 * gi;
+		dl = hl + (HEAD_ROWS * ldh * (uint32_t)sizeof(T) + 15) / 16 * 16;
+		loss = dl + HEAD_ROWS * 4;
+		ids = loss + HEAD_ROWS * 4;
+		bytes = ids + 2 * HEAD_ROWS * 4;
+	}
+};
+
 /*
- * Block b: rows r0 = b HEAD_ROWS .. + HEAD_ROWS.  Threads < HEAD_ROWS: one
- * row each, as head_train_kernel (the same logit, bit for bit).  Then thread
- * c of the block sums column c of the block's rows in row order:
+ * Block b: rows r0 = b HEAD_ROWS .. + HEAD_ROWS, sorted by user.  The
+ * block's rows of gmf_user, gmf_item and hL come into shared memory at once
+ * (cp.async: a whole block's inputs in flight, not a row's 16 bytes at a
+ * time), then threads < HEAD_ROWS take a row each as head_train_kernel does
+ * (the same logit, bit for bit) and write dlogit and dz, and thread c of the
+ * block sums column c of the block's rows in row order from shared memory:
  * [dlogit g (F) | dlogit hL (HL) | dlogit (1) | dz (HL)], g = gmf_user[u] *
  * gmf_item[i] and dz the unrounded value written to dz.  Thread 0 sums the
  * rows' losses in double.
  */
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 2)
 	head_fused_kernel(size_t n, uint32_t F, uint32_t HL, const uint32_t *__restrict__ ru,
 			  const uint32_t *__restrict__ ri, const uint8_t *__restrict__ lab,
 			  const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
 			  const float *__restrict__ w, const T *__restrict__ hL, float inv_n,
-			  float loss_scale, float drop_scale, int vecF, int vecH,
+			  float loss_scale, float drop_scale, int vecF, int vecH, int vecD,
 			  float *__restrict__ dlogit, T *__restrict__ dz, float *__restrict__ part,
 			  double *__restrict__ part_loss)
 {
-	__shared__ float s_dl[HEAD_ROWS], s_loss[HEAD_ROWS];
-	__shared__ uint32_t s_u[HEAD_ROWS], s_i[HEAD_ROWS];
+	NCF_DYN_SHARED(smem);
+	head_smem<T> L(F, HL);
+	float *gu = (float *)smem, *gi = (float *)(smem + L.gi);
+	T *hs = (T *)(smem + L.hl);
+	float *s_dl = (float *)(smem + L.dl), *s_loss = (float *)(smem + L.loss);
+	uint32_t *s_u = (uint32_t *)(smem + L.ids), *s_i = s_u + HEAD_ROWS;
 	size_t r0 = (size_t)blockIdx.x * HEAD_ROWS;
 	uint32_t rows = n - r0 < HEAD_ROWS ? (uint32_t)(n - r0) : (uint32_t)HEAD_ROWS;
 	unsigned t = threadIdx.x;
 	const float *wh = w + F;
+	for (unsigned k = t; k < HEAD_ROWS; k += blockDim.x) {
+		s_u[k] = k < rows ? ru[r0 + k] : ru[r0];
+		s_i[k] = k < rows ? ri[r0 + k] : ri[r0];
+	}
+	__syncthreads();
+	stage_rows(gu, L.ldf, gmf_user, F, s_u, rows, F, L.ldf, vecF);
+	stage_rows(gi, L.ldf, gmf_item, F, s_i, rows, F, L.ldf, vecF);
+	stage_tile(hs, L.ldh, hL, HL, r0, n, 0, HL, rows, L.ldh, vecH);
+	cp_async_commit();
+	cp_async_wait<0>();
+	__syncthreads();
 	if (t < rows) {
 		size_t j = r0 + t;
-		float logit = head_logit(j, F, HL, ru, ri, gmf_user, gmf_item, w, hL, vecF, vecH);
+		const T *hr = hs + (size_t)t * L.ldh;
+		int vf = F % 8 == 0, vh = HL % 8 == 0;
+		float logit = head_logit_of(gu + (size_t)t * L.ldf, gi + (size_t)t * L.ldf, hr, F, HL,
+					    w, vf, vh);
 		float y = (float)lab[j];
 		float dl = (ncf_sigmoid(logit) - y) * inv_n;
 		dl = dl * loss_scale;
 		dlogit[j] = dl;
 		s_dl[t] = dl;
 		s_loss[t] = ncf_bce(logit, y);
-		s_u[t] = ru[j];
-		s_i[t] = ri[j];
-		const T *hr = hL + j * HL;
 		T *dr = dz + j * HL;
 		for (uint32_t h0 = 0; h0 < HL; h0 += 8) {
 			uint32_t cnt = HL - h0 < 8 ? HL - h0 : 8;
 			float x[8], d[8];
-			load_upto8(hr + h0, x, cnt, vecH);
+			NCF_UNROLL
+			for (uint32_t k = 0; k < 8; k++)
+				x[k] = k < cnt ? to_f32(hr[h0 + k]) : 0.0f;
 			NCF_UNROLL
 			for (uint32_t k = 0; k < 8; k++) {
 				float dh = dl * (k < cnt ? wh[h0 + k] : 0.0f);
 				d[k] = x[k] > 0.0f ? dh * drop_scale : 0.0f;
 			}
-			store_upto8(dr + h0, d, cnt, vecH);
+			store_upto8(dr + h0, d, cnt, vecD && cnt == 8);
 		}
 	}
 	__syncthreads();
@@ -227,10 +279,9 @@ __global__ void __launch_bounds__(256)
 		float acc = 0.0f;
 		for (uint32_t k = 0; k < rows; k++) {
 			float dl = s_dl[k], v;
-			const T *hr = hL + (r0 + k) * HL;
+			const T *hr = hs + (size_t)k * L.ldh;
 			if (c < F) {
-				v = dl * (gmf_user[(size_t)s_u[k] * F + c] *
-					  gmf_item[(size_t)s_i[k] * F + c]);
+				v = dl * (gu[(size_t)k * L.ldf + c] * gi[(size_t)k * L.ldf + c]);
 			} else if (c < F + HL) {
 				v = dl * to_f32(hr[c - F]);
 			} else if (c == F + HL) {
@@ -252,6 +303,22 @@ __global__ void __launch_bounds__(256)
 	}
 }
 
+template <typename T> static int head_allow(size_t bytes)
+{
+	return CUDA_CHECK(cudaFuncSetAttribute(head_fused_kernel<T>,
+					       cudaFuncAttributeMaxDynamicSharedMemorySize,
+					       (int)bytes));
+}
+
+int head_setup(uint32_t F, uint32_t HL)
+{
+	if (cost_dry())
+		return 0;
+	NCF_TRY(head_allow<float>(head_smem<float>(F, HL).bytes));
+	NCF_TRY(head_allow<bf16>(head_smem<bf16>(F, HL).bytes));
+	return head_allow<f16>(head_smem<f16>(F, HL).bytes);
+}
+
 template <typename T>
 int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
 		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
@@ -268,18 +335,32 @@ int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const
 	}
 	double es = sizeof(T), C = (double)F + 2.0 * HL + 1;
 	double urows = n < users ? (double)n : (double)users;
+	size_t smem = head_smem<T>(F, HL).bytes;
+	if (smem > g_smem_block) {
+		ncf_error("cuda backend: a head of %u factors and %u units needs %zu bytes of shared "
+			  "memory, more than a block has (%zu)",
+			  F, HL, smem, g_smem_block);
+		return -1;
+	}
 	/* per row: ids, label, gmf_item's row, hL read, dlogit and dz written;
-	 * gmf_user once per distinct user (rows sorted by user); the partials */
-	if (NCF_COST(COST_KERNEL, "head_fused",
-		     n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
-			     nb * (C * 4.0 + 8.0) + C * 4.0,
-		     0))
+	 * gmf_user once per distinct user (rows sorted by user); the partials.
+	 * A block: its ids (a round trip), then its rows at once (another) */
+	double res = g_smem_sm / (smem + 1024.0);
+	res = res < 1 ? 1 : res > 2 ? 2 : floor(res);
+	cost_shape sh = cost_shape_of((double)nb, 256, res, (double)(smem - 3 * HEAD_ROWS * 4) / 256,
+				      2 * cost_waves((double)nb, res));
+	if (NCF_COST_SHAPED("head_fused",
+			    n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
+				    nb * (C * 4.0 + 8.0) + C * 4.0,
+			    0, sh))
 		return 0;
-	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
-	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, 256, 0, stream, n, F, HL, ru, ri, lab,
-			gmf_user, gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH,
-			dlogit, dz, part, part_loss);
+	/* staging 16 bytes at a time where the rows allow; dz stored 8 at a time */
+	int vecF = F % 4 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
+	int vecH = HL % (16 / sizeof(T)) == 0 && aligned16(hL);
+	int vecD = HL % 8 == 0 && aligned16(dz);
+	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, 256, smem, stream, n, F, HL, ru, ri,
+			lab, gmf_user, gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH,
+			vecD, dlogit, dz, part, part_loss);
 	return CUDA_CHECK(cudaGetLastError());
 }
 

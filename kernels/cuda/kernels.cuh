@@ -281,10 +281,13 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
  * out <= BWDW_MAX_OUT, in <= FUSED_MAX_WIDTH.
  */
 uint32_t bwdw_groups(size_t rows);
-/* Let linear_bwdw's kernels have the shared memory they use (more than the
- * default 48 KiB); once per device, never while a graph is being captured.
- * Returns 0 or -1. */
-int bwdw_setup(void);
+/* Let the fused layers' kernels that stage tiles in shared memory have
+ * more than the default 48 KiB (the forward with W resident, the backward
+ * with the weight gradient); once per device, never while a graph is being
+ * captured.  Returns 0 or -1. */
+int mlp_setup(void);
+/* The same for the fused head of F factors and HL units (head_fused_cuda). */
+int head_setup(uint32_t F, uint32_t HL);
 template <typename T>
 int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
 		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,

@@ -19,7 +19,7 @@ namespace NCF_CUDA_NS {
 
 /* Thread t: row t / G, units 8w .. 8w+7 with w = t % G, G = ceil(H / 8). */
 template <typename T>
-__global__ void layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__ su,
+__global__ void NCF_PLAIN(6) layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__ su,
 			      const uint32_t *__restrict__ si, const T *__restrict__ au,
 			      const T *__restrict__ ai, const float *__restrict__ b1, int eval_order,
 			      int vec, dropout_k dk, const uint32_t *__restrict__ rowpos,
@@ -59,7 +59,9 @@ int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, co
 	if (!blocks)
 		return 0;
 	double es = sizeof(T);
-	if (NCF_COST(COST_KERNEL, "layer1", n * (8.0 + 3.0 * H * es) + H * 4.0, 0))
+	/* the ids, then both tables' 8 units at once */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 16 * es, 2);
+	if (NCF_COST_SHAPED("layer1", n * (8.0 + 3.0 * H * es) + H * 4.0, 0, sh))
 		return 0;
 	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
 	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, su, si, au, ai, b1, eval_order,
@@ -80,8 +82,9 @@ int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *r
 	double es = sizeof(T), au_rows = n < users ? (double)n : (double)users;
 	/* ids and positions per row; au once per distinct user (rows sorted by
 	 * user), ai per row; h1 written */
-	if (NCF_COST(COST_KERNEL, "layer1_rows",
-		     n * (12.0 + 2.0 * H * es) + au_rows * H * es + H * 4.0, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 16 * es, 2);
+	if (NCF_COST_SHAPED("layer1_rows", n * (12.0 + 2.0 * H * es) + au_rows * H * es + H * 4.0,
+			    0, sh))
 		return 0;
 	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
 	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, ru, ri, au, ai, b1, 0, vec, dk,
@@ -90,7 +93,7 @@ int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *r
 }
 
 template <typename T>
-__global__ void bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z,
+__global__ void NCF_PLAIN(8) bias_relu_dropout_kernel(size_t n, uint32_t H, T *__restrict__ z,
 					 const float *__restrict__ b, int vec, dropout_k dk,
 					 uint32_t layer)
 {
@@ -124,7 +127,8 @@ int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dro
 		return -1;
 	if (!blocks)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "bias_relu_dropout", 2.0 * n * H * sizeof(T) + H * 4.0, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8.0 * sizeof(T), 1);
+	if (NCF_COST_SHAPED("bias_relu_dropout", 2.0 * n * H * sizeof(T) + H * 4.0, 0, sh))
 		return 0;
 	int vec = H % 8 == 0 && aligned16(z);
 	NCF_LAUNCH(bias_relu_dropout_kernel<T>, blocks, BLOCK, 0, stream, n, H, z, b, vec, dk,
@@ -134,7 +138,7 @@ int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dro
 
 /* Thread t: elements 8t .. 8t+7 of the flat arrays. */
 template <typename T>
-__global__ void relu_dropout_back_kernel(size_t count, T *__restrict__ dh,
+__global__ void NCF_PLAIN(8) relu_dropout_back_kernel(size_t count, T *__restrict__ dh,
 					 const T *__restrict__ h, float scale, int vec)
 {
 	size_t e0 = NCF_TID * 8;
@@ -165,7 +169,8 @@ int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStr
 		return -1;
 	if (!blocks)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "relu_dropout_back", 3.0 * count * sizeof(T), 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 16.0 * sizeof(T), 1);
+	if (NCF_COST_SHAPED("relu_dropout_back", 3.0 * count * sizeof(T), 0, sh))
 		return 0;
 	int vec = count % 8 == 0 && aligned16(dh) && aligned16(h);
 	NCF_LAUNCH(relu_dropout_back_kernel<T>, blocks, BLOCK, 0, stream, count, dh, h, scale, vec);
@@ -175,7 +180,7 @@ int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStr
 /* ---- low-precision copies ------------------------------------------------ */
 
 template <typename T>
-__global__ void cast_kernel(const float *__restrict__ x, T *__restrict__ y, size_t n)
+__global__ void NCF_PLAIN(8) cast_kernel(const float *__restrict__ x, T *__restrict__ y, size_t n)
 {
 	size_t j = NCF_TID;
 	if (j < n)
@@ -189,7 +194,8 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 		return -1;
 	if (!blocks)
 		return 0;
-	if (NCF_COST(COST_KERNEL, "cast", n * (4.0 + sizeof(T)), 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, 1);
+	if (NCF_COST_SHAPED("cast", n * (4.0 + sizeof(T)), 0, sh))
 		return 0;
 	NCF_LAUNCH(cast_kernel<T>, blocks, BLOCK, 0, stream, x, y, n);
 	return CUDA_CHECK(cudaGetLastError());

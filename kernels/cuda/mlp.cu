@@ -75,8 +75,49 @@ NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, s
 
 /* ---- forward ------------------------------------------------------------- */
 
+/*
+ * The forward epilogue of a block's 64 rows from row0: each warp stages its
+ * accumulators' 16x16 tiles in st and this lane (row r, columns c0 .. c0 + 8
+ * of a tile) adds the bias, applies ReLU and dropout (one Philox block of
+ * bits for its 8 units) and stores its 8 outputs at once.
+ */
+template <typename P, typename T>
+NCF_DEV void fwd_epilogue(typename P::frag_c acc[8], float *st, size_t row0, size_t rows,
+			  uint32_t out, uint32_t nt, const float *__restrict__ b,
+			  const dropout_k &dk, uint32_t layer, const uint32_t *__restrict__ rowpos,
+			  int vecy, T *__restrict__ Y, unsigned wm, unsigned wn, unsigned lane,
+			  unsigned r, unsigned c0)
+{
+	size_t row = row0 + 16 * wm + r;
+	NCF_UNROLL
+	for (uint32_t i = 0; i < 8; i++) {
+		uint32_t t = wn + 2 * i;
+		if (t >= nt)
+			continue;
+		P::store(st, acc[i], 16);
+		__syncwarp();
+		uint32_t h0 = 16 * t + c0;
+		if (row < rows && h0 < out) {
+			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
+			ncf_u32x4 bits =
+				dropout_bits_at(dk, rowpos ? rowpos[row] : row, layer, h0 / 8);
+			float v[8];
+			NCF_UNROLL
+			for (uint32_t e = 0; e < 8; e++) {
+				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
+				float y = relu(x); /* keeps a NaN (common.cuh) */
+				if (dk.active)
+					y = y * dropout_mult(dk, bits, e);
+				v[e] = y;
+			}
+			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
+		}
+		__syncwarp();
+	}
+}
+
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS)
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
 	linear_fwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
 			  const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
 			  uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
@@ -114,33 +155,85 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 		}
 		__syncthreads();
 	}
-	float *st = stage[warp];
 	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	size_t row = row0 + 16 * wm + r;
-	NCF_UNROLL
-	for (uint32_t i = 0; i < 8; i++) {
-		uint32_t t = wn + 2 * i;
-		if (t >= nt)
-			continue;
-		P::store(st, acc[i], 16);
-		__syncwarp();
-		uint32_t h0 = 16 * t + c0;
-		if (row < rows && h0 < out) {
-			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
-			ncf_u32x4 bits =
-				dropout_bits_at(dk, rowpos ? rowpos[row] : row, layer, h0 / 8);
-			float v[8];
+	fwd_epilogue<P>(acc, stage[warp], row0, rows, out, nt, b, dk, layer, rowpos, vecy, Y, wm, wn,
+			lane, r, c0);
+}
+
+/*
+ * The forward pass with W resident (linear_fwd_ws_kernel): the same
+ * products, sums and epilogue as linear_fwd_kernel, bit for bit, organised
+ * so that memory stays busy.  A block loads W (npad, in) into shared memory
+ * once, then takes row tiles blockIdx.x, + gridDim.x, ... (a persistent
+ * grid of what the SMs hold at once), the next tile's X (64, in) copied in
+ * by cp.async while the tensor cores work on the current one (two stages),
+ * so a block keeps a whole tile in flight instead of one 16-byte piece a
+ * thread; and W is read once per block instead of once per 64 rows.  For
+ * layers whose W and two X tiles fit in shared memory (fwd_ws_fits).
+ */
+template <typename T> struct fwd_ws_smem {
+	uint32_t ld, xs0, xs1, st, bytes;
+	NCF_DI fwd_ws_smem(uint32_t in, uint32_t out)
+	{
+		uint32_t npad = (out + 15) / 16 * 16;
+		ld = (in + 15) / 16 * 16 + tile_dims<T>::PAD;
+		xs0 = npad * ld * (uint32_t)sizeof(T);
+		xs1 = xs0 + FUSED_BM * ld * (uint32_t)sizeof(T);
+		st = xs1 + FUSED_BM * ld * (uint32_t)sizeof(T);
+		bytes = st + FUSED_THREADS / 32 * 256 * 4;
+	}
+};
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
+	linear_fwd_ws_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
+			     const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
+			     uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
+			     int vecy, T *__restrict__ Y)
+{
+	typedef mma_tile<T, MODE> P;
+	NCF_DYN_SHARED(smem);
+	fwd_ws_smem<T> L(in, out);
+	T *ws = (T *)smem;
+	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
+	uint32_t kpad = (in + 15) / 16 * 16, npad = (out + 15) / 16 * 16, nt = npad / 16;
+	float *st = (float *)(smem + L.st) + warp * 256;
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM, tile = blockIdx.x;
+	stage_tile(ws, L.ld, W, in, 0, out, 0, in, npad, kpad, vecw);
+	if (tile < tiles)
+		stage_tile((T *)(smem + L.xs0), L.ld, X, in, tile * FUSED_BM, rows, 0, in, FUSED_BM,
+			   kpad, vecx);
+	cp_async_commit();
+	for (unsigned i = 0; tile < tiles; i++, tile += gridDim.x) {
+		size_t next = tile + gridDim.x;
+		if (next < tiles)
+			stage_tile((T *)(smem + (i & 1 ? L.xs0 : L.xs1)), L.ld, X, in, next * FUSED_BM,
+				   rows, 0, in, FUSED_BM, kpad, vecx);
+		cp_async_commit();
+		cp_async_wait<1>(); /* W and this tile are in; the next is on its way */
+		__syncthreads();
+		const T *x = (const T *)(smem + (i & 1 ? L.xs1 : L.xs0));
+		typename P::frag_c acc[8];
+		NCF_UNROLL
+		for (int k = 0; k < 8; k++)
+			P::zero(acc[k]);
+		for (uint32_t kk = 0; kk < in; kk += P::KSTEP) {
+			typename P::frag_a a;
+			P::load_a(a, x + 16 * wm * L.ld + kk, L.ld);
 			NCF_UNROLL
-			for (uint32_t e = 0; e < 8; e++) {
-				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
-				float y = relu(x); /* keeps a NaN (common.cuh) */
-				if (dk.active)
-					y = y * dropout_mult(dk, bits, e);
-				v[e] = y;
+			for (uint32_t k = 0; k < 8; k++) {
+				uint32_t t = wn + 2 * k;
+				if (t < nt) {
+					typename P::template frag_b<mma_col>::type bt;
+					P::template load_b<mma_col>(bt, ws + 16 * t * L.ld + kk, L.ld);
+					P::mma(acc[k], a, bt);
+				}
 			}
-			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
 		}
-		__syncwarp();
+		fwd_epilogue<P>(acc, st, tile * FUSED_BM, rows, out, nt, b, dk, layer, rowpos, vecy, Y,
+				wm, wn, lane, r, c0);
+		__syncthreads(); /* the next iteration refills this tile's stage */
 	}
 }
 
@@ -182,7 +275,7 @@ NCF_DEV void dx_tile(typename P::frag_c &acc, float *st, const float h[8], bool 
 }
 
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS)
+__global__ void __launch_bounds__(FUSED_THREADS, 2)
 	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
 			  const T *__restrict__ W, const T *__restrict__ H, float scale, int vecz,
 			  int vecw, int vech, T *__restrict__ dX, float *__restrict__ part,
@@ -251,35 +344,47 @@ __global__ void __launch_bounds__(FUSED_THREADS)
 
 /* ---- backward with the weight gradient ----------------------------------- */
 
-/* Shared memory of linear_bwdw_kernel: the dZ tile (64, out), the H tile
- * (64, 128 columns of in), a chunk of W (KC, 128), the warps' staging and
- * the column partials.  Offsets stay 32-byte aligned (every piece is a
- * multiple of 32 bytes). */
+/*
+ * Shared memory of linear_bwdw_kernel: its columns of W (opad, 128
+ * columns of in) once, then two stages of a row tile's dZ (64, out) and H
+ * (64, its 128 columns), and the column partials.  The warps' staging in
+ * the epilogue takes the current stage's dZ tile when that is big enough
+ * (dZ is no longer read then), else a place of its own.  Offsets stay
+ * 32-byte aligned (every piece is a multiple of 32 bytes).
+ */
 template <typename T> struct bwdw_smem {
-	uint32_t ldz, ldh, zs, hs, ws, st, cp, bytes;
+	uint32_t ldz, ldh, zs[2], hs[2], st, cp, bytes;
+	int st_alias; /* the staging is the current dZ tile */
 	NCF_DI bwdw_smem(uint32_t out, uint32_t qpad)
 	{
 		typedef tile_dims<T> D;
-		ldz = (out + 15) / 16 * 16 + D::PAD;
+		uint32_t es = (uint32_t)sizeof(T), opad = (out + 15) / 16 * 16;
+		ldz = opad + D::PAD;
 		ldh = qpad + D::PAD;
-		zs = 0;
-		hs = zs + FUSED_BM * ldz * (uint32_t)sizeof(T);
-		ws = hs + FUSED_BM * ldh * (uint32_t)sizeof(T);
-		st = ws + D::KC * ldh * (uint32_t)sizeof(T);
-		cp = st + FUSED_THREADS / 32 * 256 * 4;
+		uint32_t wbytes = opad * ldh * es, zbytes = FUSED_BM * ldz * es;
+		uint32_t hbytes = FUSED_BM * ldh * es, stbytes = FUSED_THREADS / 32 * 256 * 4;
+		zs[0] = wbytes;
+		hs[0] = zs[0] + zbytes;
+		zs[1] = hs[0] + hbytes;
+		hs[1] = zs[1] + zbytes;
+		st_alias = zbytes >= stbytes;
+		st = hs[1] + hbytes;
+		cp = st + (st_alias ? 0 : stbytes);
 		bytes = cp + 4 * BWDW_COLS * 4;
 	}
 };
 
 /*
  * Block b = y + Y g (Y = ceil(in / BWDW_COLS)): columns q0 = BWDW_COLS y ..
- * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  Per tile: the dZ tile
- * and H's columns in shared memory; dX's columns = H > 0 ? (dZ W) * scale :
- * 0 (k over out in chunks of KC, as linear_bwd_kernel), and dW's columns +=
- * dZ^T H (k over the tile's rows; rows past the end are zeros).  The block
+ * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  The block loads its
+ * columns of W once; the next tile's dZ and H come in by cp.async while the
+ * current one is multiplied (two stages).  Per tile: dX's columns = H > 0 ?
+ * (dZ W) * scale : 0 (k over out in order), and dW's columns += dZ^T H (k
+ * over the tile's rows in order; rows past the end are zeros).  The block
  * then writes its column sums of dX (part, row g) and its dW (partw, (G,
  * out, in), row g).  Warp w: dX rows 16 (w / 2), column tiles w % 2 + 2 i;
- * dW tiles w + 8 j of the (out / 16) x (BWDW_COLS / 16) grid.
+ * dW tiles w + 8 j of the (out / 16) x (BWDW_COLS / 16) grid.  The sums are
+ * those of one pass over the tiles in order, the same whatever the stages.
  */
 template <typename T, int MODE>
 __global__ void __launch_bounds__(FUSED_THREADS, 2)
@@ -289,52 +394,61 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 			   float *__restrict__ part, uint32_t part_ld, float *__restrict__ partw)
 {
 	typedef mma_tile<T, MODE> P;
-	typedef tile_dims<T> D;
 	NCF_DYN_SHARED(smem);
 	uint32_t Y = (in + BWDW_COLS - 1) / BWDW_COLS, y = blockIdx.x % Y, g = blockIdx.x / Y;
 	uint32_t q0 = BWDW_COLS * y, qn = in - q0 < BWDW_COLS ? in - q0 : (uint32_t)BWDW_COLS;
 	uint32_t qpad = (qn + 15) / 16 * 16, qt = qpad / 16, opad = (out + 15) / 16 * 16;
 	uint32_t ot = opad / 16;
 	bwdw_smem<T> L(out, qpad);
-	T *zs = (T *)(smem + L.zs), *hs = (T *)(smem + L.hs), *ws = (T *)(smem + L.ws);
+	T *ws = (T *)smem;
 	float(*colpart)[BWDW_COLS] = (float(*)[BWDW_COLS])(smem + L.cp);
 	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
 	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	float *st = (float *)(smem + L.st) + warp * 256;
 	for (unsigned q = threadIdx.x; q < 4 * BWDW_COLS; q += blockDim.x)
 		colpart[q / BWDW_COLS][q % BWDW_COLS] = 0.0f;
 	typename P::frag_c accw[8];
 	NCF_UNROLL
 	for (int j = 0; j < 8; j++)
 		P::zero(accw[j]);
-	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM;
-	for (size_t tile = g; tile < tiles; tile += G) {
-		size_t row0 = tile * FUSED_BM;
-		load_tile(zs, L.ldz, dZ, out, row0, rows, 0, out, FUSED_BM, opad, vecz);
-		load_tile(hs, L.ldh, H, in, row0, rows, q0, in, FUSED_BM, qpad, vech);
+	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM, tile = g;
+	stage_tile(ws, L.ldh, W, in, 0, out, q0, in, opad, qpad, vecw);
+	if (tile < tiles) {
+		stage_tile((T *)(smem + L.zs[0]), L.ldz, dZ, out, tile * FUSED_BM, rows, 0, out,
+			   FUSED_BM, opad, vecz);
+		stage_tile((T *)(smem + L.hs[0]), L.ldh, H, in, tile * FUSED_BM, rows, q0, in,
+			   FUSED_BM, qpad, vech);
+	}
+	cp_async_commit();
+	for (unsigned it = 0; tile < tiles; it++, tile += G) {
+		size_t row0 = tile * FUSED_BM, next = tile + G;
+		if (next < tiles) {
+			unsigned b = (it + 1) & 1;
+			stage_tile((T *)(smem + (b ? L.zs[1] : L.zs[0])), L.ldz, dZ, out,
+				   next * FUSED_BM, rows, 0, out, FUSED_BM, opad, vecz);
+			stage_tile((T *)(smem + (b ? L.hs[1] : L.hs[0])), L.ldh, H, in,
+				   next * FUSED_BM, rows, q0, in, FUSED_BM, qpad, vech);
+		}
+		cp_async_commit();
+		cp_async_wait<1>(); /* W and this tile are in; the next is on its way */
+		__syncthreads();
+		uint32_t zoff = it & 1 ? L.zs[1] : L.zs[0], hoff = it & 1 ? L.hs[1] : L.hs[0];
+		const T *zs = (const T *)(smem + zoff), *hs = (const T *)(smem + hoff);
 		typename P::frag_c accx[4];
 		NCF_UNROLL
 		for (int i = 0; i < 4; i++)
 			P::zero(accx[i]);
-		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
-			load_tile(ws, L.ldh, W, in, k0, out, q0, in, D::KC, qpad, vecw);
-			__syncthreads();
-			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
-			     kk += P::KSTEP) {
-				typename P::frag_a a;
-				P::load_a(a, zs + 16 * wm * L.ldz + k0 + kk, L.ldz);
-				NCF_UNROLL
-				for (uint32_t i = 0; i < 4; i++) {
-					uint32_t t = wn + 2 * i;
-					if (t < qt) {
-						typename P::template frag_b<mma_row>::type bt;
-						P::template load_b<mma_row>(
-							bt, ws + kk * L.ldh + 16 * t, L.ldh);
-						P::mma(accx[i], a, bt);
-					}
+		for (uint32_t kk = 0; kk < out; kk += P::KSTEP) {
+			typename P::frag_a a;
+			P::load_a(a, zs + 16 * wm * L.ldz + kk, L.ldz);
+			NCF_UNROLL
+			for (uint32_t i = 0; i < 4; i++) {
+				uint32_t t = wn + 2 * i;
+				if (t < qt) {
+					typename P::template frag_b<mma_row>::type bt;
+					P::template load_b<mma_row>(bt, ws + kk * L.ldh + 16 * t, L.ldh);
+					P::mma(accx[i], a, bt);
 				}
 			}
-			__syncthreads();
 		}
 		/* dW += dZ^T H over the tile's rows */
 		for (uint32_t kr = 0; kr < FUSED_BM; kr += P::KSTEP) {
@@ -351,6 +465,9 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 				}
 			}
 		}
+		float *st = (float *)(smem + (L.st_alias ? zoff : L.st)) + warp * 256;
+		if (L.st_alias)
+			__syncthreads(); /* every warp is done with dZ before it is staging */
 		/* dX: the mask from H's tile, the column sums */
 		size_t row = row0 + 16 * wm + r;
 		NCF_UNROLL
@@ -368,11 +485,12 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 			dx_tile<P>(accx[i], st, hv, live, cnt, scale, dX + row * in + q0 + c, vech,
 				   &colpart[wm][16 * t], lane, r, c0);
 		}
-		__syncthreads(); /* the next tile overwrites zs, hs */
+		__syncthreads(); /* the next iteration refills this tile's stage */
 	}
 	for (uint32_t q = threadIdx.x; q < qn; q += blockDim.x)
 		part[(size_t)g * part_ld + q0 + q] =
 			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
+	float *st = (float *)(smem + (L.st_alias ? L.zs[0] : L.st)) + warp * 256;
 	NCF_UNROLL
 	for (uint32_t j = 0; j < 8; j++) {
 		uint32_t i = warp + 8 * j;
@@ -413,6 +531,31 @@ static int bwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in
 	return CUDA_CHECK(cudaGetLastError());
 }
 
+template <typename T, int MODE>
+static int fwd_ws_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t rows, uint32_t in,
+			 uint32_t out, const T *X, const T *W, const float *b, const dropout_k &dk,
+			 uint32_t layer, const uint32_t *rowpos, int vecx, int vecw, int vecy, T *Y)
+{
+	auto linear_fwd_ws = linear_fwd_ws_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_fwd_ws, nb, FUSED_THREADS, smem, stream, rows, in, out, X, W, b, dk,
+			layer, rowpos, vecx, vecw, vecy, Y);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+/* Blocks of `bytes` of shared memory an SM holds at once, at most most
+ * (what their registers allow), at least 1. */
+static unsigned resident_by_smem(size_t bytes, unsigned most)
+{
+	size_t k = g_smem_sm / (bytes + 1024); /* the runtime keeps 1 KiB a block */
+	return k < 1 ? 1 : k > most ? most : (unsigned)k;
+}
+
+/* Does the resident-W forward take a layer of in -> out in T? */
+template <typename T> static int fwd_ws_fits(uint32_t in, uint32_t out)
+{
+	return fwd_ws_smem<T>(in, out).bytes <= g_smem_block;
+}
+
 template <typename T>
 int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
 		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
@@ -435,10 +578,42 @@ int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T 
 	 * reads them */
 	double bytes = rows * ((double)in + out) * es + (double)in * out * es + out * 4.0 +
 		       (rowpos && dk.active ? rows * 4.0 : 0.0);
-	if (NCF_COST(COST_KERNEL, "linear_fwd", bytes, 2.0 * rows * in * out))
-		return 0;
+	double flops = 2.0 * rows * in * out;
 	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
 	int vecy = out % 8 == 0 && aligned16(Y);
+	if (fwd_ws_fits<T>(in, out)) {
+		/* a persistent grid of what the SMs hold; a block's tiles one after
+		 * another, each tile's X (a stage: its bytes in flight) copied in
+		 * while the one before is multiplied; W read once a block */
+		size_t smem = fwd_ws_smem<T>(in, out).bytes;
+		unsigned res = resident_by_smem(smem, 2);
+		size_t grid = (size_t)res * g_sms < nb ? (size_t)res * g_sms : nb;
+		double stage = (double)FUSED_BM * fwd_ws_smem<T>(in, out).ld * es;
+		cost_shape sh = cost_shape_of((double)grid, FUSED_THREADS, res, stage / FUSED_THREADS,
+					      ceil((double)nb / grid), 1,
+					      ((double)grid - 1) * in * out * es);
+		if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
+			return 0;
+		if constexpr (sizeof(T) == 2)
+			return fwd_ws_launch<T, MMA_16>((unsigned)grid, smem, stream, rows, in, out, X, W,
+							b, dk, layer, rowpos, vecx, vecw, vecy, Y);
+		else if (tf32)
+			return fwd_ws_launch<T, MMA_TF32>((unsigned)grid, smem, stream, rows, in, out, X,
+							  W, b, dk, layer, rowpos, vecx, vecw, vecy, Y);
+		else
+			return fwd_ws_launch<T, MMA_F32>((unsigned)grid, smem, stream, rows, in, out, X,
+							 W, b, dk, layer, rowpos, vecx, vecw, vecy, Y);
+	}
+	/* W too big to stay: per chunk of KC of the reduction the block loads its
+	 * X rows and W's rows, then waits at a barrier and multiplies: one round
+	 * trip a chunk, in every wave; every block reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (out + 15) / 16 * 16, chunks = ceil(in / KC);
+	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
+				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				      chunks * cost_waves((double)nb, 2), 1,
+				      ((double)nb - 1) * in * out * es);
+	if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
+		return 0;
 	if constexpr (sizeof(T) == 2)
 		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
 					     layer, rowpos, vecx, vecw, vecy, Y);
@@ -471,7 +646,14 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
 	/* dZ, H and dX once, W once (L2), the partials */
 	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
 		       nb * (double)in * 4.0;
-	if (NCF_COST(COST_KERNEL, "linear_bwd", bytes, 2.0 * rows * in * out))
+	/* two row tiles a block, each a round trip per chunk of KC of out;
+	 * every row tile reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (in + 15) / 16 * 16, tiles = 2.0 * nb;
+	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
+				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				      2 * (ceil(out / KC) + 1) * cost_waves((double)nb, 2), 1,
+				      (tiles - 1) * in * out * es);
+	if (NCF_COST_SHAPED("linear_bwd", bytes, 2.0 * rows * in * out, sh))
 		return 0;
 	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
 	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
@@ -498,23 +680,25 @@ static int bwdw_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t row
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-/* The most dynamic shared memory a launch of kernel<T, MODE> asks for. */
-template <typename T, int MODE> static int bwdw_allow(void)
+/* Let the kernels of T and MODE that stage tiles in dynamic shared memory
+ * have as much as the device gives a block. */
+template <typename T, int MODE> static int mlp_allow(void)
 {
-	size_t bytes = bwdw_smem<T>(BWDW_MAX_OUT, BWDW_COLS).bytes;
-	return CUDA_CHECK(cudaFuncSetAttribute(linear_bwdw_kernel<T, MODE>,
-					       cudaFuncAttributeMaxDynamicSharedMemorySize,
-					       (int)bytes));
+	int bytes = (int)g_smem_block;
+	CUDA_TRY(cudaFuncSetAttribute(linear_bwdw_kernel<T, MODE>,
+				      cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+	return CUDA_CHECK(cudaFuncSetAttribute(linear_fwd_ws_kernel<T, MODE>,
+					       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-int bwdw_setup(void)
+int mlp_setup(void)
 {
 	if (cost_dry())
 		return 0;
-	NCF_TRY((bwdw_allow<bf16, MMA_16>()));
-	NCF_TRY((bwdw_allow<f16, MMA_16>()));
-	NCF_TRY((bwdw_allow<float, MMA_TF32>()));
-	return bwdw_allow<float, MMA_F32>();
+	NCF_TRY((mlp_allow<bf16, MMA_16>()));
+	NCF_TRY((mlp_allow<f16, MMA_16>()));
+	NCF_TRY((mlp_allow<float, MMA_TF32>()));
+	return mlp_allow<float, MMA_F32>();
 }
 
 uint32_t bwdw_groups(size_t rows)
@@ -543,10 +727,20 @@ int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const 
 	 * once (L2); the partials of the bias gradient and of dW */
 	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
 		       G * ((double)in + (double)out * in) * 4.0;
-	if (NCF_COST(COST_KERNEL, "linear_bwdw", bytes, 4.0 * rows * in * out))
-		return 0;
+	/* a block's row tiles one after another, each tile's dZ and H (a stage:
+	 * its bytes in flight) copied in while the one before is multiplied;
+	 * a block's columns of W read once */
 	uint32_t qpad = (in < BWDW_COLS ? (in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
-	size_t smem = bwdw_smem<T>(out, qpad).bytes;
+	bwdw_smem<T> L(out, qpad);
+	size_t smem = L.bytes;
+	unsigned res = resident_by_smem(smem, 2);
+	double tiles = ceil((double)rows / FUSED_BM), nbd = (double)G * Y;
+	double stage = (double)L.hs[0] - L.zs[0] + ((double)L.zs[1] - L.hs[0]);
+	cost_shape sh = cost_shape_of(nbd, FUSED_THREADS, res, stage / FUSED_THREADS,
+				      ceil(tiles / G) * cost_waves(nbd, res), 1,
+				      (nbd - 1) * (double)out * qpad * es);
+	if (NCF_COST_SHAPED("linear_bwdw", bytes, 4.0 * rows * in * out, sh))
+		return 0;
 	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
 	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
 	unsigned nb = G * Y;

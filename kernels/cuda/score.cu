@@ -109,7 +109,7 @@ static size_t host_chunk(size_t n)
 
 /* u_out[j], i_out[j] = u_in[j], i_in[j] when inside the model (U users, I
  * items), else (0, 0) and *bad = min(*bad, j). */
-__global__ void check_ids_kernel(size_t n, const uint32_t *__restrict__ u_in,
+__global__ void NCF_PLAIN(8) check_ids_kernel(size_t n, const uint32_t *__restrict__ u_in,
 				 const uint32_t *__restrict__ i_in, uint32_t U, uint32_t I,
 				 uint32_t *__restrict__ u_out, uint32_t *__restrict__ i_out,
 				 unsigned long long *bad)
@@ -138,7 +138,8 @@ static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, 
 		return 0;
 	/* ids read and written (cost.cuh; scoring is not run dry, but every
 	 * launcher notes what it moves) */
-	if (NCF_COST(COST_KERNEL, "check_ids", 16.0 * n, 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
+	if (NCF_COST_SHAPED("check_ids", 16.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(check_ids_kernel, blocks, BLOCK, 0, stream, n, u_in, i_in, U, I, u_out, i_out,
 		   bad);

@@ -128,12 +128,26 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 
 /* ---- the fused step's rows (kernels.cuh) ---------------------------------- */
 
-/* Thread t: row t's item and label from sample rowpos[t]; off[t] for t <= K. */
-__global__ void rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
-				    const uint32_t *__restrict__ rowpos,
-				    const uint32_t *__restrict__ si,
-				    const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
-				    uint8_t *__restrict__ rlab, uint32_t *__restrict__ off)
+/* off[k] for the keys that position t of sorted keys (n) begins: every k in
+ * (keys[t - 1], keys[t]] gets t (the first position of a key >= k), and
+ * position n the keys after the last, up to K: each k of 0..K written once,
+ * by one thread, with no search. */
+NCF_DI void offsets_at(size_t t, size_t n, uint32_t K, const uint32_t *__restrict__ keys,
+		       uint32_t *__restrict__ off)
+{
+	uint32_t lo = t ? keys[t - 1] + 1 : 0, hi = t < n ? keys[t] : K;
+	for (uint32_t k = lo; k <= hi && k <= K; k++)
+		off[k] = (uint32_t)t;
+}
+
+/* Thread t < n: row t's item and label from sample rowpos[t]; t <= n: the
+ * offsets of the keys it begins. */
+__global__ void NCF_PLAIN(8) rows_by_user_kernel(size_t n, uint32_t K,
+						  const uint32_t *__restrict__ keys,
+						  const uint32_t *__restrict__ rowpos,
+						  const uint32_t *__restrict__ si,
+						  const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
+						  uint8_t *__restrict__ rlab, uint32_t *__restrict__ off)
 {
 	size_t t = NCF_TID;
 	if (t < n) {
@@ -141,49 +155,44 @@ __global__ void rows_by_user_kernel(size_t n, uint32_t K, const uint32_t *__rest
 		ri[t] = si[j];
 		rlab[t] = lab[j];
 	}
-	if (t <= K)
-		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+	if (t <= n)
+		offsets_at(t, n, K, keys, off);
 }
 
 int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
 		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
 		      uint32_t *off, cudaStream_t stream)
 {
-	size_t threads = n > (size_t)K + 1 ? n : (size_t)K + 1;
 	unsigned blocks;
-	if (grid_1d(threads, &blocks))
+	if (grid_1d(n + 1, &blocks))
 		return -1;
 	/* rows: rowpos, then one item and label each, read and written; the
-	 * offsets: a binary search in the sorted keys (cached), one write */
-	double lg = 1;
-	while (((size_t)1 << (int)lg) < n)
-		lg++;
-	if (NCF_COST(COST_KERNEL, "rows_by_user", n * (4.0 + 10.0) + (K + 1.0) * (4.0 + lg * 4.0),
-		     0))
+	 * sorted keys read (twice, from cache) and every offset written once */
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 2);
+	if (NCF_COST_SHAPED("rows_by_user", n * (4.0 + 4.0 + 10.0) + (K + 1.0) * 4.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
 		   rlab, off);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void seg_offsets_kernel(size_t n, uint32_t K, const uint32_t *__restrict__ keys,
-				   uint32_t *__restrict__ off)
+__global__ void NCF_PLAIN(8) seg_offsets_kernel(size_t n, uint32_t K,
+						 const uint32_t *__restrict__ keys,
+						 uint32_t *__restrict__ off)
 {
 	size_t t = NCF_TID;
-	if (t <= K)
-		off[t] = (uint32_t)ncf_lower_bound(keys, 0, n, (uint32_t)t);
+	if (t <= n)
+		offsets_at(t, n, K, keys, off);
 }
 
 int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 		     cudaStream_t stream)
 {
 	unsigned blocks;
-	if (grid_1d((size_t)K + 1, &blocks))
+	if (grid_1d(n + 1, &blocks))
 		return -1;
-	double lg = 1;
-	while (((size_t)1 << (int)lg) < n)
-		lg++;
-	if (NCF_COST(COST_KERNEL, "seg_offsets", n * 4.0 + (K + 1.0) * (4.0 + lg * 4.0), 0))
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
+	if (NCF_COST_SHAPED("seg_offsets", n * 4.0 + (K + 1.0) * 4.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);
 	return CUDA_CHECK(cudaGetLastError());

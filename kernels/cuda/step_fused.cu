@@ -122,7 +122,8 @@ static int fused_prepare(const struct step *st)
 	c->fused = f;
 	struct parts p;
 	parts_of(st->be, NULL, NULL, NULL, B, &p); /* only the count */
-	NCF_TRY(bwdw_setup());
+	NCF_TRY(mlp_setup());
+	NCF_TRY(head_setup(s->factors, ncf_shape_last(s)));
 	NCF_TRY(DALLOC(f->ri, B));
 	NCF_TRY(DALLOC(f->rlab, B));
 	NCF_TRY(DALLOC(f->uoff, (size_t)s->users + 1));

@@ -280,7 +280,7 @@ static int linear_run(struct ncf_backend *be, struct cu *c, int backward, int tf
 	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
 	int rc = -1;
 	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
-	if (upload_as(&a, A, rows * (backward ? out : in), c->s) ||
+	if (mlp_setup() || upload_as(&a, A, rows * (backward ? out : in), c->s) ||
 	    upload_as(&w, W, (size_t)out * in, c->s))
 		goto done;
 	if (!backward) {
@@ -332,7 +332,7 @@ static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t r
 	int rc = -1;
 	part_map m;
 	memset(&m, 0, sizeof m);
-	if (bwdw_setup() || upload_as(&a, dZ, rows * out, c->s) ||
+	if (mlp_setup() || upload_as(&a, dZ, rows * out, c->s) ||
 	    upload_as(&w, W, (size_t)out * in, c->s) ||
 	    upload_as(&h, H, rows * in, c->s) || DALLOC(y, rows * in) || DALLOC(pt, G * in) ||
 	    DALLOC(pw, (size_t)G * out * in) || DALLOC(odb, in) || DALLOC(odw, (size_t)out * in) ||
