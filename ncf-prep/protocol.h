@@ -24,4 +24,31 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 /* Draw the (U, N) evaluation negatives of c for seed (step 5). */
 void ncf_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
 
+/* What the spilled protocol shows of each batch of users it finishes
+ * (ncf-prep's synthetic oracle): users first .. first + n of c (final
+ * indices; c's sizes and ids are set), their test items (n) and
+ * negatives (n, N). */
+struct ncf_protocol_hook {
+	void (*batch)(void *ctx, const struct ncf_cache *c, uint32_t first, uint32_t n,
+		      const uint32_t *test, const uint32_t *neg);
+	void *ctx;
+};
+
+/*
+ * ncf_protocol_run on rows that spilled (spill.h; ncf_spill_finish done,
+ * ids holding the id maps): the same cache, byte for byte, from the runs
+ * read back in (user, timestamp, row) order one user at a time, twice
+ * with --min-ratings (its counts first).  c gets everything but the two
+ * arrays that grow with the ratings: the training items go to train
+ * (planes with delta) and the negatives to neg, in c's order, and
+ * c->train_items and c->eval_neg stay NULL.  hook may be NULL.  Returns 0
+ * or -1 (reported).
+ */
+struct ncf_spill;
+struct ncf_planes;
+int ncf_protocol_run_spilled(struct ncf_spill *sp, const struct ncf_rows *ids,
+			     const struct ncf_protocol_opts *o, struct ncf_cache *c,
+			     struct ncf_planes *train, struct ncf_planes *neg,
+			     const struct ncf_protocol_hook *hook);
+
 #endif

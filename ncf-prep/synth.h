@@ -32,7 +32,9 @@ int ncf_synth_init(struct ncf_synth *s, const char *spec, uint64_t seed);
 void ncf_synth_free(struct ncf_synth *s);
 /* The shape names, for messages. */
 const char *ncf_synth_shapes(void);
-/* Append every rating (original ids, file order) to rows. */
+/* Append every rating (original ids, file order) to rows: in blocks of
+ * users that fit before the rows spill when they have a budget (spill.h),
+ * stopping early when a spill fails (rows->failed). */
 void ncf_synth_rows(const struct ncf_synth *s, struct ncf_rows *rows);
 /* Write the ratings as ml-20m CSV.  Returns 0 or -1 (write error). */
 int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp);
@@ -53,5 +55,15 @@ int ncf_synth_item_index(uint32_t id, uint32_t *i);
 /* HR@topk of ranking each user's evaluation candidates of c by the
  * planted scores; NaN when c was not made by this generator. */
 double ncf_synth_oracle(const struct ncf_synth *s, const struct ncf_cache *c, uint32_t topk);
+/* The same a batch of users at a time, for a cache whose arrays are
+ * never all in memory (the spilled protocol's hook): begin with c's
+ * sizes and ids set, then users first .. first + n with their test items
+ * (n) and negatives (n, N), every user once, then end (frees q). */
+struct ncf_synth_oracle;
+struct ncf_synth_oracle *ncf_synth_oracle_begin(const struct ncf_synth *s,
+						const struct ncf_cache *c);
+void ncf_synth_oracle_users(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
+			    uint32_t n, const uint32_t *test, const uint32_t *neg);
+double ncf_synth_oracle_end(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t topk);
 
 #endif
