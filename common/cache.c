@@ -155,7 +155,29 @@ static void meta_unpack(struct ncf_cache *c, const unsigned char *m)
 	c->synthetic[31] = 0;
 }
 
+/* One array section: from data, or fed by src when it is given. */
+static int write_array(struct ncf_cw *w, const char *tag, const void *data, size_t size,
+		       uint32_t filters, const struct ncf_cache_source *src)
+{
+	if (!src)
+		return ncf_cw_section(w, tag, data, size, filters);
+	struct ncf_cw_stream s;
+	NCF_TRY(ncf_cw_stream_begin(w, &s, tag, size, filters));
+	if (src->feed(src->ctx, &s) != 0) {
+		ncf_cw_stream_abort(&s);
+		return -1;
+	}
+	return ncf_cw_stream_end(&s);
+}
+
 int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
+{
+	return ncf_cache_write_sourced(c, fp, display, NULL, NULL);
+}
+
+int ncf_cache_write_sourced(const struct ncf_cache *c, FILE *fp, const char *display,
+			    const struct ncf_cache_source *train_items,
+			    const struct ncf_cache_source *eval_neg)
 {
 	struct ncf_cw w = {0};
 	unsigned char meta[META_SIZE];
@@ -169,9 +191,10 @@ int ncf_cache_write_fp(const struct ncf_cache *c, FILE *fp, const char *display)
 	NCF_TRY(ncf_cw_section(&w, "userids", c->user_ids, 4 * U, s4));
 	NCF_TRY(ncf_cw_section(&w, "itemids", c->item_ids, 4 * I, s4));
 	NCF_TRY(ncf_cw_section(&w, "offsets", c->offsets, 8 * (U + 1), s8));
-	NCF_TRY(ncf_cw_section(&w, "trainitm", c->train_items, 4 * P, s4 | NCF_FILTER_DELTA32));
+	NCF_TRY(write_array(&w, "trainitm", c->train_items, 4 * P, s4 | NCF_FILTER_DELTA32,
+			    train_items));
 	NCF_TRY(ncf_cw_section(&w, "testitm", c->test_items, 4 * U, s4));
-	NCF_TRY(ncf_cw_section(&w, "evalneg", c->eval_neg, 4 * U * N, s4));
+	NCF_TRY(write_array(&w, "evalneg", c->eval_neg, 4 * U * N, s4, eval_neg));
 	NCF_TRY(ncf_cw_end(&w));
 	return 0;
 }

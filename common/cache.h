@@ -60,6 +60,26 @@ struct ncf_cache {
 	uint32_t *entry_user; /* (P) the user of each CSR entry */
 };
 
+/*
+ * The bytes of an array section from elsewhere than the struct, for a
+ * cache whose arrays do not fit in memory (ncf-prep's spilled protocol):
+ * feed adds every byte of the section as the filters make it (container.h:
+ * trainitm's u32s delta-coded, then each section's bytes shuffled, i.e.
+ * byte 0 of every element, then byte 1, ...) with ncf_cw_stream_add, in
+ * order.  Returns 0 or -1 (reported).
+ */
+struct ncf_cw_stream;
+struct ncf_cache_source {
+	int (*feed)(void *ctx, struct ncf_cw_stream *s);
+	void *ctx;
+};
+/* ncf_cache_write_fp with the trainitm and evalneg sections from those
+ * sources (NULL: c's arrays), c's other fields and arrays as they are:
+ * the same bytes as for c with the arrays filled.  Returns 0 or -1. */
+int ncf_cache_write_sourced(const struct ncf_cache *c, FILE *fp, const char *display,
+			    const struct ncf_cache_source *train_items,
+			    const struct ncf_cache_source *eval_neg);
+
 /* Write c to path ("-" or NULL: stdout) atomically.  Returns 0 or -1. */
 int ncf_cache_write(const struct ncf_cache *c, const char *path);
 /* Write c to an open stream (no rename, no close).  Returns 0 or -1. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "container.h"
@@ -78,13 +79,22 @@ static int write_section_header(struct ncf_cw *w, const char *tag, uint64_t raw,
 	return 0;
 }
 
-/* Compress size bytes of src (filters already applied) with cc into comp
- * (bound bytes) and write the section.  Returns 0 or -1 (reported). */
-static int compress_section(struct ncf_cw *w, ZSTD_CCtx *cc, const char *tag,
-			    const unsigned char *src, size_t size, uint32_t filters,
-			    unsigned char *comp, size_t bound)
+/* The filters a section of size bytes really has: delta on whole u32s,
+ * the shuffle on whole elements, neither on nothing. */
+static uint32_t effective_filters(uint32_t filters, size_t size)
 {
-	size_t n = 0;
+	if (!(filters & NCF_FILTER_DELTA32) || size % 4 || !size)
+		filters &= ~NCF_FILTER_DELTA32;
+	size_t elem = (filters >> 8) & 0xFF;
+	if (!(filters & NCF_FILTER_SHUFFLE) || elem <= 1 || size % elem || !size)
+		filters &= ~(NCF_FILTER_SHUFFLE | 0xFF00u);
+	return filters;
+}
+
+/* cc set up for a frame of size bytes at w's level, with its checksum
+ * and content size.  Returns 0 or -1 (reported). */
+static int set_params(struct ncf_cw *w, ZSTD_CCtx *cc, size_t size)
+{
 	NCF_ZSTD_TRY(w->display, "set level",
 		     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, w->level));
 	NCF_ZSTD_TRY(w->display, "set checksum", ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1));
@@ -93,7 +103,60 @@ static int compress_section(struct ncf_cw *w, ZSTD_CCtx *cc, const char *tag,
 		ncf_debug("%s: zstd has no worker threads; compressing on one", w->display);
 	NCF_ZSTD_TRY(w->display, "set content size",
 		     ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1));
-	NCF_ZSTD_TRY(w->display, "compress", n = ZSTD_compress2(cc, comp, bound, src, size));
+	NCF_ZSTD_TRY(w->display, "set the frame's size", ZSTD_CCtx_setPledgedSrcSize(cc, size));
+	return 0;
+}
+
+/*
+ * Feed in to the stream cc with op (ZSTD_e_continue: until in is taken;
+ * ZSTD_e_end: until the frame is out).  The output goes to out, which is
+ * written to fd and emptied whenever it fills (fd -1: out must hold the
+ * whole frame).  *written counts what went to fd.  The frame depends
+ * only on the bytes fed and on cc's parameters, not on how the pieces
+ * are cut: zstd buffers them and compresses whole blocks.  Returns 0 or
+ * -1 (reported).
+ */
+static int feed(const char *display, ZSTD_CCtx *cc, ZSTD_outBuffer *out, int fd,
+		uint64_t *written, ZSTD_inBuffer *in, ZSTD_EndDirective op)
+{
+	for (;;) {
+		size_t left;
+		NCF_ZSTD_TRY(display, "compress", left = ZSTD_compressStream2(cc, out, in, op));
+		int done = op == ZSTD_e_continue ? in->pos == in->size : left == 0;
+		if (fd >= 0 && out->pos && (done || out->pos == out->size)) {
+			NCF_TRY(ncf_tmp_write(fd, out->dst, out->pos));
+			*written += out->pos;
+			out->pos = 0;
+		}
+		if (done)
+			return 0;
+		if (fd < 0 && out->pos == out->size) {
+			ncf_error("%s: zstd compress: the frame outgrew its bound", display);
+			return -1;
+		}
+	}
+}
+
+/* Compress size bytes of src (filters already applied) with cc into comp
+ * (bound bytes) and write the section: with workers, zstd's one call;
+ * without, as one stream fed in one piece (the frame ncf_cw_stream makes
+ * of the same bytes fed in any pieces).  Returns 0 or -1 (reported). */
+static int compress_section(struct ncf_cw *w, ZSTD_CCtx *cc, const char *tag,
+			    const unsigned char *src, size_t size, uint32_t filters,
+			    unsigned char *comp, size_t bound)
+{
+	size_t n = 0;
+	NCF_TRY(set_params(w, cc, size));
+	if (w->workers > 0) {
+		NCF_ZSTD_TRY(w->display, "compress", n = ZSTD_compress2(cc, comp, bound, src, size));
+	} else {
+		ZSTD_outBuffer out = {comp, bound, 0};
+		ZSTD_inBuffer in = {src, size, 0}, none = {NULL, 0, 0};
+		uint64_t unused = 0;
+		NCF_TRY(feed(w->display, cc, &out, -1, &unused, &in, ZSTD_e_continue));
+		NCF_TRY(feed(w->display, cc, &out, -1, &unused, &none, ZSTD_e_end));
+		n = out.pos;
+	}
 	NCF_TRY(write_section_header(w, tag, size, n, filters));
 	NCF_WRITE_TRY(w->display, ncf_write_full(w->fp, comp, n));
 	return 0;
@@ -104,7 +167,8 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 {
 	const unsigned char *src = data;
 	unsigned char *tmp = NULL, *tmp2 = NULL;
-	if ((filters & NCF_FILTER_DELTA32) && size % 4 == 0 && size) {
+	filters = effective_filters(filters, size);
+	if (filters & NCF_FILTER_DELTA32) {
 		tmp = ncf_xmalloc(size);
 		const uint32_t *in = data;
 		uint32_t *out = (uint32_t *)tmp, prev = 0;
@@ -113,16 +177,11 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 			prev = in[i];
 		}
 		src = tmp;
-	} else {
-		filters &= ~NCF_FILTER_DELTA32;
 	}
-	size_t elem = (filters >> 8) & 0xFF;
-	if ((filters & NCF_FILTER_SHUFFLE) && elem > 1 && size % elem == 0 && size) {
+	if (filters & NCF_FILTER_SHUFFLE) {
 		tmp2 = ncf_xmalloc(size);
-		shuffle_bytes(tmp2, src, size, elem);
+		shuffle_bytes(tmp2, src, size, (filters >> 8) & 0xFF);
 		src = tmp2;
-	} else {
-		filters &= ~(NCF_FILTER_SHUFFLE | 0xFF00u);
 	}
 	size_t bound = ZSTD_compressBound(size);
 	unsigned char *comp = ncf_xmalloc(bound);
@@ -135,6 +194,86 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 	free(tmp);
 	free(tmp2);
 	return rc;
+}
+
+int ncf_cw_stream_begin(struct ncf_cw *w, struct ncf_cw_stream *s, const char *tag, uint64_t raw,
+			uint32_t filters)
+{
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+	s->w = w;
+	s->tag = tag;
+	s->raw = raw;
+	s->filters = effective_filters(filters, (size_t)raw);
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	if (!cc)
+		ncf_out_of_memory("zstd context");
+	s->cctx = cc;
+	s->out_cap = ZSTD_CStreamOutSize();
+	s->out = ncf_xmalloc(s->out_cap);
+	if (set_params(w, cc, (size_t)raw) != 0 || (s->fd = ncf_tmp_open()) < 0) {
+		ncf_cw_stream_abort(s);
+		return -1;
+	}
+	return 0;
+}
+
+int ncf_cw_stream_add(struct ncf_cw_stream *s, const void *data, size_t n)
+{
+	ZSTD_outBuffer out = {s->out, s->out_cap, 0};
+	ZSTD_inBuffer in = {data, n, 0};
+	s->added += n;
+	if (s->added > s->raw) {
+		ncf_error("%s: section '%s': more than its %llu bytes", s->w->display, s->tag,
+			  (unsigned long long)s->raw);
+		return -1;
+	}
+	return feed(s->w->display, s->cctx, &out, s->fd, &s->comp, &in, ZSTD_e_continue);
+}
+
+/* The frame in the temporary file, copied to the section's file after
+ * its header.  Returns 0 or -1 (reported). */
+static int copy_frame(struct ncf_cw_stream *s)
+{
+	struct ncf_cw *w = s->w;
+	NCF_TRY(write_section_header(w, s->tag, s->raw, s->comp, s->filters));
+	for (uint64_t at = 0; at < s->comp;) {
+		size_t want = s->comp - at < s->out_cap ? (size_t)(s->comp - at) : s->out_cap;
+		ssize_t k = ncf_tmp_read(s->fd, s->out, want, at);
+		if (k < 0)
+			return -1;
+		NCF_WRITE_TRY(w->display, ncf_write_full(w->fp, s->out, (size_t)k));
+		at += (uint64_t)k;
+	}
+	return 0;
+}
+
+int ncf_cw_stream_end(struct ncf_cw_stream *s)
+{
+	int rc = -1;
+	if (s->added != s->raw) {
+		ncf_error("%s: section '%s': %llu bytes of %llu", s->w->display, s->tag,
+			  (unsigned long long)s->added, (unsigned long long)s->raw);
+	} else {
+		ZSTD_outBuffer out = {s->out, s->out_cap, 0};
+		ZSTD_inBuffer none = {NULL, 0, 0};
+		rc = feed(s->w->display, s->cctx, &out, s->fd, &s->comp, &none, ZSTD_e_end);
+		if (rc == 0)
+			rc = copy_frame(s);
+	}
+	ncf_cw_stream_abort(s);
+	return rc;
+}
+
+void ncf_cw_stream_abort(struct ncf_cw_stream *s)
+{
+	ZSTD_freeCCtx(s->cctx);
+	s->cctx = NULL;
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	free(s->out);
+	s->out = NULL;
 }
 
 int ncf_cw_end(struct ncf_cw *w)

@@ -71,6 +71,35 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 /* Write the end section.  Returns 0 or -1. */
 int ncf_cw_end(struct ncf_cw *w);
 
+/*
+ * A section whose bytes arrive in pieces, for data that does not fit in
+ * memory (ncf-prep's spilled protocol): begin, add every byte in order,
+ * end.  The bytes added are the filtered ones (what the filters make of
+ * the array: delta applied, bytes shuffled), raw in all; the header
+ * records filters as ncf_cw_section would for raw bytes.  The frame is
+ * compressed into an unnamed temporary file (ncf_tmp_open: its size goes
+ * into the header before it), then copied after the header.  With
+ * w->workers 0 the file's bytes are exactly those of ncf_cw_section on
+ * the unfiltered array: both compress as one zstd stream fed in pieces,
+ * whose frame does not depend on how the pieces are cut.  Each returns 0
+ * or -1 (reported; end or abort frees the stream either way).
+ */
+struct ncf_cw_stream {
+	struct ncf_cw *w;
+	void *cctx;	    /* ZSTD_CCtx */
+	int fd;		    /* the temporary file, -1 before begin */
+	const char *tag;
+	uint64_t raw, added, comp;
+	uint32_t filters;
+	unsigned char *out; /* a buffer of zstd's output size */
+	size_t out_cap;
+};
+int ncf_cw_stream_begin(struct ncf_cw *w, struct ncf_cw_stream *s, const char *tag, uint64_t raw,
+			uint32_t filters);
+int ncf_cw_stream_add(struct ncf_cw_stream *s, const void *data, size_t n);
+int ncf_cw_stream_end(struct ncf_cw_stream *s);
+void ncf_cw_stream_abort(struct ncf_cw_stream *s);
+
 struct ncf_cr {
 	FILE *fp;
 	const char *display; /* name for messages */

@@ -73,8 +73,7 @@ static void registry_drop(int slot)
 		__atomic_store_n(&tmp_state[slot], 0, __ATOMIC_RELEASE);
 }
 
-/* The directory part of path, "." when it has none ("/" for "/x"). */
-static char *dir_of(const char *path)
+char *ncf_path_dir(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -102,7 +101,7 @@ char *ncf_out_final_name(const char *path)
 		if (target[0] == '/') {
 			next = ncf_xstrdup(target);
 		} else {
-			char *d = dir_of(cur);
+			char *d = ncf_path_dir(cur);
 			size_t len = strlen(d) + strlen(target) + 2;
 			next = ncf_xmalloc(len);
 			snprintf(next, len, "%s/%s", d, target);
@@ -113,7 +112,7 @@ char *ncf_out_final_name(const char *path)
 	}
 	/* the directory made absolute, so that two spellings of one name
 	 * compare equal (ncf_refuse_same_file) */
-	char *d = dir_of(cur);
+	char *d = ncf_path_dir(cur);
 	char *real = realpath(d, NULL);
 	free(d);
 	if (!real)
@@ -185,6 +184,93 @@ static char *temp_name(const char *final)
 	return t;
 }
 
+/* Where an output to path goes, as ncf_out_open sees it before it
+ * creates anything: -1 after reporting (a directory, a name that cannot
+ * be looked up), 0 for a name to create or replace (*exists, *st), 1 for
+ * a FIFO or device, written in place. */
+static int out_target(const char *path, struct stat *st, int *exists)
+{
+	*exists = stat(path, st) == 0;
+	if (!*exists && errno != ENOENT) { /* a loop of links, a file as a directory */
+		ncf_error("%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	if (*exists && S_ISDIR(st->st_mode)) {
+		ncf_error("%s: is a directory", path);
+		return -1;
+	}
+	return *exists && !S_ISREG(st->st_mode);
+}
+
+/* "cannot create" for display (the name given) whose final name is
+ * final: the system's words e, and where a link leads if it does. */
+static void report_cannot_create(const char *display, const char *final, int e)
+{
+	struct stat ls;
+	if (lstat(display, &ls) == 0 && S_ISLNK(ls.st_mode))
+		ncf_error("%s: cannot create %s, where the link leads: %s", display, final,
+			  strerror(e));
+	else
+		ncf_error("%s: cannot create a file in its directory: %s", display, strerror(e));
+}
+
+/* NCF_NO_TMPFILE (tests, file systems that misreport it): named
+ * temporary files only. */
+static int no_tmpfile(void)
+{
+	const char *no = getenv("NCF_NO_TMPFILE");
+	return no && *no && strcmp(no, "0");
+}
+
+/* An unnamed file in dir (O_TMPFILE), or -1 (errno). */
+static int open_unnamed(const char *dir)
+{
+	if (no_tmpfile()) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+}
+
+int ncf_out_probe(const char *path, int in_place)
+{
+	struct stat st;
+	int exists;
+	int kind = out_target(path, &st, &exists);
+	if (kind != 0)
+		return kind < 0 ? -1 : 0;
+	if (in_place && exists) {
+		/* written where it is (ncf-train --log): the file must take writes */
+		if (access(path, W_OK) != 0) {
+			ncf_error("%s: cannot open: %s", path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	char *final = ncf_out_final_name(path);
+	char *dir = ncf_path_dir(final);
+	int fd = open_unnamed(dir);
+	int rc = 0;
+	if (fd >= 0) {
+		close(fd); /* an unnamed file: gone with its descriptor */
+	} else {
+		/* a temporary name, made and removed at once */
+		char *tmp = temp_name(final);
+		fd = mkstemp(tmp);
+		if (fd < 0) {
+			report_cannot_create(path, final, errno);
+			rc = -1;
+		} else {
+			unlink(tmp);
+			close(fd);
+		}
+		free(tmp);
+	}
+	free(dir);
+	free(final);
+	return rc;
+}
+
 int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 {
 	memset(o, 0, sizeof *o);
@@ -202,16 +288,11 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	}
 	o->display = path;
 	struct stat st;
-	int exists = stat(path, &st) == 0;
-	if (!exists && errno != ENOENT) { /* a loop of links, a file as a directory */
-		ncf_error("%s: cannot open: %s", path, strerror(errno));
+	int exists;
+	int kind = out_target(path, &st, &exists);
+	if (kind < 0)
 		return -1;
-	}
-	if (exists && S_ISDIR(st.st_mode)) {
-		ncf_error("%s: is a directory", path);
-		return -1;
-	}
-	if (exists && !S_ISREG(st.st_mode)) {
+	if (kind) {
 		/* a device, a FIFO, /dev/stdout: write to it as it is (there is
 		 * no partial file to protect, and renaming would replace it) */
 		o->fp = fopen(path, "wb");
@@ -228,12 +309,8 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 	/* keep the mode of the file replaced, else the mode creat() gives */
 	mode_t mask = process_umask();
 	mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~mask);
-	/* NCF_NO_TMPFILE (tests, file systems that misreport it): named
-	 * temporary files only */
-	char *dir = dir_of(o->path);
-	const char *no = getenv("NCF_NO_TMPFILE");
-	int fd = no && *no && strcmp(no, "0") ? -1
-					     : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	char *dir = ncf_path_dir(o->path);
+	int fd = open_unnamed(dir);
 	free(dir);
 	if (fd >= 0) {
 		o->kind = NCF_OUT_UNNAMED;
@@ -242,14 +319,7 @@ int ncf_out_open(struct ncf_out *o, const char *path, int binary)
 		o->tmp = temp_name(o->path);
 		fd = mkstemp(o->tmp);
 		if (fd < 0) {
-			int e = errno;
-			struct stat ls;
-			if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
-				ncf_error("%s: cannot create %s, where the link leads: %s", o->display,
-					  o->path, strerror(e));
-			else
-				ncf_error("%s: cannot create a file in its directory: %s", o->display,
-					  strerror(e));
+			report_cannot_create(o->display, o->path, errno);
 			free(o->tmp);
 			free(o->path);
 			o->tmp = o->path = NULL;
@@ -418,6 +488,64 @@ void ncf_in_close(FILE *fp)
 {
 	if (fp && fp != stdin)
 		fclose(fp);
+}
+
+const char *ncf_tmp_dir(void)
+{
+	const char *d = getenv("TMPDIR");
+	return d && *d ? d : "/tmp";
+}
+
+int ncf_tmp_open(void)
+{
+	const char *dir = ncf_tmp_dir();
+	int fd = no_tmpfile() ? -1 : open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	size_t n = strlen(dir) + 32;
+	char *name = ncf_xmalloc(n);
+	snprintf(name, n, "%s/.ncf-spill.XXXXXX", dir);
+	fd = mkstemp(name);
+	if (fd < 0) {
+		ncf_error("cannot create a temporary file in %s (TMPDIR): %s", dir, strerror(errno));
+		free(name);
+		return -1;
+	}
+	int slot = registry_add(name);
+	unlink(name);
+	registry_drop(slot);
+	free(name);
+	return fd;
+}
+
+int ncf_tmp_write(int fd, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			ncf_error("a temporary file in %s: write failed: %s", ncf_tmp_dir(),
+				  strerror(k < 0 ? errno : EIO));
+			return -1;
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+ssize_t ncf_tmp_read(int fd, void *buf, size_t n, uint64_t offset)
+{
+	ssize_t k;
+	do
+		k = pread(fd, buf, n, (off_t)offset);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0)
+		ncf_error("a temporary file in %s: read failed: %s", ncf_tmp_dir(),
+			  k < 0 ? strerror(errno) : "it ends early");
+	return k <= 0 ? -1 : k;
 }
 
 /* Copy fd in to out in the kernel (copy_file_range: no copy through user

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -62,6 +63,18 @@ struct ncf_out {
  * after reporting (cannot create, terminal).
  */
 int ncf_out_open(struct ncf_out *o, const char *path, int binary);
+/*
+ * Could an output to path be opened now, without opening it?  What
+ * ncf_out_open would refuse: a directory, a name that cannot be looked
+ * up, a directory that does not exist or takes no new file (read-only
+ * file system, no permission); the probe leaves nothing behind (an
+ * unnamed O_TMPFILE file closed at once, else a temporary name removed
+ * at once).  in_place: a file written where it is (appended to) needs
+ * only to take writes when it exists.  stdout is not a path here; a FIFO
+ * or device passes unopened.  Returns 0, or -1 after ncf_out_open's
+ * message.
+ */
+int ncf_out_probe(const char *path, int in_place);
 /* Flush, check, sync and rename into place.  Returns 0 or -1 (reported;
  * the temporary file is removed). */
 int ncf_out_commit(struct ncf_out *o);
@@ -103,6 +116,29 @@ char *ncf_out_final_name(const char *path);
  *    tool at its next write, quietly, as it stops cat.
  */
 void ncf_init_std_streams(void);
+
+/*
+ * Scratch files (ncf-prep's sorted runs): an unnamed file in TMPDIR
+ * (default /tmp), open for reading and writing, that no name ever leads
+ * to, so that nothing is left behind however the process ends, SIGKILL
+ * included: O_TMPFILE, else a name made and removed at once (registered
+ * for the signal cleanup above in between).  Returns the
+ * descriptor, or -1 after reporting "cannot create a temporary file in
+ * DIR (TMPDIR): <the system's words>".
+ */
+int ncf_tmp_open(void);
+/* The directory of ncf_tmp_open: $TMPDIR, or /tmp when unset or empty. */
+const char *ncf_tmp_dir(void);
+/* Write n bytes to such a file at its end: 0, or -1 after reporting "a
+ * temporary file in DIR: write failed: ..." (a full disk). */
+int ncf_tmp_write(int fd, const void *buf, size_t n);
+/* Read up to n bytes at offset: the bytes read (at least 1), or -1 after
+ * reporting (an error, or the file ends there). */
+ssize_t ncf_tmp_read(int fd, void *buf, size_t n, uint64_t offset);
+
+/* The directory part of path, "." when it has none ("/" for "/x");
+ * malloc'd. */
+char *ncf_path_dir(const char *path);
 
 /* Open an input ("-" or NULL: stdin).  *display gets a name for messages.
  * Returns NULL after reporting. */

@@ -37,6 +37,20 @@ static int from_ckpt(FILE *fp, const char *display, struct ncf_model *m)
 	return 0;
 }
 
+void ncf_model_file_note_no_ids(const char *model_path, const char *cache_path,
+				const struct ncf_cache *c)
+{
+	static int said;
+	if (said++)
+		return;
+	ncf_warn("%s has no original ids: its rows are taken as %s's users and items in "
+		 "ncf-prep's order (row 0: user %u, item %u), right only if %s was made from the "
+		 "ratings file the model was trained on; check that file's first rating and its "
+		 "size against source_bytes in ncf-prep --info %s",
+		 model_path, cache_path, c->users ? c->user_ids[0] : 0,
+		 c->items ? c->item_ids[0] : 0, cache_path, cache_path);
+}
+
 /* Does the file look like safetensors: no "NCF" magic, and either the
  * name says so or byte 8 opens the JSON header? */
 static int looks_safetensors(const char *path, const unsigned char *head, size_t n)
@@ -47,6 +61,32 @@ static int looks_safetensors(const char *path, const unsigned char *head, size_t
 	if (len >= 12 && !strcmp(path + len - 12, ".safetensors"))
 		return 1;
 	return n >= 9 && head[8] == '{';
+}
+
+/*
+ * What a file that neither reader takes is, judged by its first n bytes,
+ * with the way to a file ncf reads; NULL when it is not one of these:
+ *  - a zip archive ("PK\3\4"), as torch.save writes a .pth, or a pickle
+ *    (0x80, protocol 2 to 5), as torch.save wrote one before PyTorch 1.6;
+ *  - an ONNX ModelProto: field 1 (ir_version, a small varint: 08 NN)
+ *    followed by another field of the message's (key byte 0x12 to 0x42).
+ * A safetensors file (byte 8 opens its JSON header) is never one.
+ */
+static const char *foreign_model(const unsigned char *head, size_t n)
+{
+	if (n >= 9 && head[8] == '{')
+		return NULL;
+	if ((n >= 4 && !memcmp(head, "PK\3\4", 4)) || (n >= 2 && head[0] == 0x80 && head[1] >= 2 &&
+							 head[1] <= 5))
+		return "a PyTorch checkpoint (torch.save's .pth), not a file ncf reads: save its "
+		       "state_dict as safetensors (three lines of Python in ncf-infer(1), EXPORT, "
+		       "\"Models trained by NVIDIA's PyTorch NCF\")";
+	if (n >= 3 && head[0] == 0x08 && head[1] >= 1 && head[1] < 0x80 && head[2] >= 0x12 &&
+	    head[2] <= 0x42 && (head[2] & 7) <= 2)
+		return "an ONNX model, which ncf writes (ncf-infer --export) but does not read: give "
+		       "the checkpoint or safetensors file it was exported from, or for a model "
+		       "from PyTorch its state_dict as safetensors (ncf-infer(1), EXPORT)";
+	return NULL;
 }
 
 int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
@@ -76,8 +116,12 @@ int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
 	/* a FIFO or device cannot be looked into and read again: its name decides */
 	size_t n = regular ? fread(head, 1, sizeof head, fp) : 0;
 	int rc;
+	const char *foreign = foreign_model(head, n);
 	if (regular && fseek(fp, 0, SEEK_SET) != 0) {
 		ncf_error("%s: %s", display, strerror(errno));
+		rc = -1;
+	} else if (foreign) {
+		ncf_error("%s: %s", display, foreign);
 		rc = -1;
 	} else if (looks_safetensors(path, head, n)) {
 		rc = ncf_safetensors_read(fp, display, want, m);

@@ -28,6 +28,18 @@
 int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
 			struct ncf_model *m);
 
+struct ncf_cache;
+/*
+ * Say (a warning, once per process) that the model at model_path, which
+ * has no original ids, is read with its rows taken as the users and items
+ * of the cache c at cache_path, and how to check that this is right: it
+ * is only when c was made from the very ratings file the model was
+ * trained on (NVIDIA's convert.py and ncf-prep both number users and
+ * items in order of first appearance).
+ */
+void ncf_model_file_note_no_ids(const char *model_path, const char *cache_path,
+				const struct ncf_cache *c);
+
 /* The fingerprint of the cache the model's ids came from (what
  * ncf_cache_fingerprint gives for that cache).  m must have ids. */
 uint32_t ncf_model_file_fingerprint(const struct ncf_model *m);

@@ -1,4 +1,6 @@
 /* samefile.c - see samefile.h. */
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,8 +54,108 @@ static void describe(const struct ncf_named *f, char *buf, size_t n)
 		snprintf(buf, n, "%s %s", f->what, ncf_escape(f->path, strlen(f->path), 200));
 }
 
-int ncf_refuse_same_file(const struct ncf_named *f, size_t n)
+/* The part of a path after its last slash. */
+static const char *base_of(const char *path)
 {
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* Is name (a file name, no directory) member 1..last of the series whose
+ * prefix has the file name base: base, the series text, then the number
+ * as "%03u" writes it? */
+static int is_member(const char *name, const char *base, const char *series, unsigned last)
+{
+	size_t nb = strlen(base), ns = strlen(series);
+	if (strncmp(name, base, nb) != 0 || strncmp(name + nb, series, ns) != 0)
+		return 0;
+	const char *digits = name + nb + ns;
+	if (!*digits || strlen(digits) > 10 || strspn(digits, "0123456789") != strlen(digits))
+		return 0;
+	unsigned long v = strtoul(digits, NULL, 10);
+	char again[16];
+	snprintf(again, sizeof again, "%03lu", v);
+	return v >= 1 && v <= last && !strcmp(again, digits);
+}
+
+/* Members of the growing list *out (*m of them). */
+static void add_member(struct ncf_named **out, size_t *m, size_t *cap, const struct ncf_named *s,
+		       const char *name)
+{
+	for (size_t k = 0; k < *m; k++)
+		if ((*out)[k].series == s->series && !strcmp(base_of((*out)[k].path), name))
+			return; /* found both ways */
+	if (*m == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*out = ncf_xrealloc(*out, *cap * sizeof **out);
+	}
+	size_t dir = (size_t)(base_of(s->path) - s->path), len = dir + strlen(name) + 1;
+	char *path = ncf_xmalloc(len);
+	snprintf(path, len, "%.*s%s", (int)dir, s->path, name);
+	(*out)[*m] = (struct ncf_named){.path = path, .what = s->what, .output = 1,
+					.series = s->series};
+	(*m)++;
+}
+
+/*
+ * f's n files with each series replaced by its members that can meet
+ * another file: the names in the prefix's directory, and the names the
+ * other files lead to (ncf_out_final_name) when they fall in the series.
+ * Members are marked by their series field (their paths are malloc'd).
+ */
+static struct ncf_named *expand(const struct ncf_named *f, size_t n, size_t *m)
+{
+	struct ncf_named *out = NULL;
+	size_t cap = 0;
+	*m = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (!f[j].series || !f[j].path) {
+			if (*m == cap) {
+				cap = cap ? cap * 2 : 16;
+				out = ncf_xrealloc(out, cap * sizeof *out);
+			}
+			out[(*m)++] = f[j];
+			out[*m - 1].series = NULL;
+			continue;
+		}
+		const char *base = base_of(f[j].path);
+		char *dir = ncf_path_dir(f[j].path);
+		DIR *d = opendir(dir);
+		for (struct dirent *e; d && (e = readdir(d));)
+			if (is_member(e->d_name, base, f[j].series, f[j].series_last))
+				add_member(&out, m, &cap, &f[j], e->d_name);
+		if (d)
+			closedir(d);
+		char *real_dir = realpath(dir, NULL);
+		for (size_t i = 0; i < n && real_dir; i++) {
+			if (i == j || !f[i].path || f[i].series || !strcmp(f[i].path, "-"))
+				continue;
+			char *final = ncf_out_final_name(f[i].path);
+			char *final_dir = ncf_path_dir(final);
+			if (!strcmp(final_dir, real_dir) &&
+			    is_member(base_of(final), base, f[j].series, f[j].series_last))
+				add_member(&out, m, &cap, &f[j], base_of(final));
+			free(final_dir);
+			free(final);
+		}
+		free(real_dir);
+		free(dir);
+	}
+	return out;
+}
+
+static void free_expanded(struct ncf_named *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (f[i].series)
+			free((char *)f[i].path);
+	free(f);
+}
+
+int ncf_refuse_same_file(const struct ncf_named *given, size_t given_n)
+{
+	size_t n;
+	struct ncf_named *f = expand(given, given_n, &n);
 	struct ident *id = ncf_xcalloc(n ? n : 1, sizeof *id);
 	for (size_t i = 0; i < n; i++)
 		if (f[i].path)
@@ -82,5 +184,28 @@ int ncf_refuse_same_file(const struct ncf_named *f, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(id[i].name);
 	free(id);
+	free_expanded(f, n);
+	return rc;
+}
+
+int ncf_probe_outputs(const struct ncf_named *given, size_t given_n)
+{
+	size_t n;
+	struct ncf_named *f = expand(given, given_n, &n);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		if (f[i].output && f[i].path && strcmp(f[i].path, "-"))
+			rc = ncf_out_probe(f[i].path, f[i].appends);
+	/* the members not there yet: the first one stands for them all */
+	for (size_t j = 0; j < given_n && !rc; j++) {
+		if (!given[j].series || !given[j].path || !given[j].series_last)
+			continue;
+		size_t len = strlen(given[j].path) + strlen(given[j].series) + 4;
+		char *first = ncf_xmalloc(len);
+		snprintf(first, len, "%s%s001", given[j].path, given[j].series);
+		rc = ncf_out_probe(first, 0);
+		free(first);
+	}
+	free_expanded(f, n);
 	return rc;
 }

@@ -29,13 +29,31 @@ struct ncf_named {
 			     --checkpoint FILE) */
 	int appends;	  /* an output written in place, not replaced
 			     (ncf-train --log): never an input */
+	const char *series; /* a numbered series of outputs PATH SERIES NNN,
+			       NNN from 1 to series_last written with at
+			       least three digits (ncf-train --keep-epochs:
+			       MODEL.epoch-001 ...); path is then the prefix,
+			       not a file */
+	unsigned series_last;
 };
 
 /*
  * Check the n files of one command line.  Returns 0, or -1 after one
  * message naming both files ("-o r.csv is the same file as the input
- * r.csv"); the tool then exits 2, having touched nothing.
+ * r.csv"); the tool then exits 2, having touched nothing.  A series is
+ * compared member by member, through the members that can meet another
+ * file: those that exist in the prefix's directory (a name, a link) and
+ * those that another file's name leads to; never by trying every number.
  */
 int ncf_refuse_same_file(const struct ncf_named *f, size_t n);
+
+/*
+ * Can every output of the n files be created (ncf_out_probe; a series
+ * through its prefix's directory)?  For before any work, so that a
+ * directory given as -o or a read-only file system is said at once and
+ * not after an epoch.  Returns 0, or -1 after reporting the first that
+ * cannot (the tool exits 1).
+ */
+int ncf_probe_outputs(const struct ncf_named *f, size_t n);
 
 #endif

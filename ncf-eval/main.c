@@ -179,6 +179,20 @@ static int parse_opts(int argc, char **argv, struct eval_opts *o)
 	return version;
 }
 
+/* The files of the run into f (room for EVAL_FILES).  Returns how many. */
+#define EVAL_FILES 4
+static size_t eval_files(const struct eval_opts *o, struct ncf_named *f)
+{
+	struct ncf_named files[EVAL_FILES] = {
+		{.path = o->cache_path, .what = "the cache"},
+		{.path = o->model, .what = "-m"},
+		{.path = o->scores, .what = "--scores", .output = 1},
+		{.path = "-", .output = 1},
+	};
+	memcpy(f, files, sizeof files);
+	return EVAL_FILES;
+}
+
 /* The operands and the files.  Returns 0, or NCF_EXIT_USAGE after a
  * same-file refusal (other usage errors exit here). */
 static int check_opts(int argc, char **argv, struct eval_opts *o)
@@ -197,15 +211,18 @@ static int check_opts(int argc, char **argv, struct eval_opts *o)
 	o->cache_path = argv[optind];
 	if (o->model && !strcmp(o->model, "-") && !strcmp(o->cache_path, "-"))
 		ncf_usage_error("the model and the cache cannot both come from stdin");
-	struct ncf_named files[] = {
-		{.path = o->cache_path, .what = "the cache"},
-		{.path = o->model, .what = "-m"},
-		{.path = o->scores, .what = "--scores", .output = 1},
-		{.path = "-", .output = 1},
-	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	struct ncf_named files[EVAL_FILES];
+	if (ncf_refuse_same_file(files, eval_files(o, files)) != 0)
 		return NCF_EXIT_USAGE;
 	return 0;
+}
+
+/* Can rank 0, the one that writes, create --scores?  Asked before the
+ * cache is read and the model evaluated.  Returns 0 or -1 (reported). */
+static int probe_outputs(const struct eval_opts *o, const struct ncf_dist *dist)
+{
+	struct ncf_named files[EVAL_FILES];
+	return dist->rank == 0 ? ncf_probe_outputs(files, eval_files(o, files)) : 0;
 }
 
 /* --baseline popularity: HR@K and NDCG@K of ranking by training count. */
@@ -232,8 +249,7 @@ static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
 	 * indices, which follow NVIDIA's order */
 	uint32_t model_fp = ck->user_ids ? ncf_model_file_fingerprint(ck) : fp;
 	if (!ck->user_ids)
-		ncf_debug("%s has no original ids; its rows are taken as %s's users and items",
-			  o->model, o->cache_path);
+		ncf_model_file_note_no_ids(o->model, o->cache_path, cache);
 	if (model_fp == fp && ck->shape.users == cache->users && ck->shape.items == cache->items)
 		return 0;
 	ncf_error("%s and %s do not belong together: the model was trained on %u users "
@@ -311,6 +327,8 @@ int main(int argc, char **argv)
 	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
+	if (probe_outputs(&o, &dist) != 0)
+		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
 	struct ncf_cache cache;
 	if (ncf_cache_read(o.cache_path, &cache) != 0)
 		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));

@@ -224,8 +224,9 @@ static void check_mode(int argc, char **argv, struct infer_opts *o)
 		ncf_usage_error("--ids - and another input cannot both come from stdin");
 }
 
-/* The checks of the command line.  Returns 0, or NCF_EXIT_USAGE after a
- * same-file refusal (other usage errors exit here). */
+/* The checks of the command line.  Returns 0, NCF_EXIT_USAGE after a
+ * same-file refusal, or NCF_EXIT_FAIL when --export cannot be created
+ * (other usage errors exit here). */
 static int check_opts(int argc, char **argv, struct infer_opts *o)
 {
 	if (!o->mode)
@@ -242,9 +243,10 @@ static int check_opts(int argc, char **argv, struct infer_opts *o)
 		{.path = o->mode == OPT_EXPORT ? o->export_path : NULL, .what = "--export",
 		 .output = 1},
 	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	size_t n = sizeof files / sizeof files[0];
+	if (ncf_refuse_same_file(files, n) != 0)
 		return NCF_EXIT_USAGE;
-	return 0;
+	return ncf_probe_outputs(files, n) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* The model, its ids (--ids) and --exclude-seen's cache.  Returns 0 or -1
@@ -344,8 +346,8 @@ int main(int argc, char **argv)
 {
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K) (-m MODEL | --random-model) "
-		       "[options] [FILE]";
+	ncf_synopsis = "ncf-infer (--bench | --score | --recommend K | --export FILE) "
+		       "(-m MODEL | --random-model) [options] [FILE]";
 	struct infer_opts o = {.sizes = {1024, 4096, 16384, 65536, 262144, 1048576},
 			       .nsizes = 6, .warmup = 10, .iterations = 190, .seed = 1,
 			       .efmt = INFER_EXPORT_SAFETENSORS};
@@ -353,8 +355,9 @@ int main(int argc, char **argv)
 		ncf_print_version(ncf_verbosity > 2, infer_export_describe);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	if (check_opts(argc, argv, &o) != 0)
-		return NCF_EXIT_USAGE;
+	int bad = check_opts(argc, argv, &o);
+	if (bad)
+		return bad;
 	struct infer_model m;
 	struct ncf_cache seen;
 	memset(&m, 0, sizeof m);

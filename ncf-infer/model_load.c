@@ -62,6 +62,7 @@ int infer_model_ids_from_cache(struct infer_model *m, const char *model_path,
 			  model_path, cache_path, m->fingerprint, fp);
 		rc = -1;
 	} else if (!m->user_ids) {
+		ncf_model_file_note_no_ids(model_path, cache_path, &c);
 		m->user_ids = c.user_ids;
 		m->item_ids = c.item_ids;
 		c.user_ids = c.item_ids = NULL;
@@ -79,6 +80,7 @@ int infer_model_read_seen(struct infer_model *m, const char *model_path, const c
 	uint32_t fp_seen = ncf_cache_fingerprint(seen);
 	if (!m->user_ids && seen->users == m->shape.users && seen->items == m->shape.items) {
 		/* a model without ids: the rows are the cache's */
+		ncf_model_file_note_no_ids(model_path, path, seen);
 		m->user_ids = ncf_xmalloc((size_t)seen->users * sizeof *m->user_ids);
 		m->item_ids = ncf_xmalloc((size_t)seen->items * sizeof *m->item_ids);
 		memcpy(m->user_ids, seen->user_ids, (size_t)seen->users * sizeof *m->user_ids);

@@ -21,6 +21,7 @@
 #include "protocol.h"
 #include "rows.h"
 #include "samefile.h"
+#include "spill.h"
 #include "synth.h"
 #include "usage.h"
 
@@ -39,6 +40,9 @@ static void usage(void)
 	       "      --min-ratings N      drop users with fewer than N distinct items (0: off)\n"
 	       "      --eval-negatives N   evaluation negatives per user (default 100)\n"
 	       "      --seed N             seed of the negatives and synthetic data (default 1)\n"
+	       "  -S, --buffer-size SIZE   memory for the ratings, as sort -S: K, M, G, T, b or %%\n"
+	       "                           of physical memory (default 50%%); beyond it sorted\n"
+	       "                           runs are spilled to TMPDIR and merged\n"
 	       "      --synthetic SPEC     generate data: SHAPE[xSCALE], SHAPE one of\n"
 	       "                           %s\n"
 	       "      --emit-csv           with --synthetic: write the ratings as ml-20m CSV\n"
@@ -55,12 +59,18 @@ static void usage(void)
 
 enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SEED, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG };
 
+/* The default -S: this share of physical memory. */
+#define DEFAULT_BUFFER_PERCENT 50
+/* The least -S used (a smaller one is raised to it, as sort does). */
+#define MIN_BUFFER ((uint64_t)1 << 20)
+
 static const struct option long_opts[] = {
 	{"output", required_argument, 0, 'o'},
 	{"format", required_argument, 0, OPT_FORMAT},
 	{"min-ratings", required_argument, 0, OPT_MIN},
 	{"eval-negatives", required_argument, 0, OPT_NEG},
 	{"seed", required_argument, 0, OPT_SEED},
+	{"buffer-size", required_argument, 0, 'S'},
 	{"synthetic", required_argument, 0, OPT_SYNTH},
 	{"emit-csv", no_argument, 0, OPT_EMIT},
 	{"info", required_argument, 0, OPT_INFO},
@@ -77,6 +87,7 @@ struct prep_opts {
 	const char *info;      /* --info CACHE */
 	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
 	struct prep_protocol_opts po;
+	uint64_t buffer;       /* -S, bytes */
 	int emit_csv, progress;
 };
 
@@ -90,16 +101,62 @@ static double mb(uint64_t bytes)
 	return (double)bytes / 1e6;
 }
 
+/* Physical memory in bytes (0: unknown). */
+static uint64_t physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* P percent of physical memory (1 GiB when it is unknown). */
+static uint64_t memory_share(uint64_t p)
+{
+	uint64_t m = physical_memory();
+	return m ? m / 100 * p : (uint64_t)1 << 30;
+}
+
+/* -S SIZE as sort(1) reads it: a whole number, then b (bytes), K (the
+ * default), M, G or T (powers of 1024, either case), or % of physical
+ * memory; at least MIN_BUFFER is used. */
+static uint64_t parse_size(const char *arg)
+{
+	static const char units[] = "bkmgt";
+	char *end;
+	errno = 0;
+	unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
+	const char *u = arg[0] >= '0' && arg[0] <= '9' ? end : arg;
+	char unit = *u ? (char)(*u | 0x20) : 'k';
+	const char *at = *u == '%' ? NULL : strchr(units, unit);
+	if (errno || u == arg || (u[0] && u[1]) || (!at && *u != '%') || (*u == '%' && v > 100))
+		ncf_usage_error("--buffer-size: '%s' is not a size (a whole number, then K, M, G, T, "
+				"b or %%, as for sort -S)",
+				ncf_escape(arg, strlen(arg), 40));
+	uint64_t bytes;
+	if (*u == '%') {
+		bytes = memory_share(v);
+	} else {
+		int shift = 10 * (int)(at - units);
+		if (shift && v > (UINT64_MAX >> shift))
+			ncf_usage_error("--buffer-size: '%s' is more bytes than can be counted",
+					ncf_escape(arg, strlen(arg), 40));
+		bytes = (uint64_t)v << shift;
+	}
+	return bytes < MIN_BUFFER ? MIN_BUFFER : bytes;
+}
+
 /* Every option into o; -h, -V and bad options end here.  Returns 1 when
  * -V was given. */
 static int parse_opts(int argc, char **argv, struct prep_opts *o)
 {
 	int version = 0, c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:qvhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:S:qvhV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->output = optarg;
+			break;
+		case 'S':
+			o->buffer = parse_size(optarg);
 			break;
 		case OPT_FORMAT:
 			o->format = prep_parse_format(optarg);
@@ -155,8 +212,9 @@ static int run_info(int argc, const struct prep_opts *o)
 }
 
 /* The operands and the files of a run that writes a cache or CSV.
- * Returns 0, or NCF_EXIT_USAGE after a same-file refusal (other usage
- * errors exit here). */
+ * Returns 0, NCF_EXIT_USAGE after a same-file refusal, or NCF_EXIT_FAIL
+ * when -o cannot be created (said before a large input is read; other
+ * usage errors exit here). */
 static int check_opts(int argc, char **argv, struct prep_opts *o)
 {
 	if (argc - optind > 1)
@@ -173,7 +231,7 @@ static int check_opts(int argc, char **argv, struct prep_opts *o)
 		{.path = o->output ? o->output : "-", .what = "-o", .output = 1}};
 	if (ncf_refuse_same_file(files, 2) != 0)
 		return NCF_EXIT_USAGE;
-	return 0;
+	return ncf_probe_outputs(files, 2) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
@@ -204,7 +262,7 @@ static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
 		prep_synth_rows(synth, rows);
 		cache->format = NCF_FORMAT_SYNTHETIC;
 		snprintf(cache->synthetic, sizeof cache->synthetic, "%s", o->synthetic);
-		return 0;
+		return rows->failed ? -1 : 0;
 	}
 	FILE *in = ncf_in_open(o->input, display);
 	if (!in)
@@ -220,14 +278,19 @@ static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
 	return 0;
 }
 
-/* The cache to -o (stdout by default); *bytes its size when it is a file
- * (else -1).  Returns 0 or -1 (reported). */
-static int write_cache(const struct prep_opts *o, const struct ncf_cache *cache, long *bytes)
+/* The cache to -o (stdout by default), its training items and
+ * negatives from train and neg when they are given (the spilled
+ * protocol's planes), else from the cache; *bytes its size when it is a
+ * file (else -1).  Returns 0 or -1 (reported). */
+static int write_cache(const struct prep_opts *o, const struct ncf_cache *cache,
+		       struct prep_planes *train, struct prep_planes *neg, long *bytes)
 {
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 1) != 0)
 		return -1;
-	int bad = ncf_cache_write_fp(cache, out.fp, out.display);
+	struct ncf_cache_source ts = {prep_planes_feed, train}, ns = {prep_planes_feed, neg};
+	int bad = ncf_cache_write_sourced(cache, out.fp, out.display, train ? &ts : NULL,
+					  neg ? &ns : NULL);
 	*bytes = out.fp != stdout ? ftell(out.fp) : -1;
 	return ncf_out_end(&out, bad);
 }
@@ -265,13 +328,81 @@ static void report_cache(const char *display, const struct ncf_cache *cache,
 	ncf_debug("peak memory %.1f MB", mb(ncf_peak_rss()));
 }
 
-/* Ratings (or the generator) to a cache.  synth is set up for
- * --synthetic, else NULL; it is freed once its oracle is computed.
- * Returns the exit status. */
+/* The rows, all in memory, to the cache, written: index, protocol,
+ * oracle (synth: freed once it is computed).  Returns 0 or -1. */
+static int prep_in_memory(const struct prep_opts *o, struct prep_synth *synth,
+			  struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
+			  long *out_bytes)
+{
+	cache->ratings_read = rows->n;
+	prep_rows_index(rows);
+	t->index = ncf_now();
+	NCF_TRY(prep_protocol_run(rows, &o->po, cache));
+	prep_rows_free(rows);
+	t->protocol = ncf_now();
+	if (synth) {
+		cache->oracle_hr = prep_synth_oracle(synth, cache, 10);
+		prep_synth_free(synth);
+	}
+	t->oracle = ncf_now();
+	return write_cache(o, cache, NULL, NULL, out_bytes);
+}
+
+/* The synthetic oracle over the spilled protocol's batches: begun on the
+ * first, once the cache's ids exist. */
+struct oracle_batches {
+	const struct prep_synth *synth;
+	struct prep_synth_oracle *q;
+};
+
+static void oracle_batch(void *ctx, const struct ncf_cache *c, uint32_t first, uint32_t n,
+			 const uint32_t *test, const uint32_t *neg)
+{
+	struct oracle_batches *ob = ctx;
+	if (!ob->q)
+		ob->q = prep_synth_oracle_begin(ob->synth, c);
+	prep_synth_oracle_users(ob->q, c, first, n, test, neg);
+}
+
+/* The rows that outgrew -S, spilled into sp, to the cache, written:
+ * the last run and the merges, the protocol over the merged runs with
+ * the oracle batch by batch (synth: freed once it is computed), the
+ * cache from its planes.  Returns 0 or -1. */
+static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, struct prep_spill *sp,
+			struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
+			long *out_bytes)
+{
+	NCF_TRY(prep_spill_finish(sp, rows));
+	cache->ratings_read = prep_spill_rows(sp);
+	t->index = ncf_now();
+	struct prep_planes *train = prep_planes_open(1), *neg = train ? prep_planes_open(0) : NULL;
+	struct oracle_batches ob = {synth, NULL};
+	struct prep_protocol_hook hook = {oracle_batch, &ob};
+	int rc = train && neg ? 0 : -1;
+	if (rc == 0)
+		rc = prep_protocol_run_spilled(sp, rows, &o->po, cache, train, neg,
+					      synth ? &hook : NULL);
+	if (ob.q)
+		cache->oracle_hr = prep_synth_oracle_end(ob.q, cache, 10);
+	if (synth)
+		prep_synth_free(synth);
+	t->protocol = t->oracle = ncf_now(); /* the oracle ran inside the protocol */
+	if (rc == 0)
+		rc = write_cache(o, cache, train, neg, out_bytes);
+	prep_planes_free(train);
+	prep_planes_free(neg);
+	return rc;
+}
+
+/* Ratings (or the generator) to a cache, in memory or, when the rows
+ * outgrow -S, through sorted runs on disk (spill.h), the same bytes
+ * either way.  synth is set up for --synthetic, else NULL; it is freed
+ * once its oracle is computed.  Returns the exit status. */
 static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double t0)
 {
 	struct prep_times t = {.start = t0};
 	struct prep_rows rows = {0};
+	struct prep_spill *sp = prep_spill_attach(&rows, o->buffer);
 	struct ncf_cache cache;
 	memset(&cache, 0, sizeof cache);
 	cache.oracle_hr = NAN;
@@ -280,25 +411,15 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	int status = NCF_EXIT_FAIL;
 	if (read_rows(o, synth, &rows, &cache, &display) != 0)
 		goto out;
-	cache.ratings_read = rows.n;
 	t.read = ncf_now();
-	prep_rows_index(&rows);
-	t.index = ncf_now();
-	if (prep_protocol_run(&rows, &o->po, &cache) != 0)
-		goto out;
-	prep_rows_free(&rows);
-	t.protocol = ncf_now();
-	if (synth) {
-		cache.oracle_hr = prep_synth_oracle(synth, &cache, 10);
-		prep_synth_free(synth);
-	}
-	t.oracle = ncf_now();
-	if (write_cache(o, &cache, &out_bytes) != 0)
+	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &cache, &t, &out_bytes)
+				: prep_in_memory(o, synth, &rows, &cache, &t, &out_bytes)) != 0)
 		goto out;
 	t.write = ncf_now();
 	report_cache(display, &cache, &t, out_bytes);
 	status = 0;
 out:
+	prep_spill_free(sp);
 	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
 	return status;
@@ -309,7 +430,7 @@ int main(int argc, char **argv)
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
 	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
-		       "[--seed N] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
+		       "[--seed N] [-S SIZE] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
 	struct prep_opts o = {.format = NCF_FORMAT_UNKNOWN,
 			      .po = {.min_ratings = 0, .eval_negatives = 100, .seed = 1}};
 	if (parse_opts(argc, argv, &o)) {
@@ -318,8 +439,11 @@ int main(int argc, char **argv)
 	}
 	if (o.info)
 		return run_info(argc, &o);
-	if (check_opts(argc, argv, &o) != 0)
-		return NCF_EXIT_USAGE;
+	if (!o.buffer)
+		o.buffer = memory_share(DEFAULT_BUFFER_PERCENT);
+	int bad = check_opts(argc, argv, &o);
+	if (bad)
+		return bad;
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();

@@ -589,8 +589,8 @@ static int parse_lines(struct parser *p, struct csv_parser *cp, struct reader *r
 		const char *s = rd->buf + rd->pos;
 		rd->pos += len;
 		p->line++;
-		if (parse_line(p, cp, s, len) != 0)
-			return -1;
+		if (parse_line(p, cp, s, len) != 0 || p->rows->failed)
+			return -1; /* a bad line, or rows that could not spill (reported) */
 	}
 	if (rd->eof && rd->pos < rd->have) {
 		ncf_error("%s:%llu: last line has no line end (truncated file?): '%s'", rd->display,
@@ -662,6 +662,8 @@ int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct pre
 	ncf_progress_init(&rd.prog, force_progress);
 	rd.buf = ncf_xmalloc(BUF_SIZE);
 	int rc = parse_input(&p, &cp, &rd, format);
+	if (rows->failed)
+		rc = -1; /* rows that could not spill (reported) */
 	if (rc == 0) {
 		info->format = p.format;
 		info->bytes = rd.bytes;

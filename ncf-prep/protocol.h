@@ -24,4 +24,31 @@ int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, s
 /* Draw the (U, N) evaluation negatives of c for seed (step 5). */
 void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
 
+/* What the spilled protocol shows of each batch of users it finishes
+ * (ncf-prep's synthetic oracle): users first .. first + n of c (final
+ * indices; c's sizes and ids are set), their test items (n) and
+ * negatives (n, N). */
+struct prep_protocol_hook {
+	void (*batch)(void *ctx, const struct ncf_cache *c, uint32_t first, uint32_t n,
+		      const uint32_t *test, const uint32_t *neg);
+	void *ctx;
+};
+
+/*
+ * prep_protocol_run on rows that spilled (spill.h; prep_spill_finish done,
+ * ids holding the id maps): the same cache, byte for byte, from the runs
+ * read back in (user, timestamp, row) order one user at a time, twice
+ * with --min-ratings (its counts first).  c gets everything but the two
+ * arrays that grow with the ratings: the training items go to train
+ * (planes with delta) and the negatives to neg, in c's order, and
+ * c->train_items and c->eval_neg stay NULL.  hook may be NULL.  Returns 0
+ * or -1 (reported).
+ */
+struct prep_spill;
+struct prep_planes;
+int prep_protocol_run_spilled(struct prep_spill *sp, const struct prep_rows *ids,
+			     const struct prep_protocol_opts *o, struct ncf_cache *c,
+			     struct prep_planes *train, struct prep_planes *neg,
+			     const struct prep_protocol_hook *hook);
+
 #endif

@@ -18,6 +18,14 @@ struct prep_rows {
 	uint32_t n_users, n_items;
 	uint32_t *user_ids; /* (n_users) original id of each index */
 	uint32_t *item_ids; /* (n_items) */
+	/* a memory budget (spill.h): with spill set the rows never grow past
+	 * limit; a push that would calls spill(spill_ctx, r) first, which
+	 * takes the rows away (n becomes 0) or sets failed (reported), after
+	 * which the reader stops */
+	size_t limit;
+	void (*spill)(void *ctx, struct prep_rows *r);
+	void *spill_ctx;
+	int failed;
 };
 
 /* Append one row (original ids). */
@@ -29,7 +37,33 @@ size_t prep_rows_extend(struct prep_rows *r, size_t n);
 /* Replace original ids by dense indices in order of first appearance and
  * fill the maps. */
 void prep_rows_index(struct prep_rows *r);
+
+/*
+ * The rows (dense ids, all users in [first, first + span)) in order of
+ * (user, timestamp, row), by a counting sort on the user, then a stable
+ * sort of each user's rows by timestamp: order (n) gets row numbers,
+ * start (span + 1) where each user's rows begin in it (user first + u at
+ * order[start[u] .. start[u + 1])).
+ */
+void prep_rows_order(const struct prep_rows *r, uint32_t first, uint32_t span, uint32_t *start,
+		    uint32_t *order);
+
+/*
+ * The maps of prep_rows_index kept from one batch of rows to the next
+ * (ncf-prep's spill): the indices are those of one pass over all the
+ * rows.  prep_ids_index replaces the ids of rows [from, r->n) of r;
+ * prep_ids_finish hands the index -> id maps to r (n_users, user_ids, ...)
+ * and frees x.
+ */
+struct prep_ids;
+struct prep_ids *prep_ids_new(void);
+void prep_ids_index(struct prep_ids *x, struct prep_rows *r, size_t from);
+uint32_t prep_ids_users(const struct prep_ids *x);
+void prep_ids_finish(struct prep_ids *x, struct prep_rows *r);
 void prep_rows_free(struct prep_rows *r);
+/* At most UINT32_MAX - 1 ratings (a row number is a u32): 0, or -1 after
+ * reporting n. */
+int prep_rows_check_count(uint64_t n);
 
 static inline void prep_rows_push(struct prep_rows *r, uint32_t user, uint32_t item, int64_t ts)
 {

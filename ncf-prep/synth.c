@@ -320,24 +320,31 @@ void prep_synth_rows(const struct prep_synth *s, struct prep_rows *rows)
 	start[0] = 0;
 	for (uint32_t u = 0; u < U; u++)
 		start[u + 1] = start[u] + prep_synth_count(s, u);
-	size_t first = prep_rows_extend(rows, (size_t)start[U]);
+	/* users in blocks that fit what the rows take before they spill (one
+	 * block of all of them without a budget) */
+	for (uint32_t u0 = 0, u1; u0 < U && !rows->failed; u0 = u1) {
+		size_t room = !rows->spill ? SIZE_MAX : rows->limit > rows->n ? rows->limit - rows->n : 0;
+		for (u1 = u0 + 1; u1 < U && start[u1 + 1] - start[u0] <= room; u1++)
+			;
+		size_t first = prep_rows_extend(rows, (size_t)(start[u1] - start[u0]));
 #pragma omp parallel
-	{
-		uint32_t *stamp = ncf_xcalloc(s->items, sizeof *stamp);
-		uint32_t *items = ncf_xmalloc(((size_t)s->max_per_user + 1) * sizeof *items);
-		uint8_t *rt = ncf_xmalloc((size_t)s->max_per_user + 1);
+		{
+			uint32_t *stamp = ncf_xcalloc(s->items, sizeof *stamp);
+			uint32_t *items = ncf_xmalloc(((size_t)s->max_per_user + 1) * sizeof *items);
+			uint8_t *rt = ncf_xmalloc((size_t)s->max_per_user + 1);
 #pragma omp for schedule(dynamic, 64)
-		for (int64_t u = 0; u < (int64_t)U; u++) {
-			size_t o = first + start[u];
-			uint32_t n = prep_synth_user(s, (uint32_t)u, items, rows->ts + o, rt, stamp);
-			for (uint32_t k = 0; k < n; k++) {
-				rows->user[o + k] = (uint32_t)u + 1;
-				rows->item[o + k] = prep_synth_item_id(items[k]);
+			for (int64_t u = u0; u < (int64_t)u1; u++) {
+				size_t o = first + start[u] - start[u0];
+				uint32_t n = prep_synth_user(s, (uint32_t)u, items, rows->ts + o, rt, stamp);
+				for (uint32_t k = 0; k < n; k++) {
+					rows->user[o + k] = (uint32_t)u + 1;
+					rows->item[o + k] = prep_synth_item_id(items[k]);
+				}
 			}
+			free(stamp);
+			free(items);
+			free(rt);
 		}
-		free(stamp);
-		free(items);
-		free(rt);
 	}
 	free(start);
 }
@@ -423,42 +430,69 @@ int prep_synth_write_csv(const struct prep_synth *s, FILE *fp)
 	return failed ? -1 : 0;
 }
 
+struct prep_synth_oracle {
+	const struct prep_synth *s;
+	uint32_t *gen;	  /* (I) generator item of each cache item */
+	uint32_t *ranks;  /* (U) */
+	int bad;	  /* an id the generator does not make */
+};
+
+struct prep_synth_oracle *prep_synth_oracle_begin(const struct prep_synth *s,
+						const struct ncf_cache *c)
+{
+	struct prep_synth_oracle *q = ncf_xcalloc(1, sizeof *q);
+	q->s = s;
+	q->gen = ncf_xmalloc(((size_t)c->items + 1) * sizeof *q->gen);
+	q->ranks = ncf_xmalloc(((size_t)c->users + 1) * sizeof *q->ranks);
+	for (uint32_t i = 0; i < c->items; i++)
+		if (prep_synth_item_index(c->item_ids[i], &q->gen[i]) != 0 || q->gen[i] >= s->items)
+			q->bad = 1;
+	for (uint32_t u = 0; u < c->users; u++)
+		if (c->user_ids[u] == 0 || c->user_ids[u] > s->users)
+			q->bad = 1;
+	return q;
+}
+
+void prep_synth_oracle_users(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
+			    uint32_t n, const uint32_t *test, const uint32_t *neg)
+{
+	if (q->bad)
+		return;
+	uint32_t N = c->eval_negatives;
+	uint8_t *mask = ncf_eval_mask(test, neg, n, N, c->items);
+#pragma omp parallel
+	{
+		float *sc = ncf_xmalloc(((size_t)N + 1) * sizeof *sc);
+#pragma omp for schedule(static)
+		for (int64_t j = 0; j < (int64_t)n; j++) {
+			uint32_t gu = c->user_ids[first + j] - 1;
+			double pos = prep_synth_score(q->s, gu, q->gen[test[j]]);
+			/* Compare in double, then hand 0/1 scores to ncf_rank. */
+			for (uint32_t k = 0; k < N; k++)
+				sc[k] = prep_synth_score(q->s, gu, q->gen[neg[(size_t)j * N + k]]) >= pos
+						? 1.0f
+						: 0.0f;
+			q->ranks[first + j] = ncf_rank(0.5f, sc, mask + (size_t)j * N, N);
+		}
+		free(sc);
+	}
+	free(mask);
+}
+
+double prep_synth_oracle_end(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t topk)
+{
+	double hr = NAN, ndcg;
+	if (!q->bad)
+		ncf_metrics_from_ranks(q->ranks, c->users, topk, &hr, &ndcg);
+	free(q->gen);
+	free(q->ranks);
+	free(q);
+	return hr;
+}
+
 double prep_synth_oracle(const struct prep_synth *s, const struct ncf_cache *c, uint32_t topk)
 {
-	uint32_t U = c->users, N = c->eval_negatives;
-	uint8_t *mask = ncf_eval_mask(c->test_items, c->eval_neg, U, N, c->items);
-	uint32_t *gen = ncf_xmalloc((size_t)c->items * sizeof *gen);
-	int bad = 0;
-	for (uint32_t i = 0; i < c->items; i++)
-		if (prep_synth_item_index(c->item_ids[i], &gen[i]) != 0 || gen[i] >= s->items)
-			bad = 1;
-	for (uint32_t u = 0; u < U; u++)
-		if (c->user_ids[u] == 0 || c->user_ids[u] > s->users)
-			bad = 1;
-	double hr = NAN;
-	if (!bad) {
-		uint32_t *ranks = ncf_xmalloc((size_t)U * sizeof *ranks);
-#pragma omp parallel
-		{
-			float *sc = ncf_xmalloc(((size_t)N + 1) * sizeof *sc);
-#pragma omp for schedule(static)
-			for (int64_t u = 0; u < (int64_t)U; u++) {
-				uint32_t gu = c->user_ids[u] - 1;
-				double pos = prep_synth_score(s, gu, gen[c->test_items[u]]);
-				/* Compare in double, then hand 0/1 scores to ncf_rank. */
-				for (uint32_t k = 0; k < N; k++)
-					sc[k] = prep_synth_score(s, gu, gen[c->eval_neg[(size_t)u * N + k]]) >= pos
-							? 1.0f
-							: 0.0f;
-				ranks[u] = ncf_rank(0.5f, sc, mask + (size_t)u * N, N);
-			}
-			free(sc);
-		}
-		double ndcg;
-		ncf_metrics_from_ranks(ranks, U, topk, &hr, &ndcg);
-		free(ranks);
-	}
-	free(gen);
-	free(mask);
-	return hr;
+	struct prep_synth_oracle *q = prep_synth_oracle_begin(s, c);
+	prep_synth_oracle_users(q, c, 0, c->users, c->test_items, c->eval_neg);
+	return prep_synth_oracle_end(q, c, topk);
 }

@@ -32,7 +32,9 @@ int prep_synth_init(struct prep_synth *s, const char *spec, uint64_t seed);
 void prep_synth_free(struct prep_synth *s);
 /* The shape names, for messages. */
 const char *prep_synth_shapes(void);
-/* Append every rating (original ids, file order) to rows. */
+/* Append every rating (original ids, file order) to rows: in blocks of
+ * users that fit before the rows spill when they have a budget (spill.h),
+ * stopping early when a spill fails (rows->failed). */
 void prep_synth_rows(const struct prep_synth *s, struct prep_rows *rows);
 /* Write the ratings as ml-20m CSV.  Returns 0 or -1 (write error). */
 int prep_synth_write_csv(const struct prep_synth *s, FILE *fp);
@@ -53,5 +55,15 @@ int prep_synth_item_index(uint32_t id, uint32_t *i);
 /* HR@topk of ranking each user's evaluation candidates of c by the
  * planted scores; NaN when c was not made by this generator. */
 double prep_synth_oracle(const struct prep_synth *s, const struct ncf_cache *c, uint32_t topk);
+/* The same a batch of users at a time, for a cache whose arrays are
+ * never all in memory (the spilled protocol's hook): begin with c's
+ * sizes and ids set, then users first .. first + n with their test items
+ * (n) and negatives (n, N), every user once, then end (frees q). */
+struct prep_synth_oracle;
+struct prep_synth_oracle *prep_synth_oracle_begin(const struct prep_synth *s,
+						const struct ncf_cache *c);
+void prep_synth_oracle_users(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
+			    uint32_t n, const uint32_t *test, const uint32_t *neg);
+double prep_synth_oracle_end(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t topk);
 
 #endif

@@ -108,9 +108,40 @@ static void default_opts(struct train_opts *o)
 	ncf_hparams_nvidia(&o->hp);
 }
 
-/* --layers A,B,...: the MLP sizes, input first. */
-static void parse_layers(struct ncf_shape *shape, const char *arg)
+/* NVIDIA's ncf.py takes the sizes as separate arguments (--layers 256
+ * 256 128 64), which leaves all but the first here as operands, or as one
+ * argument with spaces when quoted: say the form ours takes, from the
+ * sizes given.  arg is --layers's argument, rest the arguments after it
+ * (NULL-terminated).  Returns only when arg is not spelled that way. */
+static void refuse_nvidia_layers(const char *arg, char *const *rest)
 {
+	int64_t v;
+	int spaced = strchr(arg, ' ') != NULL;
+	int separate = !strchr(arg, ',') && ncf_parse_i64(arg, &v) == 0 && rest[0] &&
+		       ncf_parse_i64(rest[0], &v) == 0;
+	if (!spaced && !separate)
+		return;
+	char form[256];
+	size_t n = 0;
+	for (const char *p = arg; *p && n + 1 < sizeof form; p++) {
+		if (*p != ' ')
+			form[n++] = *p;
+		else if (n && form[n - 1] != ',' && p[1] && p[1] != ' ')
+			form[n++] = ',';
+	}
+	form[n] = 0;
+	for (int k = 0; separate && rest[k] && ncf_parse_i64(rest[k], &v) == 0; k++)
+		if (n + strlen(rest[k]) + 2 < sizeof form)
+			n += (size_t)sprintf(form + n, ",%s", rest[k]);
+	ncf_usage_error("--layers takes the sizes as one comma-separated argument, not as "
+			"separate ones: --layers %s",
+			ncf_escape(form, n, 80));
+}
+
+/* --layers A,B,...: the MLP sizes, input first; rest as above. */
+static void parse_layers(struct ncf_shape *shape, const char *arg, char *const *rest)
+{
+	refuse_nvidia_layers(arg, rest);
 	int64_t v[NCF_MAX_LAYERS];
 	int n = ncf_opt_int_list("--layers", arg, v, NCF_MAX_LAYERS, 1, 8192);
 	if (n < 2)
@@ -124,9 +155,9 @@ static void parse_layers(struct ncf_shape *shape, const char *arg)
 		shape->layers[k] = (uint32_t)v[k];
 }
 
-/* A model option: its value into o->shape or o->hp.  Returns 1 when c was
- * one. */
-static int model_option(int c, const char *arg, struct train_opts *o)
+/* A model option: its value into o->shape or o->hp; rest: the arguments
+ * after it.  Returns 1 when c was one. */
+static int model_option(int c, const char *arg, char *const *rest, struct train_opts *o)
 {
 	struct ncf_hparams *hp = &o->hp;
 	switch (c) {
@@ -138,7 +169,7 @@ static int model_option(int c, const char *arg, struct train_opts *o)
 		o->set_shape = 1;
 		return 1;
 	case OPT_LAYERS:
-		parse_layers(&o->shape, arg);
+		parse_layers(&o->shape, arg, rest);
 		o->set_shape = 1;
 		return 1;
 	case 'n':
@@ -179,7 +210,7 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 	int version = 0, c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:e:b:f:n:l:s:t:k:qvhV", long_opts, NULL)) != -1) {
-		if (model_option(c, optarg, o))
+		if (model_option(c, optarg, argv + optind, o))
 			continue;
 		switch (c) {
 		case 'o':
@@ -217,10 +248,28 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 	return version;
 }
 
+/* The files of the run into f (room for TRAIN_FILES): the inputs, the
+ * outputs and the epoch files of --keep-epochs.  Returns how many. */
+#define TRAIN_FILES 6
+static size_t train_files(const struct train_opts *o, struct ncf_named *f)
+{
+	struct ncf_named files[TRAIN_FILES] = {
+		{.path = o->cache_path, .what = "the cache"},
+		{.path = o->resume, .what = "--resume", .read_first = 1},
+		{.path = o->output, .what = "-o", .output = 1},
+		{.path = o->checkpoint, .what = "--checkpoint", .output = 1},
+		{.path = o->log_path, .what = "--log", .output = 1, .appends = 1},
+		{.path = o->keep_epochs ? o->output : NULL, .what = "--keep-epochs", .output = 1,
+		 .series = TRAIN_EPOCH_SERIES, .series_last = o->epochs},
+	};
+	memcpy(f, files, sizeof files);
+	return TRAIN_FILES;
+}
+
 /* The operands and the files: one cache, -o, --checkpoint (default
- * MODEL.last, malloc'd into *default_ckpt), no two files the same.
- * Returns 0, or NCF_EXIT_USAGE after a same-file refusal (other usage
- * errors exit here). */
+ * MODEL.last, malloc'd into *default_ckpt), no two files the same (the
+ * epoch files included).  Returns 0, or NCF_EXIT_USAGE after a same-file
+ * refusal (other usage errors exit here). */
 static int check_opts(int argc, char **argv, struct train_opts *o, char **default_ckpt)
 {
 	ncf_backend_opts_finish(&o->bo);
@@ -237,16 +286,20 @@ static int check_opts(int argc, char **argv, struct train_opts *o, char **defaul
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
 	if (!strcmp(o->output, "-") || !strcmp(o->checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
-	struct ncf_named files[] = {
-		{.path = o->cache_path, .what = "the cache"},
-		{.path = o->resume, .what = "--resume", .read_first = 1},
-		{.path = o->output, .what = "-o", .output = 1},
-		{.path = o->checkpoint, .what = "--checkpoint", .output = 1},
-		{.path = o->log_path, .what = "--log", .output = 1, .appends = 1},
-	};
-	if (ncf_refuse_same_file(files, sizeof files / sizeof files[0]) != 0)
+	struct ncf_named files[TRAIN_FILES];
+	if (ncf_refuse_same_file(files, train_files(o, files)) != 0)
 		return NCF_EXIT_USAGE;
 	return 0;
+}
+
+/* Can rank 0, the one that writes, create every output?  Asked before
+ * the cache is read, so that a directory given as -o or a read-only
+ * file system is said now and not after the first epoch.  Returns 0 or
+ * -1 (reported). */
+static int probe_outputs(const struct train_opts *o, const struct ncf_dist *dist)
+{
+	struct ncf_named files[TRAIN_FILES];
+	return dist->rank == 0 ? ncf_probe_outputs(files, train_files(o, files)) : 0;
 }
 
 static void describe_versions(FILE *out)
@@ -276,6 +329,8 @@ int main(int argc, char **argv)
 	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
+	if (probe_outputs(&o, &r.dist) != 0)
+		exit(ncf_dist_fail(&r.dist, NCF_EXIT_FAIL));
 	if (train_open(&r, &o) != 0 || train_epochs(&r) != 0) {
 		train_save_finish(&r); /* the write in flight ends first */
 		exit(ncf_dist_fail(&r.dist, r.status)); /* the other ranks cannot go on */

@@ -298,7 +298,7 @@ int train_save_epoch(struct train_run *r, struct train_epoch_result *er)
 		add_path(&job, ncf_xstrdup(o->output), "the best model");
 	if (o->keep_epochs) {
 		char suffix[32];
-		snprintf(suffix, sizeof suffix, ".epoch-%03u", er->epoch);
+		snprintf(suffix, sizeof suffix, "%s%03u", TRAIN_EPOCH_SERIES, er->epoch);
 		add_path(&job, train_suffixed(o->output, suffix), "the epoch's state");
 	}
 	r->stats.saved_best |= er->best;

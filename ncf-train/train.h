@@ -134,6 +134,9 @@ int train_save_open(struct train_run *r);
 int train_save_epoch(struct train_run *r, struct train_epoch_result *er);
 /* Save the state of an epoch interrupted at r->ck.position, now. */
 int train_save_interrupted(struct train_run *r);
+/* --keep-epochs names MODEL TRAIN_EPOCH_SERIES NNN, NNN the epoch as
+ * "%03u" writes it: MODEL.epoch-001 (samefile.h's series). */
+#define TRAIN_EPOCH_SERIES ".epoch-"
 /* path + suffix, malloc'd (MODEL.last, MODEL.epoch-NNN). */
 char *train_suffixed(const char *path, const char *suffix);
 /* Wait for the last write and stop the writer.  Returns 0, or -1 when a

@@ -1,9 +1,11 @@
 #!/bin/sh
 # bench.sh BIN - make bench: the benchmark tables.
 #
-#   1. ncf-prep on a synthetic ml-20m-shaped CSV (20,000,263 ratings): MB/s,
-#      seconds per stage, peak memory, cache/CSV size ratio
-#      (BENCH_LARGE=1 adds ml-20mx10, 200M ratings, ~5 GB of CSV);
+#   1. ncf-prep on a synthetic ml-20m-shaped CSV (20,000,263 ratings), in
+#      memory and within -S 100M (sorted runs in TMPDIR): MB/s, seconds per
+#      stage, peak memory, cache/CSV size ratio, whether both caches are the
+#      same bytes (BENCH_LARGE=1 adds ml-20mx10, 200M ratings, ~5 GB of CSV,
+#      some 5.5 GB of memory in memory: not in the usual run for its time);
 #   2. CPU training at batch 2^20 on ml-20m-shaped data: samples/s, dense
 #      FLOP rate against this machine's sgemm rate measured in the same run,
 #      evaluation throughput, peak memory; seconds per epoch on
@@ -50,30 +52,46 @@ ncf benchmarks on $(uname -n): $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f G
 cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)
 EOF
 
-prep_bench() { # shape
+prep_bench() { # shape [-S SIZE]: one row, in memory (the default budget) or within -S
 	shape=$1
+	shift
+	budget=${2:-default}
 	csv=$W/$shape.csv
+	cache=$W/$shape${1:+-S$2}.ncfc
 	[ -s "$csv" ] || "$BIN/ncf-prep" -q --synthetic "$shape" --emit-csv -o "$csv"
 	bytes=$(stat -c %s "$csv")
-	measure "$BIN/ncf-prep" -vv -o "$W/$shape.ncfc" "$csv" 2>"$W/prep.err"
-	cache_bytes=$(stat -c %s "$W/$shape.ncfc")
+	measure "$BIN/ncf-prep" -vv "$@" -o "$cache" "$csv" 2>"$W/prep.err"
+	cache_bytes=$(stat -c %s "$cache")
 	ratings=$(awk -F'\t' '$1 == "ratings_read" { print $2 }' <<EOF
-$("$BIN/ncf-prep" --info "$W/$shape.ncfc")
+$("$BIN/ncf-prep" --info "$cache")
 EOF
 )
+	runs=$(sed -n 's/.*spill: [0-9]* ratings in \([0-9]*\) runs.*/\1/p' "$W/prep.err")
 	stages=$(sed -n 's/.*time read \([0-9.]*\) s.*index \([0-9.]*\) s, protocol \([0-9.]*\) s, oracle [0-9.]* s, write \([0-9.]*\) s.*/\1 \2 \3 \4/p' "$W/prep.err")
-	printf '%-12s %11s %9s %8s %8s %7s %7s %8s %8s %8s %9s %9s\n' shape ratings csv_MB seconds MB/s read_s index_s proto_s write_s peak_MB cache_MB cache/csv
-	echo "$shape $ratings $bytes $WALL_S $stages $PEAK_MB $cache_bytes" | awk '{
-		printf "%-12s %11d %9.1f %8.2f %8.1f %7.2f %7.2f %8.2f %8.2f %8s %9.1f %9.4f\n",
-			$1, $2, $3 / 1e6, $4, $3 / 1e6 / $4, $5, $6, $7, $8, $9, $10 / 1e6, $10 / $3 }'
+	echo "$shape $budget ${runs:-0} $ratings $bytes $WALL_S $stages $PEAK_MB $cache_bytes" | awk '{
+		printf "%-10s %-8s %5d %11d %9.1f %8.2f %8.1f %7.2f %7.2f %8.2f %8.2f %8s %9.1f %9.4f\n",
+			$1, $2, $3, $4, $5 / 1e6, $6, $5 / 1e6 / $6, $7, $8, $9, $10, $11, $12 / 1e6, $12 / $5 }'
+}
+prep_header() {
+	printf '%-10s %-8s %5s %11s %9s %8s %8s %7s %7s %8s %8s %8s %9s %9s\n' shape budget runs ratings csv_MB seconds MB/s read_s index_s proto_s write_s peak_MB cache_MB cache/csv
+}
+# a shape in memory and within -S 100M (sorted runs in TMPDIR), and whether
+# the two caches are the same bytes
+prep_pair() {
+	prep_bench "$1"
+	prep_bench "$1" -S 100M
+	if cmp -s "$W/$1.ncfc" "$W/$1-S100M.ncfc"; then same=yes; else same=NO; fi
+	echo "  $1: the cache made within -S 100M is the same bytes as in memory (cmp): $same"
 }
 
-say "ncf-prep: synthetic ml-20m-shaped CSV to cache (target: <= 15 s, <= 2 GB)"
-prep_bench ml-20m
+say "ncf-prep: synthetic ml-20m-shaped CSV to cache, in memory and within -S 100M (target: <= 15 s, <= 2 GB; runs: sorted runs spilled to TMPDIR)"
+prep_header
+prep_pair ml-20m
 if [ "${BENCH_LARGE:-0}" = 1 ]; then
-	say "ncf-prep: ml-20mx10 (200M ratings)"
-	prep_bench ml-20mx10
-	rm -f "$W/ml-20mx10.csv"
+	say "ncf-prep: ml-20mx10 (200M ratings, a 5 GB CSV in build/bench-data, removed after)"
+	prep_header
+	prep_pair ml-20mx10
+	rm -f "$W/ml-20mx10.csv" "$W/ml-20mx10.ncfc" "$W/ml-20mx10-S100M.ncfc"
 fi
 
 say "ncf-train, cpu backend: batch 2^20 on ml-20m-shaped data ($STEPS timed steps; targets >= 150,000 samples/s, dense layers >= 50% of sgemm)"

@@ -149,7 +149,7 @@ like "$out" '^parity of the fused step \(gpu_parity, synthetic ml-1m\): FAIL, 0 
 # the cost model needs no GPU: its figures are in the table, the measured ones are not
 like "$out" '^  fused +bf16 +- +[0-9.M-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "step paths: fused, the model's figures"
 like "$out" '^  unfused +bf16 +- ' "... unfused"
-like "$out" '^  lt +bf16 +not built' "... lt, not built (the module refuses the name)"
+like "$out" '^  lt +bf16 +- +[0-9.M-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "... lt (cuBLASLt's layers), the model's figures"
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so

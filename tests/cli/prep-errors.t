@@ -95,7 +95,7 @@ echo OLD >"$T/keep.ncfc"
 run ncf-prep -o "$T/keep.ncfc" "$T/in/item.csv"
 is "$status:$(cat "$T/keep.ncfc")" "1:OLD" "a failed run leaves the existing output untouched"
 # --min-ratings that leaves nobody.
-run ncf-prep -o "$T/o.none/x.ncfc" --min-ratings 5 "$T/in/long.csv"
+run ncf-prep -o "$T/none.ncfc" --min-ratings 5 "$T/in/long.csv"
 is "$status" 1 "--min-ratings above every user: exit 1"
 like "$err" 'no user has 5 or more ratings' "--min-ratings above every user: message"
 # An output directory that does not exist.

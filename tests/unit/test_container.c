@@ -7,6 +7,12 @@
  * data written.  The section is 24 MB of shuffled float-like data, so
  * that zstd splits it into several jobs (below a few MB one job holds it
  * all and the question does not arise).
+ *
+ * And the streamed section (ncf_cw_stream, ncf-prep's spilled caches):
+ * the filtered bytes fed in pieces of any size make the same file as
+ * ncf_cw_section on the array at workers 0, for a delta-and-shuffle
+ * section as the cache's training items are and a plain one, pieces of
+ * 1 byte to 1 MiB, and a section of no bytes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,9 +64,75 @@ static int reads_back(char *file, size_t len, const void *data, size_t n)
 	return ok;
 }
 
+/* The file of one section (tag "s") of n bytes at data with filters, at
+ * zstd level 3 and no workers (as caches are written): from the array, or
+ * (pieces non-zero) through ncf_cw_stream fed the filtered bytes in
+ * pieces of pieces bytes (growing by half each time).  *len its size. */
+static char *one_section(const uint32_t *data, size_t n, uint32_t filters, size_t pieces,
+			 size_t *len)
+{
+	char *buf = NULL;
+	FILE *fp = open_memstream(&buf, len);
+	struct ncf_cw w = {0};
+	int rc = !fp || ncf_cw_begin(&w, fp, "test", MAGIC, 1);
+	if (!rc && !pieces) {
+		rc = ncf_cw_section(&w, "s", data, n, filters);
+	} else if (!rc) {
+		/* the filters by hand: delta, then byte planes */
+		size_t count = n / 4;
+		unsigned char *f = malloc(n + 1);
+		for (size_t i = 0; i < count; i++) {
+			uint32_t v = data[i] - ((filters & NCF_FILTER_DELTA32) && i ? data[i - 1] : 0);
+			for (int b = 0; b < 4; b++)
+				f[b * count + i] = (unsigned char)(v >> (8 * b));
+		}
+		struct ncf_cw_stream st;
+		rc = ncf_cw_stream_begin(&w, &st, "s", n, filters);
+		for (size_t at = 0, k = pieces; !rc && at < n; at += k, k += k / 2 + 1)
+			rc = ncf_cw_stream_add(&st, f + at, k < n - at ? k : n - at);
+		rc = rc ? (ncf_cw_stream_abort(&st), -1) : ncf_cw_stream_end(&st);
+		free(f);
+	}
+	rc = rc || ncf_cw_end(&w);
+	if ((fp && fclose(fp) != 0) || rc) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void t_stream_equals_section(void)
+{
+	size_t count = 3u << 20, n = count * 4; /* 12 MB: many blocks, more than the window */
+	uint32_t *x = malloc(n), s = 7;
+	for (size_t i = 0; i < count; i++) { /* ascending, with small steps: training items */
+		s = s * 1664525u + 1013904223u;
+		x[i] = (i ? x[i - 1] : 0) + (s >> 29);
+	}
+	uint32_t delta = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4) | NCF_FILTER_DELTA32;
+	uint32_t plain = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
+	const struct {
+		uint32_t filters;
+		size_t n, pieces;
+	} cases[] = {{delta, n, 1}, {delta, n, 4093}, {delta, n, 1 << 20}, {plain, n, 777},
+		     {plain, 4000, 1}, {delta, 0, 1}};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		size_t la = 0, lb = 0;
+		char *a = one_section(x, cases[c].n, cases[c].filters, 0, &la);
+		char *b = one_section(x, cases[c].n, cases[c].filters, cases[c].pieces, &lb);
+		tap_ok(a && b && la == lb && !memcmp(a, b, la),
+		       "%zu bytes, filters %#x, fed from %zu bytes a piece: %zu and %zu bytes",
+		       cases[c].n, cases[c].filters, cases[c].pieces, la, lb);
+		free(a);
+		free(b);
+	}
+	free(x);
+}
+
 int main(void)
 {
-	tap_plan(6);
+	tap_plan(7);
+	TEST(t_stream_equals_section(), "a streamed section: the bytes of the section from the array");
 	size_t count = 6u << 20, n = count * sizeof(float);
 	float *x = malloc(n);
 	uint32_t s = 12345;
