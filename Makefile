@@ -56,9 +56,9 @@ endif
 
 # --- what every flavour shares ------------------------------------------------------------
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
-CPPFLAGS_NCF := -Icommon -Ikernels -D_GNU_SOURCE
+CPPFLAGS_NCF := -Icommon -Ikernels -Icli -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
-LIBS := -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
@@ -72,6 +72,9 @@ endif
 TOOLS := ncf-prep ncf-train ncf-eval ncf-infer
 LIB_SRC := $(wildcard common/*.c) $(wildcard kernels/*.c kernels/cpu/*.c)
 PREP_SRC := $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
+# cli/: what the programs share above the library (a bad command line ends with exit 2);
+# linked into the tools and benchmarks, never into libncf.a.
+CLI_SRC := $(wildcard cli/*.c)
 PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep bench/bench_gpu
 PREP_CPPFLAGS := -Incf-prep
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -124,10 +127,11 @@ TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 # check replays the reproducers kept in tests/fuzz/regress/TARGET/ (no clang needed).
 REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 $(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
-	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c)) $(BUILD)/libncf.a))
+	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/libncf.a))
 $(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
 $(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
-$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libncf.a
+$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call objs,$(BUILD)/obj,$(CLI_SRC)) \
+	$(BUILD)/libncf.a
 $(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a
 $(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/bench/bench_gpu: $(PREP_OBJ)
@@ -241,7 +245,7 @@ ASAN_PREP_OBJ := $(call objs,$(BUILD)/asan/obj,$(PREP_SRC))
 ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
 ASAN_REPORTS := $(BUILD)/asan/reports
 $(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
-	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c)) $(BUILD)/asan/libncf.a))
+	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/asan/libncf.a))
 $(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
 $(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
@@ -273,7 +277,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall \
 	-Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
 FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_MPI $(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
-FUZZ_LIBS := -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+FUZZ_LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
 FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
 FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
 	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \

@@ -1,6 +1,6 @@
 /*
  * bench_gpu - training and evaluation speed of the cuda backend, per
- * precision, on a cache (for the issue's bars: ncf-prep --synthetic ml-20m):
+ * precision, on a cache (for the speed bars below: ncf-prep --synthetic ml-20m):
  * samples/s at the given batch (2^20, NVIDIA's), seconds for one whole epoch
  * (every step of it, negative sampling and shuffle included, since the
  * backend generates the sample stream itself), seconds to rank all users'
@@ -56,9 +56,9 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
-#include "model_file.h"
 #include "module.h"
 #include "synth.h"
+#include "usage.h"
 #include "gpu_cost.h"
 
 struct result {
@@ -143,7 +143,7 @@ out:
 	return rc;
 }
 
-/* The bandwidth of the bars: an H200's HBM3e. */
+/* The bandwidth the bars assume: an H200's HBM3e. */
 #define COST_BW 4.3e12
 
 /* bench_gpu --cost: the cost model of one step (see the top).  Returns the
@@ -151,16 +151,16 @@ out:
 static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, const char *path,
 		     float dropout, int verbose)
 {
-	struct ncf_synth syn;
-	if (ncf_synth_init(&syn, spec, 1) != 0) {
+	struct prep_synth syn;
+	if (prep_synth_init(&syn, spec, 1) != 0) {
 		ncf_error("--cost: '%s' is not a synthetic data set (%s, optionally xSCALE)", spec,
-			  ncf_synth_shapes());
+			  prep_synth_shapes());
 		return 2;
 	}
 	struct ncf_shape shape;
 	ncf_shape_nvidia(&shape, syn.users, syn.items);
 	int64_t positives = (int64_t)syn.ratings - (int64_t)syn.users; /* leave-one-out */
-	ncf_synth_free(&syn);
+	prep_synth_free(&syn);
 	struct ncf_hparams hp;
 	ncf_hparams_nvidia(&hp);
 	hp.dropout = dropout;
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
 		       n, r->sps, n, r->step_s, n, r->epoch_s, n, r->eval_s, n, r->bw_frac, n,
 		       r->pk.matrix_flops / 1e12, n, r->mx_frac, n, r->eval_bw_frac);
 	}
-	/* the bars, for an H200 at batch 2^20 on ml-20m-shaped data */
+	/* the bars the cuda backend is held to: an H200, batch 2^20, ml-20m-shaped data */
 	if (cache.users != 138493 || batch != (1u << 20)) {
 		printf("bars	n/a (they are for ml-20m-shaped data at batch 2^20)\n");
 		free(params);
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
 			best_eval = res[k].eval_s;
 	}
 	printf("bar_bf16_200M_samples_per_s\t%s\n", !bf ? "not run" : bf->sps >= 200e6 ? "met" : "missed");
-	/* the fused step's goal */
+	/* the fused step's bar, twice the unfused one's */
 	printf("bar_bf16_400M_samples_per_s\t%s\n", !bf ? "not run" : bf->sps >= 400e6 ? "met" : "missed");
 	printf("bar_tf32_120M_samples_per_s\t%s\n",
 	       !tf32 ? "not run" : tf32->sps >= 120e6 ? "met" : "missed");

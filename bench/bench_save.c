@@ -24,7 +24,7 @@
 #include "err.h"
 #include "io.h"
 #include "model.h"
-#include "model_file.h"
+#include "usage.h"
 
 #define MAX_REPS 32
 

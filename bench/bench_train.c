@@ -23,8 +23,8 @@
 #include "err.h"
 #include "evaluate.h"
 #include "model.h"
-#include "model_file.h"
 #include "ncf_hd.h"
+#include "usage.h"
 
 /*
  * The sgemm rate (FLOP/s) of this machine with `threads` threads: the best
@@ -102,6 +102,7 @@ int main(int argc, char **argv)
 	if (optind != argc - 1)
 		ncf_usage_error("usage: bench_train CACHE [options]");
 	struct ncf_dist dist;
+	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return 1;
 	struct ncf_cache cache;

@@ -202,13 +202,8 @@ int ncf_cache_write_sourced(const struct ncf_cache *c, FILE *fp, const char *dis
 int ncf_cache_write(const struct ncf_cache *c, const char *path)
 {
 	struct ncf_out o;
-	if (ncf_out_open(&o, path, 1) != 0)
-		return -1;
-	if (ncf_cache_write_fp(c, o.fp, o.display) != 0) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	NCF_TRY(ncf_out_open(&o, path, 1));
+	return ncf_out_end(&o, ncf_cache_write_fp(c, o.fp, o.display));
 }
 
 void ncf_cache_free(struct ncf_cache *c)

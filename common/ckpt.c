@@ -331,13 +331,9 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 	ncf_put_u64(m + 176, ck->train_positives);
 
 	struct ncf_out o;
-	if (ncf_out_open(&o, path, 1) != 0)
-		return -1;
-	if (write_sections(ck, m, L.total * sizeof(float), o.fp, o.display, workers) != 0) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	NCF_TRY(ncf_out_open(&o, path, 1));
+	return ncf_out_end(&o, write_sections(ck, m, L.total * sizeof(float), o.fp, o.display,
+					      workers));
 }
 
 void ncf_ckpt_free(struct ncf_ckpt *ck)

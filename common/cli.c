@@ -2,10 +2,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <getopt.h>
 #include <unistd.h>
 #include <csv.h>
 #include <zstd.h>
@@ -19,46 +17,9 @@
 #include "cli.h"
 #include "dist.h"
 #include "err.h"
-#include "io.h"
-
-const char *ncf_synopsis = "";
 
 /* OpenBLAS reports its configuration; declared here to avoid cblas.h. */
 char *openblas_get_config(void);
-
-void ncf_usage_error(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s: %s\nusage: %s\nTry '%s --help' for more information.\n",
-		ncf_progname(), buf, ncf_synopsis, ncf_progname());
-	exit(NCF_EXIT_USAGE);
-}
-
-void ncf_cli_common(int c, char **argv, void (*usage)(void), int *version)
-{
-	switch (c) {
-	case 'q':
-		ncf_verbosity = ncf_verbosity > 0 ? ncf_verbosity - 1 : 0;
-		return;
-	case 'v':
-		ncf_verbosity++;
-		return;
-	case 'V':
-		*version = 1;
-		return;
-	case 'h':
-		usage();
-		exit(ncf_close_stdout() ? NCF_EXIT_FAIL : 0);
-	case ':':
-		ncf_usage_error("option '%s' needs a value", argv[optind - 1]);
-	default:
-		ncf_usage_error("unknown option '%s'", argv[optind - 1]);
-	}
-}
 
 int ncf_parse_i64(const char *s, int64_t *out)
 {
@@ -99,61 +60,55 @@ int ncf_parse_double(const char *s, double *out)
 	return 0;
 }
 
-int64_t ncf_opt_int(const char *opt, const char *arg, int64_t min, int64_t max)
+int ncf_opt_parse_int(const char *opt, const char *arg, int64_t min, int64_t max, int64_t *v)
 {
-	int64_t v;
-	if (ncf_parse_i64(arg, &v) != 0 || v < min || v > max)
-		ncf_usage_error("%s: '%s' is not an integer from %lld to %lld", opt,
-				ncf_escape(arg, strlen(arg), 40), (long long)min, (long long)max);
-	return v;
+	if (ncf_parse_i64(arg, v) == 0 && *v >= min && *v <= max)
+		return 0;
+	ncf_error("%s: '%s' is not an integer from %lld to %lld", opt,
+		  ncf_escape(arg, strlen(arg), 40), (long long)min, (long long)max);
+	return -1;
 }
 
-uint64_t ncf_opt_u64(const char *opt, const char *arg)
+int ncf_opt_parse_u64(const char *opt, const char *arg, uint64_t *v)
 {
-	uint64_t v;
-	if (ncf_parse_u64(arg, &v) != 0)
-		ncf_usage_error("%s: '%s' is not a non-negative integer below 2^64", opt,
-				ncf_escape(arg, strlen(arg), 40));
-	return v;
+	if (ncf_parse_u64(arg, v) == 0)
+		return 0;
+	ncf_error("%s: '%s' is not a non-negative integer below 2^64", opt,
+		  ncf_escape(arg, strlen(arg), 40));
+	return -1;
 }
 
-double ncf_opt_real(const char *opt, const char *arg, double lo, int lo_open, double hi,
-		    int hi_open)
+int ncf_opt_parse_real(const char *opt, const char *arg, double lo, int lo_open, double hi,
+		       int hi_open, double *v)
 {
-	double v;
-	if (ncf_parse_double(arg, &v) != 0 || (lo_open ? v <= lo : v < lo) ||
-	    (hi_open ? v >= hi : v > hi))
-		ncf_usage_error("%s: '%s' is not a number in %c%g, %g%c", opt,
-				ncf_escape(arg, strlen(arg), 40), lo_open ? '(' : '[', lo, hi,
-				hi_open ? ')' : ']');
-	return v;
+	if (ncf_parse_double(arg, v) == 0 && (lo_open ? *v > lo : *v >= lo) &&
+	    (hi_open ? *v < hi : *v <= hi))
+		return 0;
+	ncf_error("%s: '%s' is not a number in %c%g, %g%c", opt, ncf_escape(arg, strlen(arg), 40),
+		  lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+	return -1;
 }
 
-int ncf_opt_int_list(const char *opt, const char *arg, int64_t *out, int max, int64_t min,
-		     int64_t max_v)
+int ncf_opt_parse_int_list(const char *opt, const char *arg, int64_t *out, int max, int64_t min,
+			   int64_t max_v, int *n)
 {
-	int n = 0;
 	const char *p = arg;
 	char buf[32];
-	while (1) {
+	for (*n = 0;; p++) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		if (n == max || len == 0 || len >= sizeof buf)
-			ncf_usage_error("%s: '%s' is not a list of at most %d integers like "
-					"256,256,128,64",
-					opt, ncf_escape(arg, strlen(arg), 60), max);
+		if (*n == max || len == 0 || len >= sizeof buf) {
+			ncf_error("%s: '%s' is not a list of at most %d integers like 256,256,128,64",
+				  opt, ncf_escape(arg, strlen(arg), 60), max);
+			return -1;
+		}
 		memcpy(buf, p, len);
 		buf[len] = 0;
-		int64_t v;
-		if (ncf_parse_i64(buf, &v) != 0 || v < min || v > max_v)
-			ncf_usage_error("%s: '%s' is not an integer from %lld to %lld", opt,
-					ncf_escape(buf, len, 40), (long long)min, (long long)max_v);
-		out[n++] = v;
+		NCF_TRY(ncf_opt_parse_int(opt, buf, min, max_v, &out[(*n)++]));
 		if (!comma)
-			break;
-		p = comma + 1;
+			return 0;
+		p = comma;
 	}
-	return n;
 }
 
 void ncf_print_version(int verbose, void (*extra)(FILE *))

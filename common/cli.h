@@ -1,6 +1,8 @@
 /*
- * cli.h - command-line helpers shared by the tools: range-checked number
- * parsing that names the option, usage errors, --version, progress lines.
+ * cli.h - command-line helpers shared by the tools: strict number parsing,
+ * option values checked against their range with a message that names the
+ * option, --version, progress lines.  They report and return; ending a bad
+ * command line with the synopsis and status 2 is the tools' (cli/usage.h).
  * The clock (ncf_now, ncf_peak_rss) is clock.h, included here for the
  * tools' convenience.
  */
@@ -14,34 +16,19 @@
 
 #define NCF_VERSION "0.1.0"
 
-/* Set by each tool before parsing: its one-line synopsis for usage errors. */
-extern const char *ncf_synopsis;
-
-/* Print "prog: message" and the synopsis on stderr, exit 2. */
-void ncf_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
 /*
- * The options every tool shares, for the default branch of its getopt
- * switch: -q and -v (one display level down or up), -V (sets *version),
- * -h (usage() on stdout, then exit 0), and getopt's ':' and '?' (a usage
- * error, exit 2).
+ * Option values, checked: arg as an integer in [min, max], a u64, a real
+ * number in (lo | [lo, hi) | hi], a list "a,b,c" of at most max integers
+ * in [min, max_v] (*n gets the count).  On a bad value: "prog: OPT: 'arg'
+ * is not ..." naming the option, and -1; the tool then ends the command
+ * line (cli/usage.h: the synopsis, exit 2).  Return 0 or -1.
  */
-void ncf_cli_common(int c, char **argv, void (*usage)(void), int *version);
-/* Their getopt_long entries. */
-#define NCF_COMMON_LONGOPTS                                                  \
-	{"quiet", no_argument, 0, 'q'}, {"verbose", no_argument, 0, 'v'},    \
-	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}
-
-/* Parse arg as an integer in [min, max] for option opt; exits 2 with a
- * message naming opt when it is not one. */
-int64_t ncf_opt_int(const char *opt, const char *arg, int64_t min, int64_t max);
-uint64_t ncf_opt_u64(const char *opt, const char *arg);
-/* Parse a real number; lo/hi bounds, open or closed. */
-double ncf_opt_real(const char *opt, const char *arg, double lo, int lo_open, double hi,
-		    int hi_open);
-/* Parse "a,b,c" into at most max integers in [min, max_v]; returns count. */
-int ncf_opt_int_list(const char *opt, const char *arg, int64_t *out, int max, int64_t min,
-		     int64_t max_v);
+int ncf_opt_parse_int(const char *opt, const char *arg, int64_t min, int64_t max, int64_t *v);
+int ncf_opt_parse_u64(const char *opt, const char *arg, uint64_t *v);
+int ncf_opt_parse_real(const char *opt, const char *arg, double lo, int lo_open, double hi,
+		       int hi_open, double *v);
+int ncf_opt_parse_int_list(const char *opt, const char *arg, int64_t *out, int max, int64_t min,
+			   int64_t max_v, int *n);
 
 /* Strict parsers used by the options and by data readers: the whole
  * string must be the number.  Return 0 or -1. */

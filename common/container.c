@@ -187,7 +187,7 @@ int ncf_cw_section(struct ncf_cw *w, const char *tag, const void *data, size_t s
 	unsigned char *comp = ncf_xmalloc(bound);
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
 	if (!cc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	int rc = compress_section(w, cc, tag, src, size, filters, comp, bound);
 	ZSTD_freeCCtx(cc);
 	free(comp);
@@ -207,7 +207,7 @@ int ncf_cw_stream_begin(struct ncf_cw *w, struct ncf_cw_stream *s, const char *t
 	s->filters = effective_filters(filters, (size_t)raw);
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
 	if (!cc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	s->cctx = cc;
 	s->out_cap = ZSTD_CStreamOutSize();
 	s->out = ncf_xmalloc(s->out_cap);
@@ -580,7 +580,7 @@ int ncf_cr_section(struct ncf_cr *r, const char *tag, size_t max_size, int exact
 	f.ob = (ZSTD_outBuffer){f.out, cap, 0};
 	f.dc = ZSTD_createDCtx();
 	if (!f.dc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	int rc = inflate_section(r, tag, &f, comp);
 	ZSTD_freeDCtx(f.dc);
 	if (rc != 0) {

@@ -49,8 +49,9 @@
  * bracketed by watch_begin/watch_end, and a thread looks at it four times
  * a second:
  *   - blocked for NCF_DIST_TIMEOUT seconds (default 300, 0: never): say
- *     which rank waited in which call, remove temporary files, _exit(1)
- *     (the launcher then ends the others; under srun without
+ *     which rank waited in which call, remove temporary files and call the
+ *     tool's on_hang, which ends the process (the tools: status 1; the
+ *     launcher then ends the others; under srun without
  *     --kill-on-bad-exit each waiting rank does the same);
  *   - still blocked 0.25 s after a signal (SIGTERM from a launcher ending
  *     the job after another rank died, before its SIGKILL): say so, once.
@@ -68,6 +69,7 @@ static struct {
 	const char *_Atomic what;
 	double timeout;
 	int rank, size;
+	void (*on_hang)(void); /* the tool's end of a hung job; NULL: report only */
 } watch;
 static volatile sig_atomic_t watch_signal;
 
@@ -136,7 +138,9 @@ static void *watch_main(void *arg)
 				  "stopping (NCF_DIST_TIMEOUT=%g)",
 				  watch.rank, watch.size, waited, what, watch.timeout);
 			ncf_out_cleanup_all();
-			_exit(NCF_EXIT_FAIL);
+			if (watch.on_hang)
+				watch.on_hang(); /* does not return */
+			watch.timeout = 0; /* said once */
 		}
 	}
 	return NULL;
@@ -201,6 +205,15 @@ static void watch_stop(void)
 			return -1;                               \
 	} while (0)
 #endif
+
+void ncf_dist_on_hang(void (*fn)(void))
+{
+#ifdef NCF_HAVE_MPI
+	watch.on_hang = fn;
+#else
+	(void)fn;
+#endif
+}
 
 void ncf_dist_note_signal(int sig)
 {
@@ -330,7 +343,7 @@ void ncf_dist_finish(struct ncf_dist *d)
 #endif
 }
 
-void ncf_dist_abort(struct ncf_dist *d, int code)
+int ncf_dist_fail(struct ncf_dist *d, int code)
 {
 #ifdef NCF_HAVE_MPI
 	if (d->size > 1) {
@@ -341,7 +354,7 @@ void ncf_dist_abort(struct ncf_dist *d, int code)
 #else
 	(void)d;
 #endif
-	exit(code);
+	return code;
 }
 
 int ncf_dist_sum_f32(struct ncf_dist *d, float *x, size_t n)

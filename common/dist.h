@@ -34,16 +34,20 @@ int ncf_dist_init(struct ncf_dist *d, int *argc, char ***argv);
  * With several ranks a watchdog thread watches every collective below:
  * one blocked for NCF_DIST_TIMEOUT seconds (environment; default 300, 0:
  * never) means a rank died, hung or lost its network: it says so, removes
- * temporary files and ends this process with status 1, so that no job
- * waits for ever.  A collective still blocked shortly after a signal is
- * reported too (a launcher ending the job after another rank failed).
+ * temporary files and calls fn, which must end the process (the tools
+ * give ncf_exit_hung, status 1, cli/usage.h), so that no job waits for
+ * ever; without fn it only says so.  Set fn before ncf_dist_init.  A
+ * collective still blocked shortly after a signal is reported too (a
+ * launcher ending the job after another rank failed).
  */
+void ncf_dist_on_hang(void (*fn)(void));
 /* Tell the watchdog about a signal: async-signal-safe, for the tool's handler. */
 void ncf_dist_note_signal(int sig);
 /* Finish (MPI_Finalize). */
 void ncf_dist_finish(struct ncf_dist *d);
-/* End the whole job with status code (MPI_Abort with several ranks). */
-void ncf_dist_abort(struct ncf_dist *d, int code) __attribute__((noreturn));
+/* The job fails with status code: with several ranks MPI_Abort ends every
+ * rank (it does not return); alone this returns code, for main to return. */
+int ncf_dist_fail(struct ncf_dist *d, int code);
 /* Sum n floats (doubles) in place across ranks.  Returns 0 or -1. */
 int ncf_dist_sum_f32(struct ncf_dist *d, float *x, size_t n);
 int ncf_dist_sum_f64(struct ncf_dist *d, double *x, size_t n);

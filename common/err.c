@@ -101,7 +101,9 @@ void ncf_debug(const char *fmt, ...)
 	va_end(ap);
 }
 
-void ncf_die(int code, const char *fmt, ...)
+/* "out of memory (...)" and the end of the process, status 1. */
+static void out_of_memory(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void out_of_memory(const char *fmt, ...)
 {
 	/* the process ends: say it now, not to the thread's sink */
 	int worker = thread_sink != NULL;
@@ -111,15 +113,20 @@ void ncf_die(int code, const char *fmt, ...)
 	vmsg(fmt, ap);
 	va_end(ap);
 	if (worker) /* not the exit handlers (CUDA's teardown, ...) under the main thread */
-		_exit(code);
-	exit(code);
+		_exit(NCF_EXIT_FAIL);
+	exit(NCF_EXIT_FAIL);
+}
+
+void ncf_out_of_memory(const char *what)
+{
+	out_of_memory("out of memory (%s)", what);
 }
 
 void *ncf_xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (%zu bytes)", n);
+		out_of_memory("out of memory (%zu bytes)", n);
 	return p;
 }
 
@@ -127,7 +134,7 @@ void *ncf_xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
 	if (!p)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (%zu x %zu bytes)", n, size);
+		out_of_memory("out of memory (%zu x %zu bytes)", n, size);
 	return p;
 }
 
@@ -135,7 +142,7 @@ void *ncf_xrealloc(void *p, size_t n)
 {
 	void *q = realloc(p, n ? n : 1);
 	if (!q)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (%zu bytes)", n);
+		out_of_memory("out of memory (%zu bytes)", n);
 	return q;
 }
 

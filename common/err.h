@@ -1,9 +1,10 @@
 /*
  * err.h - messages to people, on stderr, prefixed with the program name.
  *
- * Library code in common/ reports with ncf_error() and returns -1; only a
- * tool's main() decides the exit status (see the exit codes below, which
- * every man page documents).
+ * Library code in common/ and kernels/ reports with ncf_error() and
+ * returns -1; only a tool decides the exit status (see the exit codes
+ * below, which every man page documents).  The one exception is running
+ * out of memory (ncf_xmalloc below).
  *
  * Checks are statements, one call each (zstd's CHECK_F, STYLE.md rule 24):
  * NCF_TRY below for ncf's own calls, which report their failures
@@ -64,15 +65,21 @@ void ncf_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ncf_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Printed at level >= 3. */
 void ncf_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* ncf_error() then exit(code). */
-void ncf_die(int code, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), noreturn));
-
-/* calloc/malloc/realloc that report "out of memory (N bytes)" and exit 1. */
+/*
+ * Allocations that do not fail: calloc/malloc/realloc/strdup that, when
+ * memory runs out, report "out of memory (N bytes)" and end the process
+ * with status 1 (from a worker thread at once, without the exit handlers).
+ * This is the only place under common/ and kernels/ that ends the process,
+ * as git's xmalloc does: every caller would do the same, and no input can
+ * get here by design, since every reader sizes its allocations by the
+ * bytes it has read or checked against the file's size.
+ */
 void *ncf_xmalloc(size_t n);
 void *ncf_xcalloc(size_t n, size_t size);
 void *ncf_xrealloc(void *p, size_t n);
 char *ncf_xstrdup(const char *s);
+/* The same end when a library could not allocate (what: "zstd context"). */
+void ncf_out_of_memory(const char *what) __attribute__((noreturn));
 
 /* Escape s (len bytes) for a message: printable ASCII as is, the rest as
  * \xNN, cut at max bytes with "...".  Returns a static buffer. */

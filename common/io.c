@@ -409,6 +409,14 @@ static int link_unnamed(struct ncf_out *o, int fd)
 	return 0;
 }
 
+int ncf_out_end(struct ncf_out *o, int failed)
+{
+	if (!failed)
+		return ncf_out_commit(o);
+	ncf_out_abort(o);
+	return -1;
+}
+
 int ncf_out_commit(struct ncf_out *o)
 {
 	if (o->kind == NCF_OUT_INPLACE) {

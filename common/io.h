@@ -80,6 +80,9 @@ int ncf_out_probe(const char *path, int in_place);
 int ncf_out_commit(struct ncf_out *o);
 /* Give up: close and remove the temporary file.  Safe to call twice. */
 void ncf_out_abort(struct ncf_out *o);
+/* The end of a write: ncf_out_abort when it failed (failed != 0, said
+ * already) and -1, else ncf_out_commit's result. */
+int ncf_out_end(struct ncf_out *o, int failed);
 /* Copy the file src to dst as an output above (atomically, dst's rules).
  * Returns 0 or -1 (reported). */
 int ncf_out_copy(const char *src, const char *dst);

@@ -1,9 +1,45 @@
 /* model.c - see model.h. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
 #include "ncf_hd.h"
+
+const uint32_t ncf_nvidia_epochs = 30, ncf_nvidia_topk = 10;
+
+void ncf_hparams_nvidia(struct ncf_hparams *hp)
+{
+	memset(hp, 0, sizeof *hp);
+	hp->lr = 0.0045f;
+	hp->beta1 = 0.25f;
+	hp->beta2 = 0.5f;
+	hp->eps = 1e-8f;
+	hp->dropout = 0.5f;
+	hp->negatives = 4;
+	hp->batch = (uint64_t)1 << 20;
+	hp->seed = 1;
+}
+
+void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items)
+{
+	static const uint32_t layers[] = {256, 256, 128, 64};
+	memset(s, 0, sizeof *s);
+	s->users = users;
+	s->items = items;
+	s->factors = 64;
+	s->n_layers = 4;
+	memcpy(s->layers, layers, sizeof layers);
+}
+
+void ncf_model_free(struct ncf_model *m)
+{
+	free(m->user_ids);
+	free(m->item_ids);
+	free(m->params);
+	m->user_ids = m->item_ids = NULL;
+	m->params = NULL;
+}
 
 void ncf_layout_make(const struct ncf_shape *s, struct ncf_layout *l)
 {

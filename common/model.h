@@ -1,7 +1,8 @@
 /*
  * model.h - NeuMF as NVIDIA defines it (DESIGN.md section 3): the shape,
  * the layout of all parameters in one flat float vector, the
- * initialisation, the hyperparameters.
+ * initialisation, the hyperparameters and NVIDIA's defaults for all of
+ * them, and a whole model in memory (what a model file holds).
  *
  * The legend of every file (DESIGN.md section 8): B batch, U users, I
  * items, F GMF factors, H_0..H_L the MLP widths (layers[]; H_0 = 2M, M
@@ -57,6 +58,27 @@ struct ncf_hparams {
 	uint64_t batch;	     /* global batch (2^20) */
 	uint64_t seed;	     /* of initialisation, stream and dropout */
 };
+
+/* A model: what ncf-eval and ncf-infer need of a checkpoint or a
+ * safetensors file (model_file.h reads either, safetensors.h writes one). */
+struct ncf_model {
+	struct ncf_shape shape;
+	struct ncf_hparams hp; /* NVIDIA's defaults where the file has none */
+	uint32_t *user_ids;    /* (U) original ids; NULL when the file has none */
+	uint32_t *item_ids;    /* (I) original ids; NULL when the file has none */
+	float *params;	       /* (T) in the layout below, T = layout total */
+};
+/* Free what m holds (a zeroed m: nothing); m can be used again. */
+void ncf_model_free(struct ncf_model *m);
+
+/* NVIDIA's hyperparameters: Adam lr 0.0045, betas 0.25 and 0.5, eps 1e-8,
+ * dropout 0.5, 4 negatives, batch 2^20, seed 1; the tools' defaults and
+ * what a file without any is taken to hold. */
+void ncf_hparams_nvidia(struct ncf_hparams *hp);
+/* NVIDIA's model on users and items: 64 GMF factors, MLP 256-256-128-64. */
+void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items);
+/* NVIDIA's run: 30 epochs, HR and NDCG at 10. */
+extern const uint32_t ncf_nvidia_epochs, ncf_nvidia_topk;
 
 /* M and L of a shape. */
 static inline uint32_t ncf_shape_m(const struct ncf_shape *s)

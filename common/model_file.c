@@ -12,40 +12,7 @@
 #include "model_file.h"
 #include "safetensors.h"
 
-void ncf_hparams_nvidia(struct ncf_hparams *hp)
-{
-	memset(hp, 0, sizeof *hp);
-	hp->lr = 0.0045f;
-	hp->beta1 = 0.25f;
-	hp->beta2 = 0.5f;
-	hp->eps = 1e-8f;
-	hp->dropout = 0.5f;
-	hp->negatives = 4;
-	hp->batch = (uint64_t)1 << 20;
-	hp->seed = 1;
-}
-
-void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items)
-{
-	static const uint32_t layers[] = {256, 256, 128, 64};
-	memset(s, 0, sizeof *s);
-	s->users = users;
-	s->items = items;
-	s->factors = 64;
-	s->n_layers = 4;
-	memcpy(s->layers, layers, sizeof layers);
-}
-
-void ncf_model_file_free(struct ncf_model_file *m)
-{
-	free(m->user_ids);
-	free(m->item_ids);
-	free(m->params);
-	m->user_ids = m->item_ids = NULL;
-	m->params = NULL;
-}
-
-uint32_t ncf_model_file_fingerprint(const struct ncf_model_file *m)
+uint32_t ncf_model_file_fingerprint(const struct ncf_model *m)
 {
 	/* the cache's function on a cache holding only the sizes and ids */
 	struct ncf_cache c;
@@ -57,12 +24,11 @@ uint32_t ncf_model_file_fingerprint(const struct ncf_model_file *m)
 	return ncf_cache_fingerprint(&c);
 }
 
-static int from_ckpt(FILE *fp, const char *display, struct ncf_model_file *m)
+static int from_ckpt(FILE *fp, const char *display, struct ncf_model *m)
 {
 	struct ncf_ckpt ck;
 	if (ncf_ckpt_read_fp(fp, display, &ck, 0) != 0)
 		return -1;
-	m->format = NCF_MODEL_NCFM;
 	m->shape = ck.shape;
 	m->hp = ck.hp;
 	m->user_ids = ck.user_ids;
@@ -124,7 +90,7 @@ static const char *foreign_model(const unsigned char *head, size_t n)
 }
 
 int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
-			struct ncf_model_file *m)
+			struct ncf_model *m)
 {
 	memset(m, 0, sizeof *m);
 	if (!path || !strcmp(path, "-")) {

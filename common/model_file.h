@@ -2,7 +2,8 @@
  * model_file.h - a NeuMF model from a file of either kind, what ncf-eval
  * and ncf-infer load with -m: an ncf-train checkpoint (.ncfm, ckpt.h,
  * ncf-model(5)) or a safetensors file holding NVIDIA's PyTorch NeuMF
- * state_dict (safetensors.h), told apart by content.
+ * state_dict (safetensors.h), told apart by content, into a struct
+ * ncf_model (model.h).  It calls the two readers; they call nothing here.
  *
  * Legend: U users, I items, F GMF factors, T parameters (model.h).
  */
@@ -12,25 +13,7 @@
 #include <stdint.h>
 
 #include "model.h"
-
-enum ncf_model_format {
-	NCF_MODEL_NCFM = 1,	   /* an ncf-train checkpoint */
-	NCF_MODEL_SAFETENSORS = 2, /* NVIDIA's state_dict names, safetensors */
-};
-
-struct ncf_model_file {
-	enum ncf_model_format format;
-	struct ncf_shape shape;
-	struct ncf_hparams hp; /* NVIDIA's defaults where the file has none */
-	uint32_t *user_ids;    /* (U) original ids; NULL when the file has none */
-	uint32_t *item_ids;    /* (I) original ids; NULL when the file has none */
-	float *params;	       /* (T) in model.h's layout */
-};
-
-/* What the caller needs the model to fit (from a cache): 0 = any size. */
-struct ncf_model_want {
-	uint32_t users, items;
-};
+#include "safetensors.h"
 
 /*
  * Read path ("-": stdin) into m.  A file that begins with "NCF" is read as
@@ -43,14 +26,7 @@ struct ncf_model_want {
  * Returns 0, or -1 after a one-line report naming the file.
  */
 int ncf_model_file_read(const char *path, const struct ncf_model_want *want,
-			struct ncf_model_file *m);
-void ncf_model_file_free(struct ncf_model_file *m);
-
-/* NVIDIA's hyperparameters (lr 0.0045, betas 0.25 and 0.5, eps 1e-8,
- * dropout 0.5, 4 negatives, batch 2^20, seed 1), for files without any. */
-void ncf_hparams_nvidia(struct ncf_hparams *hp);
-/* NVIDIA's model on users and items: 64 GMF factors, MLP 256-256-128-64. */
-void ncf_shape_nvidia(struct ncf_shape *s, uint32_t users, uint32_t items);
+			struct ncf_model *m);
 
 struct ncf_cache;
 /*
@@ -66,6 +42,6 @@ void ncf_model_file_note_no_ids(const char *model_path, const char *cache_path,
 
 /* The fingerprint of the cache the model's ids came from (what
  * ncf_cache_fingerprint gives for that cache).  m must have ids. */
-uint32_t ncf_model_file_fingerprint(const struct ncf_model_file *m);
+uint32_t ncf_model_file_fingerprint(const struct ncf_model *m);
 
 #endif

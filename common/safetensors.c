@@ -14,7 +14,10 @@
  * The header maps each tensor name to {"dtype", "shape", "data_offsets"},
  * and the optional key "__metadata__" to an object of strings.  The data
  * must be exactly the tensors: no overlaps, no holes, nothing after the
- * last one.  ncf reads and writes dtype F32 only.
+ * last one.  ncf reads and writes dtype F32 only.  The JSON is jansson's
+ * to read and write; this file checks what safetensors and NeuMF ask of
+ * it, and keeps memory to what the file holds (the header length is
+ * checked against the file's size before the header is read).
  *
  * The tensors, NVIDIA's NeuMF (U users, I items, F factors, M = H_0 / 2,
  * L hidden layers of H_1 .. H_L), in the order ncf writes them, which is
@@ -61,10 +64,13 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "cache.h"
 #include "cli.h"
@@ -181,54 +187,177 @@ static int slot_dims(const struct ncf_shape *s, int slot, uint64_t *d)
 	return 2;
 }
 
-/* ---------------------------------------------------------------- writer */
+/* ------------------------------------------------------- jansson's memory */
 
-struct sbuf {
-	char *s;
-	size_t n, cap;
-};
+/*
+ * jansson builds the whole header as a tree before a single check of ours
+ * runs, some 25 times the header's bytes for a header of small values (100
+ * MB of "1," is 2.5 GB), where a real one (names, shapes, the ids as a few
+ * strings) takes about 2.5 times.  So while it parses a header of N bytes
+ * its allocations may come to 4 N + 1 MiB, no more: its allocator is ours
+ * (json_set_alloc_funcs, for the whole process: this file is ncf's only
+ * user of jansson), each block with its size in front, and a budget per
+ * thread that is on only during a parse.
+ */
+#define JSON_BLOCK 16 /* the size in front of each block, keeping malloc's alignment */
+#define JSON_BUDGET(n) (4 * (size_t)(n) + ((size_t)1 << 20))
 
-static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(struct sbuf *b, const char *fmt, ...)
+static __thread struct {
+	int on, hit;
+	size_t left; /* bytes the parse may still allocate */
+} budget;
+
+static void *json_block_alloc(size_t n)
 {
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int w = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-		va_end(ap);
-		if (w >= 0 && (size_t)w < b->cap - b->n) {
-			b->n += (size_t)w;
-			return;
+	if (budget.on) {
+		if (n > budget.left || budget.left - n < JSON_BLOCK) {
+			budget.hit = 1;
+			return NULL;
 		}
-		b->cap = b->cap * 2 + (w > 0 ? (size_t)w : 0) + 64;
-		b->s = ncf_xrealloc(b->s, b->cap);
+		budget.left -= n + JSON_BLOCK;
 	}
+	unsigned char *p = malloc(n + JSON_BLOCK);
+	if (!p)
+		return NULL;
+	memcpy(p, &n, sizeof n);
+	return p + JSON_BLOCK;
 }
 
-/* ids (n) as runs of consecutive ids: "1-3,7". */
-static void sb_ids(struct sbuf *b, const uint32_t *ids, size_t n)
+static void json_block_free(void *q)
 {
+	if (!q)
+		return;
+	unsigned char *p = (unsigned char *)q - JSON_BLOCK;
+	size_t n;
+	memcpy(&n, p, sizeof n);
+	if (budget.on)
+		budget.left += n + JSON_BLOCK;
+	free(p);
+}
+
+static void json_alloc_init(void)
+{
+	json_set_alloc_funcs(json_block_alloc, json_block_free);
+}
+
+/* Before any use of jansson here. */
+static void json_alloc_once(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, json_alloc_init);
+}
+
+/* ---------------------------------------------------------------- writer */
+
+/* jansson fails only when it cannot allocate: the end of ncf_xmalloc. */
+static json_t *jnew(json_t *v)
+{
+	if (!v)
+		ncf_out_of_memory("JSON header");
+	return v;
+}
+
+static void jset(json_t *obj, const char *key, json_t *v)
+{
+	if (json_object_set_new(obj, key, jnew(v)) != 0)
+		ncf_out_of_memory("JSON header");
+}
+
+/* key: the decimal v, as a string (metadata values are strings). */
+static void jset_u64(json_t *obj, const char *key, uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+	jset(obj, key, json_string(buf));
+}
+
+/* key: the shortest %g that reads back as f. */
+static void jset_float(json_t *obj, const char *key, float f)
+{
+	char buf[24];
+	for (int p = 6; p <= 9; p++) {
+		snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+		if (strtof(buf, NULL) == f)
+			break;
+	}
+	jset(obj, key, json_string(buf));
+}
+
+/* key: ids (n) as runs of consecutive ids, "1-3,7". */
+static void jset_ids(json_t *obj, const char *key, const uint32_t *ids, size_t n)
+{
+	char *b = ncf_xmalloc(22 * n + 1); /* "4294967295-4294967295," at most per run */
+	size_t o = 0;
+	b[0] = 0;
 	for (size_t k = 0; k < n;) {
 		size_t e = k;
 		while (e + 1 < n && ids[e] != UINT32_MAX && ids[e + 1] == ids[e] + 1)
 			e++;
 		if (e == k)
-			sb_add(b, "%s%u", k ? "," : "", ids[k]);
+			o += (size_t)sprintf(b + o, "%s%u", k ? "," : "", ids[k]);
 		else
-			sb_add(b, "%s%u-%u", k ? "," : "", ids[k], ids[e]);
+			o += (size_t)sprintf(b + o, "%s%u-%u", k ? "," : "", ids[k], ids[e]);
 		k = e + 1;
 	}
+	jset(obj, key, json_stringn(b, o));
+	free(b);
 }
 
-/* The shortest %g that reads back as f. */
-static const char *fmt_float(char *buf, size_t n, float f)
+/* The header of m: the JSON object (metadata first, then the tensors in
+ * layout order), padded with spaces to end at a multiple of 8 in the
+ * file; *n gets its length.  A new buffer. */
+static char *st_header(const struct ncf_model *m, const struct ncf_layout *L, size_t *n)
 {
-	for (int p = 6; p <= 9; p++) {
-		snprintf(buf, n, "%.*g", p, (double)f);
-		if (strtof(buf, NULL) == f)
-			break;
+	const struct ncf_shape *s = &m->shape;
+	const struct ncf_hparams *h = &m->hp;
+	json_alloc_once();
+	json_t *root = jnew(json_object()), *meta = jnew(json_object());
+	jset(root, "__metadata__", meta);
+	jset(meta, "format", json_string("pt"));
+	jset(meta, "ncf.version", json_string(NCF_VERSION));
+	jset_u64(meta, "ncf.users", s->users);
+	jset_u64(meta, "ncf.items", s->items);
+	jset_u64(meta, "ncf.factors", s->factors);
+	char layers[NCF_MAX_LAYERS * 12] = "";
+	for (uint32_t k = 0, o = 0; k < s->n_layers; k++)
+		o += (uint32_t)snprintf(layers + o, sizeof layers - o, "%s%u", k ? "," : "", s->layers[k]);
+	jset(meta, "ncf.layers", json_string(layers));
+	jset_float(meta, "ncf.lr", h->lr);
+	jset_float(meta, "ncf.beta1", h->beta1);
+	jset_float(meta, "ncf.beta2", h->beta2);
+	jset_float(meta, "ncf.eps", h->eps);
+	jset_float(meta, "ncf.dropout", h->dropout);
+	jset_u64(meta, "ncf.negatives", h->negatives);
+	jset_u64(meta, "ncf.true_negatives", h->true_neg);
+	jset_u64(meta, "ncf.batch", h->batch);
+	jset_u64(meta, "ncf.seed", h->seed);
+	if (m->user_ids && m->item_ids) {
+		jset_ids(meta, "ncf.user_ids", m->user_ids, s->users);
+		jset_ids(meta, "ncf.item_ids", m->item_ids, s->items);
 	}
-	return buf;
+	for (int slot = 0; slot < N_SLOTS; slot++) {
+		if (!slot_used(s, slot))
+			continue;
+		char name[32];
+		uint64_t d[2];
+		size_t off, len;
+		slot_name(slot, name, sizeof name);
+		int rank = slot_dims(s, slot, d);
+		slot_place(s, L, slot, &off, &len);
+		json_t *shape = rank == 2 ? json_pack("[I,I]", (json_int_t)d[0], (json_int_t)d[1])
+					  : json_pack("[I]", (json_int_t)d[0]);
+		jset(root, name,
+		     json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", jnew(shape),
+			       "data_offsets", (json_int_t)(4 * off), (json_int_t)(4 * (off + len))));
+	}
+	size_t len = json_dumpb(root, NULL, 0, JSON_COMPACT), pad = (8 - (8 + len) % 8) % 8;
+	char *text = ncf_xmalloc(len + pad);
+	if (!len || json_dumpb(root, text, len, JSON_COMPACT) != len)
+		ncf_out_of_memory("JSON header");
+	json_decref(root);
+	memset(text + len, ' ', pad);
+	*n = len + pad;
+	return text;
 }
 
 /* The file: the header's length (8 bytes, little-endian), the header
@@ -245,74 +374,33 @@ static int st_write_file(struct ncf_out *o, const char *header, size_t n, const 
 	return 0;
 }
 
-int ncf_safetensors_write(const struct ncf_model_file *m, const char *path)
+int ncf_safetensors_write(const struct ncf_model *m, const char *path)
 {
-	const struct ncf_shape *s = &m->shape;
-	const struct ncf_hparams *h = &m->hp;
 	struct ncf_layout L;
-	ncf_layout_make(s, &L);
-	struct sbuf b = {ncf_xmalloc(4096), 0, 4096};
-	sb_add(&b, "{\"__metadata__\":{\"format\":\"pt\",\"ncf.version\":\"%s\","
-		   "\"ncf.users\":\"%u\",\"ncf.items\":\"%u\",\"ncf.factors\":\"%u\",\"ncf.layers\":\"",
-	       NCF_VERSION, s->users, s->items, s->factors);
-	for (uint32_t k = 0; k < s->n_layers; k++)
-		sb_add(&b, "%s%u", k ? "," : "", s->layers[k]);
-	char f[5][24];
-	sb_add(&b, "\",\"ncf.lr\":\"%s\",\"ncf.beta1\":\"%s\",\"ncf.beta2\":\"%s\","
-		   "\"ncf.eps\":\"%s\",\"ncf.dropout\":\"%s\",\"ncf.negatives\":\"%u\","
-		   "\"ncf.true_negatives\":\"%u\",\"ncf.batch\":\"%llu\",\"ncf.seed\":\"%llu\"",
-	       fmt_float(f[0], 24, h->lr), fmt_float(f[1], 24, h->beta1),
-	       fmt_float(f[2], 24, h->beta2), fmt_float(f[3], 24, h->eps),
-	       fmt_float(f[4], 24, h->dropout), h->negatives, h->true_neg,
-	       (unsigned long long)h->batch, (unsigned long long)h->seed);
-	if (m->user_ids && m->item_ids) {
-		sb_add(&b, ",\"ncf.user_ids\":\"");
-		sb_ids(&b, m->user_ids, s->users);
-		sb_add(&b, "\",\"ncf.item_ids\":\"");
-		sb_ids(&b, m->item_ids, s->items);
-		sb_add(&b, "\"");
-	}
-	sb_add(&b, "}");
-	for (int slot = 0; slot < N_SLOTS; slot++) {
-		if (!slot_used(s, slot))
-			continue;
-		char name[32];
-		uint64_t d[2];
-		size_t off, len;
-		slot_name(slot, name, sizeof name);
-		int rank = slot_dims(s, slot, d);
-		slot_place(s, &L, slot, &off, &len);
-		sb_add(&b, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%llu", name,
-		       (unsigned long long)d[0]);
-		if (rank == 2)
-			sb_add(&b, ",%llu", (unsigned long long)d[1]);
-		sb_add(&b, "],\"data_offsets\":[%zu,%zu]}", 4 * off, 4 * (off + len));
-	}
-	sb_add(&b, "}");
-	while ((8 + b.n) % 8)
-		sb_add(&b, " ");
-	if (b.n > NCF_ST_MAX_HEADER) {
+	ncf_layout_make(&m->shape, &L);
+	size_t n;
+	char *header = st_header(m, &L, &n);
+	if (n > NCF_ST_MAX_HEADER) {
 		ncf_error("%s: the safetensors header would be %zu bytes (the ids), over the format's "
 			  "limit of %u",
-			  path ? path : "<stdout>", b.n, NCF_ST_MAX_HEADER);
-		free(b.s);
+			  path ? path : "<stdout>", n, NCF_ST_MAX_HEADER);
+		free(header);
 		return -1;
 	}
 	struct ncf_out o;
 	if (ncf_out_open(&o, path, 1) != 0) {
-		free(b.s);
+		free(header);
 		return -1;
 	}
-	int bad = st_write_file(&o, b.s, b.n, m->params, L.total);
-	free(b.s);
-	if (bad) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	int bad = st_write_file(&o, header, n, m->params, L.total);
+	free(header);
+	return ncf_out_end(&o, bad);
 }
+/* ------------------------------------------------------ the JSON header */
 
-/* ------------------------------------------------------------ JSON header */
+/* jansson parses the header (JSON itself: syntax, UTF-8, escapes, keys
+ * that appear twice anywhere); what follows checks what safetensors and
+ * NeuMF ask of it. */
 
 struct tensor {
 	int present;
@@ -322,532 +410,185 @@ struct tensor {
 	uint64_t begin, end;
 };
 
-struct meta {
-	char *key, *val;
-	size_t klen, vlen;
-};
-
 struct header {
 	struct tensor t[N_SLOTS];
-	struct meta *meta;
-	size_t n_meta;
-	int has_meta;
+	json_t *root; /* the parsed header (owned) */
+	json_t *meta; /* its "__metadata__" object, or NULL (borrowed from root) */
 };
 
-struct jp {
-	const unsigned char *s;
-	size_t n, i;
-	const char *display;
-	char ctx[96]; /* "tensor 'x'", "__metadata__" or "" (the top level) */
+/* A metadata entry: key and value (vlen bytes, may hold NULs). */
+struct meta {
+	const char *key, *val;
+	size_t vlen;
 };
 
-/* Bad JSON at the current byte (of the file). */
-static int jfail(struct jp *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int jfail(struct jp *j, const char *fmt, ...)
+/* "file: tensor 'x': what" for a header entry that is JSON but not what
+ * safetensors says. */
+static int tbad(const char *display, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int tbad(const char *display, const char *name, const char *fmt, ...)
 {
 	char what[300];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof what, fmt, ap);
 	va_end(ap);
-	ncf_error("%s: header: bad JSON at byte %zu%s%s: %s", j->display, 8 + j->i,
-		  j->ctx[0] ? " in " : "", j->ctx, what);
+	ncf_error("%s: tensor '%s': %s", display, name, what);
 	return -1;
 }
 
-/* Good JSON that is not what safetensors says, in the current context. */
-static int jbad(struct jp *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int jbad(struct jp *j, const char *fmt, ...)
-{
-	char what[300];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	ncf_error("%s: %s: %s", j->display, j->ctx[0] ? j->ctx : "header", what);
-	return -1;
-}
-
-static void jws(struct jp *j)
-{
-	while (j->i < j->n && (j->s[j->i] == ' ' || j->s[j->i] == '\t' || j->s[j->i] == '\n' ||
-			       j->s[j->i] == '\r'))
-		j->i++;
-}
-
-/* The next character after white space, or -1 at the end. */
-static int jpeek(struct jp *j)
-{
-	jws(j);
-	return j->i < j->n ? j->s[j->i] : -1;
-}
-
-static int jexpect(struct jp *j, char c, const char *where)
-{
-	if (jpeek(j) != c)
-		return jfail(j, "expected '%c' %s", c, where);
-	j->i++;
-	return 0;
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static int jhex4(struct jp *j, unsigned *v)
-{
-	if (j->n - j->i < 4)
-		return -1;
-	*v = 0;
-	for (int k = 0; k < 4; k++) {
-		int h = hexval(j->s[j->i + (size_t)k]);
-		if (h < 0)
-			return -1;
-		*v = *v << 4 | (unsigned)h;
-	}
-	j->i += 4;
-	return 0;
-}
-
-/* A string into a new NUL-terminated buffer (*out, *len; *out may be NULL
- * to skip it).  The header was checked to be UTF-8 before. */
-static int jstring(struct jp *j, char **out, size_t *len)
-{
-	if (jpeek(j) != '"')
-		return jfail(j, "expected a string");
-	size_t start = ++j->i;
-	char *d = out ? ncf_xmalloc(j->n - start + 1) : NULL;
-	size_t o = 0;
-	for (;;) {
-		if (j->i >= j->n) {
-			free(d);
-			j->i = start - 1;
-			return jfail(j, "a string that does not end");
-		}
-		unsigned char c = j->s[j->i];
-		if (c == '"') {
-			j->i++;
-			break;
-		}
-		if (c < 0x20) {
-			free(d);
-			return jfail(j, "a control character in a string");
-		}
-		if (c != '\\') {
-			if (d)
-				d[o] = (char)c;
-			o++;
-			j->i++;
-			continue;
-		}
-		j->i++;
-		int e = j->i < j->n ? j->s[j->i++] : -1;
-		const char *simple = e > 0 ? strchr("\"\\/bfnrt", e) : NULL;
-		if (simple) {
-			static const char to[] = "\"\\/\b\f\n\r\t";
-			if (d)
-				d[o] = to[simple - "\"\\/bfnrt"];
-			o++;
-			continue;
-		}
-		unsigned u, lo;
-		if (e != 'u' || jhex4(j, &u) != 0) {
-			free(d);
-			return jfail(j, "a bad escape in a string");
-		}
-		if (u >= 0xDC00 && u <= 0xDFFF) {
-			free(d);
-			return jfail(j, "a lone low surrogate in a string");
-		}
-		if (u >= 0xD800 && u <= 0xDBFF) {
-			if (j->n - j->i < 2 || j->s[j->i] != '\\' || j->s[j->i + 1] != 'u' ||
-			    (j->i += 2, jhex4(j, &lo) != 0) || lo < 0xDC00 || lo > 0xDFFF) {
-				free(d);
-				return jfail(j, "a high surrogate without its low half");
-			}
-			u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-		}
-		/* UTF-8: never longer than the escape it replaces */
-		unsigned char enc[4];
-		int ne;
-		if (u < 0x80)
-			enc[0] = (unsigned char)u, ne = 1;
-		else if (u < 0x800)
-			enc[0] = (unsigned char)(0xC0 | u >> 6), enc[1] = (unsigned char)(0x80 | (u & 63)),
-			ne = 2;
-		else if (u < 0x10000)
-			enc[0] = (unsigned char)(0xE0 | u >> 12),
-			enc[1] = (unsigned char)(0x80 | (u >> 6 & 63)),
-			enc[2] = (unsigned char)(0x80 | (u & 63)), ne = 3;
-		else
-			enc[0] = (unsigned char)(0xF0 | u >> 18),
-			enc[1] = (unsigned char)(0x80 | (u >> 12 & 63)),
-			enc[2] = (unsigned char)(0x80 | (u >> 6 & 63)),
-			enc[3] = (unsigned char)(0x80 | (u & 63)), ne = 4;
-		if (d)
-			memcpy(d + o, enc, (size_t)ne);
-		o += (size_t)ne;
-	}
-	if (d) {
-		d[o] = 0;
-		*out = d;
-	}
-	if (len)
-		*len = o;
-	return 0;
-}
-
-/* A non-negative integer without fraction or exponent.  0 or -1 (not
- * reported: the caller names the field). */
-static int juint(struct jp *j, uint64_t *v)
-{
-	jws(j);
-	size_t i = j->i;
-	if (i >= j->n || j->s[i] < '0' || j->s[i] > '9')
-		return -1;
-	if (j->s[i] == '0' && i + 1 < j->n && j->s[i + 1] >= '0' && j->s[i + 1] <= '9')
-		return -1;
-	uint64_t x = 0;
-	while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9') {
-		unsigned dg = (unsigned)(j->s[i] - '0');
-		if (x > (UINT64_MAX - dg) / 10)
-			return -1;
-		x = x * 10 + dg;
-		i++;
-	}
-	if (i < j->n && (j->s[i] == '.' || j->s[i] == 'e' || j->s[i] == 'E'))
-		return -1;
-	j->i = i;
-	*v = x;
-	return 0;
-}
-
-/* Skip any JSON value (depth-limited). */
-static int jskip(struct jp *j, int depth)
+/* A value nested deeper than 64 (the value of a field at depth 1): what a
+ * tensor's entry may hold in fields ncf does not know. */
+static int too_deep(const json_t *v, int depth)
 {
 	if (depth > 64)
-		return jfail(j, "values nested more than 64 deep");
-	int c = jpeek(j);
-	if (c == '"')
-		return jstring(j, NULL, NULL);
-	if (c == '{' || c == '[') {
-		char close = c == '{' ? '}' : ']';
-		j->i++;
-		if (jpeek(j) == close)
-			return j->i++, 0;
-		for (;;) {
-			if (c == '{' && (jstring(j, NULL, NULL) || jexpect(j, ':', "after a key")))
-				return -1;
-			if (jskip(j, depth + 1))
-				return -1;
-			int d = jpeek(j);
-			j->i++;
-			if (d == close)
-				return 0;
-			if (d != ',') {
-				j->i--;
-				return jfail(j, "expected ',' or '%c'", close);
-			}
-		}
-	}
-	static const char *const words[] = {"true", "false", "null"};
-	for (int k = 0; k < 3; k++) {
-		size_t wl = strlen(words[k]);
-		if (j->n - j->i >= wl && !memcmp(j->s + j->i, words[k], wl)) {
-			j->i += wl;
-			return 0;
-		}
-	}
-	/* a number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-	size_t i = j->i;
-	if (i < j->n && j->s[i] == '-')
-		i++;
-	size_t d0 = i;
-	while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9')
-		i++;
-	if (i == d0 || (j->s[d0] == '0' && i - d0 > 1))
-		return jfail(j, "expected a value");
-	if (i < j->n && j->s[i] == '.') {
-		size_t f0 = ++i;
-		while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9')
-			i++;
-		if (i == f0)
-			return jfail(j, "a number without digits after '.'");
-	}
-	if (i < j->n && (j->s[i] == 'e' || j->s[i] == 'E')) {
-		i++;
-		if (i < j->n && (j->s[i] == '+' || j->s[i] == '-'))
-			i++;
-		size_t e0 = i;
-		while (i < j->n && j->s[i] >= '0' && j->s[i] <= '9')
-			i++;
-		if (i == e0)
-			return jfail(j, "a number without exponent digits");
-	}
-	j->i = i;
+		return 1;
+	const char *key;
+	size_t k;
+	json_t *x;
+	if (json_is_array(v))
+		json_array_foreach(v, k, x)
+			if (too_deep(x, depth + 1))
+				return 1;
+	if (json_is_object(v))
+		json_object_foreach((json_t *)v, key, x)
+			if (too_deep(x, depth + 1))
+				return 1;
 	return 0;
 }
 
-/* Length of the valid UTF-8 prefix of s (n): n when all of it is. */
-static size_t utf8_valid(const unsigned char *s, size_t n)
+/* A JSON array of at most max non-negative integers into v; the count, or
+ * -1 when it is not one (-2: more than max entries). */
+static int juints(const json_t *a, uint64_t *v, int max)
 {
-	size_t i = 0;
-	while (i < n) {
-		unsigned c = s[i];
-		size_t k;
-		unsigned min;
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if ((c & 0xE0) == 0xC0) {
-			k = 1, min = 0x80, c &= 0x1F;
-		} else if ((c & 0xF0) == 0xE0) {
-			k = 2, min = 0x800, c &= 0x0F;
-		} else if ((c & 0xF8) == 0xF0) {
-			k = 3, min = 0x10000, c &= 0x07;
-		} else {
-			return i;
-		}
-		if (n - i <= k)
-			return i;
-		for (size_t q = 1; q <= k; q++) {
-			if ((s[i + q] & 0xC0) != 0x80)
-				return i;
-			c = c << 6 | (s[i + q] & 0x3F);
-		}
-		if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-			return i;
-		i += k + 1;
-	}
-	return n;
-}
-
-static int parse_metadata(struct jp *j, struct header *h)
-{
-	if (h->has_meta)
-		return jbad(j, "'__metadata__' appears twice");
-	h->has_meta = 1;
-	if (jpeek(j) != '{')
-		return jbad(j, "'__metadata__' must be an object of strings");
-	j->i++;
-	if (jpeek(j) == '}')
-		return j->i++, 0;
-	size_t cap = 0;
-	for (;;) {
-		struct meta e = {0};
-		if (jstring(j, &e.key, &e.klen))
-			return -1;
-		for (size_t k = 0; k < h->n_meta; k++)
-			if (h->meta[k].klen == e.klen && !memcmp(h->meta[k].key, e.key, e.klen)) {
-				int r = jbad(j, "key '%s' appears twice",
-					      ncf_escape(e.key, e.klen, 60));
-				free(e.key);
-				return r;
-			}
-		if (jexpect(j, ':', "after a key")) {
-			free(e.key);
-			return -1;
-		}
-		if (jpeek(j) != '"') {
-			int r = jbad(j, "the value of '%s' is not a string",
-				      ncf_escape(e.key, e.klen, 60));
-			free(e.key);
-			return r;
-		}
-		if (jstring(j, &e.val, &e.vlen)) {
-			free(e.key);
-			return -1;
-		}
-		if (h->n_meta == cap) {
-			cap = cap ? 2 * cap : 16;
-			h->meta = ncf_xrealloc(h->meta, cap * sizeof *h->meta);
-		}
-		h->meta[h->n_meta++] = e;
-		int d = jpeek(j);
-		j->i++;
-		if (d == '}')
-			return 0;
-		if (d != ',') {
-			j->i--;
-			return jfail(j, "expected ',' or '}' in __metadata__");
-		}
-	}
-}
-
-/* One tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
-static int parse_tensor(struct jp *j, struct tensor *t)
-{
-	if (jexpect(j, '{', "to open the tensor's entry"))
+	if (!json_is_array(a))
 		return -1;
-	int got_dtype = 0, got_shape = 0, got_off = 0;
-	if (jpeek(j) != '}')
-		for (;;) {
-			char *key;
-			size_t klen;
-			if (jstring(j, &key, &klen))
-				return -1;
-			int which = !strcmp(key, "dtype") ? 1 : !strcmp(key, "shape") ? 2
-					: !strcmp(key, "data_offsets") ? 3 : 0;
-			free(key);
-			if (jexpect(j, ':', "after a key"))
-				return -1;
-			if ((which == 1 && got_dtype) || (which == 2 && got_shape) ||
-			    (which == 3 && got_off))
-				return jbad(j, "a field appears twice");
-			if (which == 1) {
-				char *dt;
-				size_t dl;
-				if (jstring(j, &dt, &dl))
-					return -1;
-				snprintf(t->dtype, sizeof t->dtype, "%s",
-					 dl < sizeof t->dtype ? ncf_escape(dt, dl, 15) : "(long)");
-				free(dt);
-				got_dtype = 1;
-			} else if (which == 2 || which == 3) {
-				if (jexpect(j, '[', which == 2 ? "to open 'shape'" : "to open 'data_offsets'"))
-					return -1;
-				uint64_t v[MAX_RANK + 1];
-				int n = 0;
-				if (jpeek(j) == ']') {
-					j->i++;
-				} else {
-					for (;;) {
-						if (n > MAX_RANK || juint(j, &v[n]) != 0)
-							return jbad(j, "'%s' must be %s",
-								     which == 2 ? "shape" : "data_offsets",
-								     which == 2 ? "up to 8 non-negative integers"
-										: "two non-negative integers");
-						n++;
-						int d = jpeek(j);
-						j->i++;
-						if (d == ']')
-							break;
-						if (d != ',') {
-							j->i--;
-							return jfail(j, "expected ',' or ']'");
-						}
-					}
-				}
-				if (which == 2) {
-					if (n > MAX_RANK)
-						return jbad(j, "more than 8 dimensions");
-					t->rank = n;
-					memcpy(t->dims, v, (size_t)n * sizeof *v);
-					got_shape = 1;
-				} else {
-					if (n != 2)
-						return jbad(j, "'data_offsets' must be two "
-							       "integers [begin, end]");
-					t->begin = v[0];
-					t->end = v[1];
-					got_off = 1;
-				}
-			} else if (jskip(j, 1)) {
-				return -1;
-			}
-			int d = jpeek(j);
-			j->i++;
-			if (d == '}')
-				break;
-			if (d != ',') {
-				j->i--;
-				return jfail(j, "expected ',' or '}'");
-			}
-		}
-	else
-		j->i++;
-	if (!got_dtype || !got_shape || !got_off)
-		return jbad(j, "no '%s'",
-			     !got_dtype ? "dtype" : !got_shape ? "shape" : "data_offsets");
+	if (json_array_size(a) > (size_t)max)
+		return -2;
+	size_t k;
+	json_t *x;
+	json_array_foreach(a, k, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 0)
+			return -1;
+		v[k] = (uint64_t)json_integer_value(x);
+	}
+	return (int)json_array_size(a);
+}
+
+/* One tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}
+ * and fields ncf does not know. */
+static int parse_tensor(const json_t *e, const char *display, const char *name, struct tensor *t)
+{
+	if (!json_is_object(e))
+		return tbad(display, name, "the entry must be an object with 'dtype', 'shape' and "
+					   "'data_offsets'");
+	json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
+	       *off = json_object_get(e, "data_offsets");
+	if (!dt || !sh || !off)
+		return tbad(display, name, "no '%s'", !dt ? "dtype" : !sh ? "shape" : "data_offsets");
+	if (!json_is_string(dt))
+		return tbad(display, name, "'dtype' must be a string");
+	size_t dl = json_string_length(dt);
+	snprintf(t->dtype, sizeof t->dtype, "%s",
+		 dl < sizeof t->dtype ? ncf_escape(json_string_value(dt), dl, 15) : "(long)");
+	t->rank = juints(sh, t->dims, MAX_RANK);
+	if (t->rank == -2)
+		return tbad(display, name, "more than 8 dimensions");
+	if (t->rank < 0)
+		return tbad(display, name, "'shape' must be up to 8 non-negative integers");
+	uint64_t be[2];
+	int n = juints(off, be, 2);
+	if (n == -1)
+		return tbad(display, name, "'data_offsets' must be two non-negative integers");
+	if (n != 2)
+		return tbad(display, name, "'data_offsets' must be two integers [begin, end]");
+	t->begin = be[0];
+	t->end = be[1];
+	const char *key;
+	json_t *x;
+	json_object_foreach((json_t *)e, key, x)
+		if (too_deep(x, 1))
+			return tbad(display, name, "'%s': values nested more than 64 deep",
+				    ncf_escape(key, strlen(key), 60));
 	t->present = 1;
+	return 0;
+}
+
+/* "__metadata__": an object of strings. */
+static int parse_metadata(json_t *meta, const char *display, struct header *h)
+{
+	if (!json_is_object(meta)) {
+		ncf_error("%s: header: '__metadata__' must be an object of strings", display);
+		return -1;
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(meta, key, v)
+		if (!json_is_string(v)) {
+			ncf_error("%s: __metadata__: the value of '%s' is not a string", display,
+				  ncf_escape(key, strlen(key), 60));
+			return -1;
+		}
+	h->meta = meta;
 	return 0;
 }
 
 static void header_free(struct header *h)
 {
-	for (size_t k = 0; k < h->n_meta; k++) {
-		free(h->meta[k].key);
-		free(h->meta[k].val);
-	}
-	free(h->meta);
-	h->meta = NULL;
-	h->n_meta = 0;
+	json_decref(h->root);
+	h->root = h->meta = NULL;
 }
 
+/* The header's n bytes (s) into h: jansson's parse, then every entry a
+ * tensor of NVIDIA's state_dict or the metadata.  Returns 0 or -1 after
+ * one line (jansson's own words and byte for bad JSON). */
 static int parse_header(const unsigned char *s, size_t n, const char *display,
 			struct header *h)
 {
 	memset(h, 0, sizeof *h);
-	struct jp j = {s, n, 0, display, ""};
-	size_t good = utf8_valid(s, n);
-	if (good != n) {
-		ncf_error("%s: header: not UTF-8 at byte %zu", display, 8 + good);
+	json_error_t e;
+	json_alloc_once();
+	budget.on = 1;
+	budget.hit = 0;
+	budget.left = JSON_BUDGET(n);
+	/* JSON_ALLOW_NUL: "\u0000" in a value (a name with one is refused below) */
+	h->root = json_loadb((const char *)s, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+	budget.on = 0;
+	if (!h->root && budget.hit) {
+		ncf_error("%s: header: more JSON values than a safetensors header holds (reading "
+			  "them would take over %zu bytes)",
+			  display, JSON_BUDGET(n));
 		return -1;
 	}
-	if (jpeek(&j) != '{')
-		return jfail(&j, "the header must be a JSON object");
-	j.i++;
-	if (jpeek(&j) == '}') {
-		j.i++;
-	} else {
-		for (;;) {
-			char *key;
-			size_t klen;
-			if (jstring(&j, &key, &klen))
-				return -1;
-			if (jexpect(&j, ':', "after a key")) {
-				free(key);
-				return -1;
-			}
-			int rc;
-			if (klen == 12 && !memcmp(key, "__metadata__", 12)) {
-				snprintf(j.ctx, sizeof j.ctx, "__metadata__");
-				rc = parse_metadata(&j, h);
-			} else {
-				int slot = name_slot(key, klen);
-				const char *shown = ncf_escape(key, klen, 60);
-				if (slot < 0) {
-					ncf_error("%s: unexpected tensor '%s' (not in NVIDIA's NeuMF state_dict%s)",
-						  display, shown,
-						  klen > 7 && !memcmp(key, "module.", 7)
-							  ? "; strip the 'module.' that DistributedDataParallel adds"
-							  : "");
-					free(key);
-					return -1;
-				}
-				if (h->t[slot].present) {
-					ncf_error("%s: tensor '%s' appears twice in the header", display, shown);
-					free(key);
-					return -1;
-				}
-				char name[32];
-				slot_name(slot, name, sizeof name);
-				snprintf(j.ctx, sizeof j.ctx, "tensor '%s'", name);
-				rc = parse_tensor(&j, &h->t[slot]);
-			}
-			j.ctx[0] = 0;
-			free(key);
-			if (rc)
-				return -1;
-			int d = jpeek(&j);
-			j.i++;
-			if (d == '}')
-				break;
-			if (d != ',') {
-				j.i--;
-				return jfail(&j, "expected ',' or '}'");
-			}
-		}
+	if (!h->root) {
+		ncf_error("%s: header byte %d: %s", display, e.position, e.text);
+		return -1;
 	}
-	if (jpeek(&j) != -1)
-		return jfail(&j, "more after the header's object");
+	if (!json_is_object(h->root)) {
+		ncf_error("%s: header: a JSON %s, but safetensors has an object", display,
+			  json_is_array(h->root) ? "array" : "value");
+		return -1;
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(h->root, key, v) {
+		if (!strcmp(key, "__metadata__")) {
+			NCF_TRY(parse_metadata(v, display, h));
+			continue;
+		}
+		int slot = name_slot(key, strlen(key));
+		if (slot < 0) {
+			ncf_error("%s: unexpected tensor '%s' (not in NVIDIA's NeuMF state_dict%s)",
+				  display, ncf_escape(key, strlen(key), 60),
+				  !strncmp(key, "module.", 7)
+					  ? "; strip the 'module.' that DistributedDataParallel adds"
+					  : "");
+			return -1;
+		}
+		char name[32];
+		slot_name(slot, name, sizeof name);
+		NCF_TRY(parse_tensor(v, display, name, &h->t[slot]));
+	}
 	return 0;
 }
 
@@ -955,30 +696,79 @@ static int fit_want(struct fit *f, int slot, uint64_t have, uint32_t want, const
 	return -1;
 }
 
-static int fit_shape(struct fit *f, struct ncf_shape *s)
+/* The hidden layers L of the header: mlp.0 .. mlp.L-1, L - 1 the highest
+ * present (weight or bias). */
+static int hidden_layers(const struct header *h)
 {
-	const struct header *h = f->h;
-	memset(s, 0, sizeof *s);
-	/* hidden layers: mlp.0 .. mlp.L-1, each with weight and bias */
 	int L = 0;
 	for (int k = 0; k < MAX_HIDDEN; k++)
 		if (h->t[SLOT_MLP + 2 * k].present || h->t[SLOT_MLP + 2 * k + 1].present)
 			L = k + 1;
-	int order[N_SLOTS], n = 0;
-	for (int k = 0; k < 4; k++)
-		order[n++] = k;
-	for (int k = 0; k < (L ? L : 1); k++)
-		order[n++] = SLOT_MLP + 2 * k, order[n++] = SLOT_MLP + 2 * k + 1;
-	order[n++] = SLOT_FINAL_W;
-	order[n++] = SLOT_FINAL_B;
-	for (int k = 0; k < n; k++)
-		if (!h->t[order[k]].present) {
-			char name[32];
-			slot_name(order[k], name, sizeof name);
-			ncf_error("%s: no tensor '%s' (NVIDIA's NeuMF state_dict has it)", f->display,
-				  name);
-			return -1;
-		}
+	return L;
+}
+
+/* "'a'", "'a' and 'b'", "'a', 'b' and 'c'": the names of the n slots. */
+static void name_list(char *buf, size_t size, const int *slots, int n)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (int k = 0; k < n && o < size; k++) {
+		char name[32];
+		slot_name(slots[k], name, sizeof name);
+		o += (size_t)snprintf(buf + o, size - o, "%s'%s'",
+				      k == 0 ? "" : k == n - 1 ? " and " : ", ", name);
+	}
+}
+
+/* Every tensor of NVIDIA's state_dict for the header's L layers is there
+ * (an MLP of at least one layer), before anything is said about offsets
+ * or shapes: all the missing ones are named.  Returns 0 or -1. */
+static int check_present(const struct header *h, const char *display)
+{
+	int L = hidden_layers(h), missing[N_SLOTS], n = 0;
+	for (int k = 0; k < N_SLOTS; k++)
+		if (!h->t[k].present && (k < SLOT_MLP || k >= SLOT_FINAL_W ||
+					 (k - SLOT_MLP) / 2 < (L ? L : 1)))
+			missing[n++] = k;
+	if (!n)
+		return 0;
+	char names[N_SLOTS * 40];
+	name_list(names, sizeof names, missing, n);
+	if (n == 1)
+		ncf_error("%s: no tensor %s (NVIDIA's NeuMF state_dict has it)", display, names);
+	else
+		ncf_error("%s: tensors %s are missing (NVIDIA's NeuMF state_dict has them)", display,
+			  names);
+	return -1;
+}
+
+/* final.weight [1, F + X] after L layers of which the last gives H != X:
+ * a state_dict without its last layer(s) (nothing names them: the header
+ * simply ends at mlp.L-1).  Returns 0 when that is not it, else -1 after
+ * naming the first layer missing. */
+static int check_last_layer(struct fit *f, const struct ncf_shape *s)
+{
+	const struct tensor *t = &f->h->t[SLOT_FINAL_W];
+	uint32_t L = ncf_shape_hidden(s), H = ncf_shape_last(s);
+	if (L >= MAX_HIDDEN || t->rank != 2 || t->dims[0] != 1 || t->dims[1] <= s->factors ||
+	    t->dims[1] - s->factors == H)
+		return 0;
+	int next[2] = {SLOT_MLP + 2 * (int)L, SLOT_MLP + 2 * (int)L + 1};
+	char names[80];
+	name_list(names, sizeof names, next, 2);
+	ncf_error("%s: tensors %s are missing: 'final.weight' (shape [1, %llu]) takes %llu MLP "
+		  "outputs, the last layer present ('mlp.%u') gives %u",
+		  f->display, names, (unsigned long long)t->dims[1],
+		  (unsigned long long)(t->dims[1] - s->factors), L - 1, H);
+	return -1;
+}
+
+/* The NeuMF shape from the tensors' shapes (all present: check_present). */
+static int fit_shape(struct fit *f, struct ncf_shape *s)
+{
+	const struct header *h = f->h;
+	memset(s, 0, sizeof *s);
+	int L = hidden_layers(h);
 	static const char *const UF[] = {"U", "F"}, *const IF[] = {"I", "F"},
 				 *const UM[] = {"U", "M"}, *const IM[] = {"I", "M"},
 				 *const OUT_IN[] = {"out", "in"}, *const ONE[] = {"1", "F + H"};
@@ -1017,6 +807,7 @@ static int fit_shape(struct fit *f, struct ncf_shape *s)
 		if (fit_tensor(f, sw + 1, 1, need, OUT_IN, got))
 			return -1;
 	}
+	NCF_TRY(check_last_layer(f, s));
 	need[0] = 1, need[1] = (uint64_t)s->factors + ncf_shape_last(s);
 	if (fit_tensor(f, SLOT_FINAL_W, 2, need, ONE, got))
 		return -1;
@@ -1105,13 +896,16 @@ static int check_offsets(const struct header *h, const char *display, uint64_t *
 	return 0;
 }
 
-static const struct meta *meta_get(const struct header *h, const char *key)
+/* The metadata entry key: 1 and *e, or 0 when there is none. */
+static int meta_get(const struct header *h, const char *key, struct meta *e)
 {
-	size_t kl = strlen(key);
-	for (size_t k = 0; k < h->n_meta; k++)
-		if (h->meta[k].klen == kl && !memcmp(h->meta[k].key, key, kl))
-			return &h->meta[k];
-	return NULL;
+	json_t *v = h->meta ? json_object_get(h->meta, key) : NULL;
+	if (!v)
+		return 0;
+	e->key = key;
+	e->val = json_string_value(v);
+	e->vlen = json_string_length(v);
+	return 1;
 }
 
 static int meta_bad(const char *display, const struct meta *e, const char *why)
@@ -1207,37 +1001,33 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 }
 
 /* The metadata: sizes that agree with the tensors, hyperparameters, ids. */
-static int read_metadata(const struct header *h, const char *display, struct ncf_model_file *m)
+static int read_metadata(const struct header *h, const char *display, struct ncf_model *m)
 {
 	const struct ncf_shape *s = &m->shape;
+	struct meta e;
 	uint64_t v;
-	static const struct {
-		const char *key;
-		int what;
-	} sizes[] = {{"ncf.users", 0}, {"ncf.items", 1}, {"ncf.factors", 2}};
+	static const char *const sizes[3] = {"ncf.users", "ncf.items", "ncf.factors"};
 	for (int k = 0; k < 3; k++) {
-		const struct meta *e = meta_get(h, sizes[k].key);
 		uint32_t have = k == 0 ? s->users : k == 1 ? s->items : s->factors;
-		if (!e)
+		if (!meta_get(h, sizes[k], &e))
 			continue;
-		if (parse_dec(e, &v) != 0)
-			return meta_bad(display, e, "is not a number");
+		if (parse_dec(&e, &v) != 0)
+			return meta_bad(display, &e, "is not a number");
 		if (v != have) {
 			char why[96];
 			snprintf(why, sizeof why, "disagrees with the tensors (%u)", have);
-			return meta_bad(display, e, why);
+			return meta_bad(display, &e, why);
 		}
 	}
-	const struct meta *e = meta_get(h, "ncf.layers");
-	if (e) {
+	if (meta_get(h, "ncf.layers", &e)) {
 		char want[128];
 		size_t o = 0;
 		for (uint32_t k = 0; k < s->n_layers; k++)
 			o += (size_t)snprintf(want + o, sizeof want - o, "%s%u", k ? "," : "", s->layers[k]);
-		if (e->vlen != o || memcmp(e->val, want, o)) {
+		if (e.vlen != o || memcmp(e.val, want, o)) {
 			char why[160];
 			snprintf(why, sizeof why, "disagrees with the tensors (%s)", want);
-			return meta_bad(display, e, why);
+			return meta_bad(display, &e, why);
 		}
 	}
 	/* hyperparameters: the ranges ncf-train takes (ckpt.c) */
@@ -1252,11 +1042,11 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 	float *dst[] = {&hp->lr, &hp->beta1, &hp->beta2, &hp->eps, &hp->dropout};
 	for (int k = 0; k < 5; k++) {
 		double x;
-		if (!(e = meta_get(h, reals[k].key)))
+		if (!meta_get(h, reals[k].key, &e))
 			continue;
-		if (parse_real(e, &x) != 0 || !(reals[k].lo_open ? x > reals[k].lo : x >= reals[k].lo) ||
+		if (parse_real(&e, &x) != 0 || !(reals[k].lo_open ? x > reals[k].lo : x >= reals[k].lo) ||
 		    !(reals[k].hi_open ? x < reals[k].hi : x <= reals[k].hi))
-			return meta_bad(display, e, "is not a number in ncf-train's range");
+			return meta_bad(display, &e, "is not a number in ncf-train's range");
 		*dst[k] = (float)x;
 	}
 	static const struct {
@@ -1267,10 +1057,10 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 		    {"ncf.batch", 1, (uint64_t)1 << 40},
 		    {"ncf.seed", 0, UINT64_MAX}};
 	for (int k = 0; k < 4; k++) {
-		if (!(e = meta_get(h, ints[k].key)))
+		if (!meta_get(h, ints[k].key, &e))
 			continue;
-		if (parse_dec(e, &v) != 0 || v < ints[k].lo || v > ints[k].hi)
-			return meta_bad(display, e, "is not a number in ncf-train's range");
+		if (parse_dec(&e, &v) != 0 || v < ints[k].lo || v > ints[k].hi)
+			return meta_bad(display, &e, "is not a number in ncf-train's range");
 		if (k == 0)
 			hp->negatives = (uint32_t)v;
 		else if (k == 1)
@@ -1280,48 +1070,55 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 		else
 			hp->seed = v;
 	}
-	const struct meta *u = meta_get(h, "ncf.user_ids"), *i = meta_get(h, "ncf.item_ids");
-	if (!u != !i) {
+	struct meta u, i;
+	int has_u = meta_get(h, "ncf.user_ids", &u), has_i = meta_get(h, "ncf.item_ids", &i);
+	if (has_u != has_i) {
 		ncf_error("%s: metadata has '%s' but not '%s'", display,
-			  u ? "ncf.user_ids" : "ncf.item_ids", u ? "ncf.item_ids" : "ncf.user_ids");
+			  has_u ? "ncf.user_ids" : "ncf.item_ids", has_u ? "ncf.item_ids" : "ncf.user_ids");
 		return -1;
 	}
-	if (!u)
+	if (!has_u)
 		return 0;
-	NCF_TRY(parse_ids(display, u, s->users, &m->user_ids));
-	NCF_TRY(parse_ids(display, i, s->items, &m->item_ids));
+	NCF_TRY(parse_ids(display, &u, s->users, &m->user_ids));
+	NCF_TRY(parse_ids(display, &i, s->items, &m->item_ids));
 	return 0;
 }
 
-/* Grow-as-it-comes read of exactly need bytes into a new buffer (a
- * hostile header cannot make us allocate more than the input holds). */
-static int read_data(struct src *s, uint64_t need, unsigned char **out)
+/* Exactly need bytes into a new buffer *out, which grows as they come
+ * when the size of the input is unknown (a pipe), so that a hostile length
+ * cannot make us allocate more than the input holds (from a file, need
+ * was checked against its size).  Returns 0; 1 when the input ends first
+ * (*have: the bytes it had; nothing kept); -1 on a read error (reported). */
+static int read_exact(struct src *s, uint64_t need, unsigned char **out, uint64_t *have)
 {
-	size_t cap = need < ((size_t)64 << 20) ? (size_t)need : ((size_t)64 << 20);
-	if (s->left >= 0)
-		cap = (size_t)need; /* checked against the size already */
-	unsigned char *buf = ncf_xmalloc(cap ? cap : 1);
-	uint64_t have = 0;
-	while (have < need) {
-		if (have == cap) {
+	size_t cap = s->left >= 0 || need < ((size_t)1 << 20) ? (size_t)need : (size_t)1 << 20;
+	unsigned char *buf = ncf_xmalloc(cap);
+	*have = 0;
+	while (*have < need) {
+		if (*have == cap) {
 			cap = cap * 2 < need ? cap * 2 : (size_t)need;
 			buf = ncf_xrealloc(buf, cap);
 		}
-		int64_t got = src_read(s, buf + have, cap - have);
-		if (got < 0) {
+		int64_t got = src_read(s, buf + *have, cap - *have);
+		if (got <= 0) {
 			free(buf);
-			return -1;
+			return got < 0 ? -1 : 1;
 		}
-		if (got == 0) {
-			ncf_error("%s: the data ends after %llu of its %llu bytes (a truncated file)",
-				  s->display, (unsigned long long)have, (unsigned long long)need);
-			free(buf);
-			return -1;
-		}
-		have += (uint64_t)got;
+		*have += (uint64_t)got;
 	}
 	*out = buf;
 	return 0;
+}
+
+/* The D bytes of tensor data.  Returns 0 or -1 (reported). */
+static int read_data(struct src *s, uint64_t D, unsigned char **out)
+{
+	uint64_t have;
+	int rc = read_exact(s, D, out, &have);
+	if (rc == 1)
+		ncf_error("%s: the data ends after %llu of its %llu bytes (a truncated file)",
+			  s->display, (unsigned long long)have, (unsigned long long)D);
+	return rc == 0 ? 0 : -1;
 }
 
 /* The 8-byte header length N and the N bytes of JSON header into a new
@@ -1346,23 +1143,19 @@ static int read_header_bytes(struct src *s, uint64_t *N_out, unsigned char **hb_
 			  N < 2 ? "too small for a JSON object" : "over the format's limit of 100000000");
 		return -1;
 	}
-	if (s->left >= 0 && (uint64_t)s->left < 8 + N) {
-		ncf_error("%s: header length %llu runs past the end of the file (%lld bytes)", display,
-			  (unsigned long long)N, (long long)s->left);
-		return -1;
+	uint64_t have; /* of the header's N bytes */
+	int rc;
+	if (s->left >= 0 && (uint64_t)s->left < 8 + N) { /* known before reading a byte of it */
+		have = (uint64_t)s->left - 8;
+		rc = 1;
+	} else {
+		rc = read_exact(s, N, hb_out, &have);
 	}
-	unsigned char *hb = ncf_xmalloc((size_t)N);
-	got = src_read(s, hb, (size_t)N);
-	if (got < 0 || (uint64_t)got < N) {
-		if (got >= 0)
-			ncf_error("%s: header length %llu runs past the end of the file (%lld bytes)",
-				  display, (unsigned long long)N, (long long)got + 8);
-		free(hb);
-		return -1;
-	}
+	if (rc == 1)
+		ncf_error("%s: header length %llu runs past the end of the file (%llu bytes)", display,
+			  (unsigned long long)N, (unsigned long long)have + 8);
 	*N_out = N;
-	*hb_out = hb;
-	return 0;
+	return rc == 0 ? 0 : -1;
 }
 
 /* A file of known size: after the 8 + N header bytes it must hold the D
@@ -1437,7 +1230,7 @@ static float *place_params(const struct header *h, const struct ncf_shape *shape
 }
 
 /* Every parameter finite.  Returns 0 or -1 (reported). */
-static int check_finite(const struct ncf_model_file *m, const struct ncf_layout *L,
+static int check_finite(const struct ncf_model *m, const struct ncf_layout *L,
 			const char *display)
 {
 	for (int k = 0; k < N_SLOTS; k++) {
@@ -1457,7 +1250,7 @@ static int check_finite(const struct ncf_model_file *m, const struct ncf_layout 
 	return 0;
 }
 
-static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model_file *m)
+static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_model *m)
 {
 	const char *display = s->display;
 	memset(m, 0, sizeof *m);
@@ -1470,6 +1263,7 @@ static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_
 	uint64_t D = 0;
 	struct fit f = {display, &h, want};
 	NCF_TRY_GOTO(rc, fail);
+	NCF_TRY_GOTO(check_present(&h, display), fail);
 	NCF_TRY_GOTO(check_offsets(&h, display, &D), fail);
 	NCF_TRY_GOTO(fit_shape(&f, &m->shape), fail);
 	struct ncf_layout L;
@@ -1490,17 +1284,16 @@ static int st_read(struct src *s, const struct ncf_model_want *want, struct ncf_
 	}
 	m->params = place_params(&h, &m->shape, &L, data);
 	NCF_TRY_GOTO(check_finite(m, &L, display), fail);
-	m->format = NCF_MODEL_SAFETENSORS;
 	header_free(&h);
 	return 0;
 fail:
 	header_free(&h);
-	ncf_model_file_free(m);
+	ncf_model_free(m);
 	return -1;
 }
 
 int ncf_safetensors_read(FILE *fp, const char *display, const struct ncf_model_want *want,
-			 struct ncf_model_file *m)
+			 struct ncf_model *m)
 {
 	struct src s = {.fp = fp, .left = -1, .display = display};
 	struct stat st;
@@ -1511,7 +1304,7 @@ int ncf_safetensors_read(FILE *fp, const char *display, const struct ncf_model_w
 }
 
 int ncf_safetensors_read_mem(const void *buf, size_t n, const char *display,
-			     const struct ncf_model_want *want, struct ncf_model_file *m)
+			     const struct ncf_model_want *want, struct ncf_model *m)
 {
 	struct src s = {.mem = buf, .n = n, .left = (int64_t)n, .display = display};
 	return st_read(&s, want, m);

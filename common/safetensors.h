@@ -17,7 +17,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "model_file.h"
+#include "model.h"
+
+/* What the caller needs the model to fit (from a cache): 0 = any size. */
+struct ncf_model_want {
+	uint32_t users, items;
+};
 
 /* The safetensors library's limit on the JSON header. */
 #define NCF_ST_MAX_HEADER 100000000u
@@ -27,7 +32,7 @@
  * renamed when complete.  The hyperparameters go into __metadata__, and
  * the original ids too when m has them.  Returns 0 or -1 (reported).
  */
-int ncf_safetensors_write(const struct ncf_model_file *m, const char *path);
+int ncf_safetensors_write(const struct ncf_model *m, const char *path);
 
 /*
  * Read a safetensors file from fp (display names it in messages) into m:
@@ -38,9 +43,9 @@ int ncf_safetensors_write(const struct ncf_model_file *m, const char *path);
  * tensors.  Returns 0, or -1 after one line naming the tensor or field.
  */
 int ncf_safetensors_read(FILE *fp, const char *display, const struct ncf_model_want *want,
-			 struct ncf_model_file *m);
+			 struct ncf_model *m);
 /* The same from a whole file in memory (buf, n bytes); for the fuzzer. */
 int ncf_safetensors_read_mem(const void *buf, size_t n, const char *display,
-			     const struct ncf_model_want *want, struct ncf_model_file *m);
+			     const struct ncf_model_want *want, struct ncf_model *m);
 
 #endif

@@ -2,7 +2,7 @@
  * backend.c - choosing and opening a backend, and the public wrappers of
  * backend.h over the implementations' tables (backend_impl.h): optional
  * members are handled here, once (ggml-backend.c).  No option parsing and
- * no exit: the tools do that (common/backend_opts.c).
+ * no exit: backend_opts.c parses the options beside it, the tools exit.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "model_file.h"
 #include "samefile.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -81,11 +82,7 @@ static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const
 			fprintf(o.fp, "%u\t%u\t%.9g\n", c->user_ids[u[j]], c->item_ids[it[j]], p[j]);
 	}
 	free(u), free(it), free(p);
-	if (rc != 0) {
-		ncf_out_abort(&o);
-		return -1;
-	}
-	return ncf_out_commit(&o);
+	return ncf_out_end(&o, rc);
 }
 
 /* Ranks of every user under the popularity ranking: candidates scored by
@@ -242,7 +239,7 @@ static void eval_popularity(const struct ncf_cache *c, uint32_t topk, double *hr
 
 /* -m MODEL, which must belong to the cache.  Returns 0 or -1 (reported). */
 static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
-		      struct ncf_model_file *ck)
+		      struct ncf_model *ck)
 {
 	struct ncf_model_want want = {cache->users, cache->items};
 	if (ncf_model_file_read(o->model, &want, ck) != 0)
@@ -274,7 +271,7 @@ struct eval_result {
 /* The model's metrics on the backend, and with --scores every candidate's
  * probability (rank 0).  Returns 0 or -1 (reported). */
 static int score_model(const struct eval_opts *o, struct ncf_backend *be, int rank,
-		       const struct ncf_cache *cache, const struct ncf_model_file *ck,
+		       const struct ncf_cache *cache, const struct ncf_model *ck,
 		       uint8_t **mask, struct eval_result *res)
 {
 	NCF_TRY(ncf_backend_set_state(be, ck->params, NULL, NULL));
@@ -291,11 +288,11 @@ static int score_model(const struct eval_opts *o, struct ncf_backend *be, int ra
 }
 
 /* -m MODEL on the backend.  Returns 0, or an exit status for
- * ncf_dist_abort. */
+ * ncf_dist_fail. */
 static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 		      const struct ncf_cache *cache, struct eval_result *res)
 {
-	struct ncf_model_file ck;
+	struct ncf_model ck;
 	if (read_model(o, cache, &ck) != 0)
 		return NCF_EXIT_FAIL;
 	struct ncf_backend be;
@@ -308,7 +305,7 @@ static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 		return NCF_EXIT_FAIL;
 	ncf_backend_close(&be);
 	free(mask);
-	ncf_model_file_free(&ck);
+	ncf_model_free(&ck);
 	return 0;
 }
 
@@ -317,7 +314,7 @@ int main(int argc, char **argv)
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
 	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
-	struct eval_opts o = {.topk = 10};
+	struct eval_opts o = {.topk = ncf_nvidia_topk};
 	if (parse_opts(argc, argv, &o)) {
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
@@ -327,13 +324,14 @@ int main(int argc, char **argv)
 
 	ncf_out_cleanup_on_signals();
 	struct ncf_dist dist;
+	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	if (probe_outputs(&o, &dist) != 0)
-		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
 	struct ncf_cache cache;
 	if (ncf_cache_read(o.cache_path, &cache) != 0)
-		ncf_dist_abort(&dist, NCF_EXIT_FAIL);
+		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
 	double t0 = ncf_now();
 	struct eval_result res = {0};
 	if (o.baseline) {
@@ -341,7 +339,7 @@ int main(int argc, char **argv)
 	} else {
 		int rc = eval_model(&o, &dist, &cache, &res);
 		if (rc != 0)
-			ncf_dist_abort(&dist, rc);
+			exit(ncf_dist_fail(&dist, rc));
 	}
 	double dt = ncf_now() - t0;
 	ncf_debug("evaluated %u users x %u candidates in %.3f s (%.0f candidates/s)", cache.users,

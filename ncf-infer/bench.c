@@ -134,7 +134,7 @@ out:
 	return rc;
 }
 
-int ncf_infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
+int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
 		    int iterations, int json, uint64_t seed)
 {
 	if (json)

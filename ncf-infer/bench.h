@@ -15,7 +15,7 @@
  * Prints the table (or with json one JSON object) on stdout.  Returns 0, or
  * -1 after reporting a failure.
  */
-int ncf_infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
+int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
 		    int iterations, int json, uint64_t seed);
 
 #endif

@@ -11,22 +11,22 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format *out,
+int infer_export_format(const char *path, const char *fmt, enum infer_export_format *out,
 		      const char **why)
 {
 	if (fmt) {
 		if (!strcmp(fmt, "onnx"))
-			*out = NCF_EXPORT_ONNX;
+			*out = INFER_EXPORT_ONNX;
 		else if (!strcmp(fmt, "safetensors"))
-			*out = NCF_EXPORT_SAFETENSORS;
+			*out = INFER_EXPORT_SAFETENSORS;
 		else
 			return *why = "--export-format: the formats are onnx and safetensors", -1;
 		return 0;
 	}
 	if (ends_with(path, ".onnx"))
-		*out = NCF_EXPORT_ONNX;
+		*out = INFER_EXPORT_ONNX;
 	else if (ends_with(path, ".safetensors"))
-		*out = NCF_EXPORT_SAFETENSORS;
+		*out = INFER_EXPORT_SAFETENSORS;
 	else
 		return *why = "--export: name the file .onnx or .safetensors, or give "
 			      "--export-format onnx|safetensors",
@@ -34,9 +34,9 @@ int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format 
 	return 0;
 }
 
-int ncf_export(const struct ncf_model_file *m, const char *path, enum ncf_export_format f)
+int infer_export(const struct ncf_model *m, const char *path, enum infer_export_format f)
 {
-	if (f == NCF_EXPORT_SAFETENSORS)
+	if (f == INFER_EXPORT_SAFETENSORS)
 		return ncf_safetensors_write(m, path);
-	return ncf_export_onnx(m, path);
+	return infer_export_onnx(m, path);
 }

@@ -8,11 +8,11 @@
 
 #include <stdio.h>
 
-#include "model_file.h"
+#include "model.h"
 
-enum ncf_export_format {
-	NCF_EXPORT_ONNX = 1,
-	NCF_EXPORT_SAFETENSORS = 2,
+enum infer_export_format {
+	INFER_EXPORT_ONNX = 1,
+	INFER_EXPORT_SAFETENSORS = 2,
 };
 
 /*
@@ -20,7 +20,7 @@ enum ncf_export_format {
  * when given, else the extension (.onnx, .safetensors).  Returns 0, or -1
  * with *why set to a message for a usage error.
  */
-int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format *out,
+int infer_export_format(const char *path, const char *fmt, enum infer_export_format *out,
 		      const char **why);
 
 /*
@@ -28,11 +28,11 @@ int ncf_export_format(const char *path, const char *fmt, enum ncf_export_format 
  * terminal).  ONNX needs m's original ids.  Returns 0, -1 (reported) or -3
  * when the format is not built in (reported; exit 3).
  */
-int ncf_export(const struct ncf_model_file *m, const char *path, enum ncf_export_format f);
+int infer_export(const struct ncf_model *m, const char *path, enum infer_export_format f);
 
 /* The ONNX writer (export_onnx.c); the same contract. */
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path);
+int infer_export_onnx(const struct ncf_model *m, const char *path);
 /* The -vV line: protobuf-c's version, or what the build lacked. */
-void ncf_export_describe(FILE *out);
+void infer_export_describe(FILE *out);
 
 #endif

@@ -38,6 +38,7 @@
 #include "err.h"
 #include "export.h"
 #include "io.h"
+#include "model_file.h"
 
 #ifndef NCF_HAVE_ONNX
 
@@ -45,12 +46,12 @@
 #define NCF_ONNX_MISSING "the build was made with NO_ONNX=1"
 #endif
 
-void ncf_export_describe(FILE *out)
+void infer_export_describe(FILE *out)
 {
 	fprintf(out, "onnx export\tnot built: %s\n", NCF_ONNX_MISSING);
 }
 
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+int infer_export_onnx(const struct ncf_model *m, const char *path)
 {
 	(void)m;
 	(void)path;
@@ -280,7 +281,7 @@ static void fbuf_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
 		f->err = errno ? errno : EIO;
 }
 
-void ncf_export_describe(FILE *out)
+void infer_export_describe(FILE *out)
 {
 	fprintf(out, "onnx export\tprotobuf-c %s (opset 13, ai.onnx.ml 2)\n",
 		protobuf_c_version());
@@ -288,7 +289,7 @@ void ncf_export_describe(FILE *out)
 
 /* NeuMF's nodes and initializers into g (the graph at the top of this
  * file). */
-static void build_neumf(struct graph *g, const struct ncf_model_file *m,
+static void build_neumf(struct graph *g, const struct ncf_model *m,
 			const struct ncf_layout *L)
 {
 	const struct ncf_shape *s = &m->shape;
@@ -368,7 +369,7 @@ static Onnx__GraphProto *graph_proto(struct graph *g)
 /* The model around graph gp: IR version, opsets, producer, ncf's
  * metadata. */
 static void model_proto(struct arena *a, Onnx__ModelProto *model, Onnx__GraphProto *gp,
-			const struct ncf_model_file *m)
+			const struct ncf_model *m)
 {
 	const struct ncf_shape *s = &m->shape;
 	Onnx__OperatorSetIdProto **opp = anew(a, 2 * sizeof *opp);
@@ -420,19 +421,16 @@ static int write_model(const Onnx__ModelProto *model, const char *path, const st
 	struct fbuf fb = {{fbuf_append}, of.fp, 0};
 	errno = 0;
 	protobuf_c_message_pack_to_buffer(&model->base, &fb.base);
-	if (fb.err) {
+	if (fb.err)
 		ncf_error("%s: write failed: %s", of.display, strerror(fb.err));
-		ncf_out_abort(&of);
-		return -1;
-	}
-	if (ncf_out_commit(&of) != 0)
+	if (ncf_out_end(&of, fb.err) != 0)
 		return -1;
 	ncf_debug("%s: %zu bytes of ONNX (%zu nodes, %zu initializers)", of.display, size,
 		  g->n_node, g->n_init);
 	return 0;
 }
 
-int ncf_export_onnx(const struct ncf_model_file *m, const char *path)
+int infer_export_onnx(const struct ncf_model *m, const char *path)
 {
 	if (!m->user_ids || !m->item_ids) {
 		ncf_error("the model has no original ids, which the ONNX graph maps to rows; give the "

@@ -29,6 +29,7 @@
 #include "io.h"
 #include "lines.h"
 #include "samefile.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -107,7 +108,7 @@ struct infer_opts {
 	const char *ids_path;	/* --ids */
 	const char *input;	/* FILE, NULL: stdin */
 	const char *export_path, *export_format;
-	enum ncf_export_format efmt;
+	enum infer_export_format efmt;
 	uint32_t K;		/* --recommend K */
 	int64_t sizes[64];	/* --batch-sizes */
 	int nsizes, warmup, iterations;
@@ -194,7 +195,7 @@ static void check_mode(int argc, char **argv, struct infer_opts *o)
 	if (o->export_format && o->mode != OPT_EXPORT)
 		ncf_usage_error("--export-format is for --export");
 	if (o->mode == OPT_EXPORT &&
-	    ncf_export_format(o->export_path, o->export_format, &o->efmt, &why) != 0)
+	    infer_export_format(o->export_path, o->export_format, &o->efmt, &why) != 0)
 		ncf_usage_error("%s", why);
 	if (o->mode == OPT_EXPORT && optind < argc)
 		ncf_usage_error("--export reads no input ('%s' is extra)", argv[optind]);
@@ -261,7 +262,7 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 	if (o->exclude && infer_model_read_seen(m, o->model_path, o->exclude, seen) != 0)
 		return -1;
 	int needs_ids = o->mode == OPT_SCORE || o->mode == OPT_RECOMMEND ||
-			(o->mode == OPT_EXPORT && o->efmt == NCF_EXPORT_ONNX);
+			(o->mode == OPT_EXPORT && o->efmt == INFER_EXPORT_ONNX);
 	if (!m->user_ids && needs_ids) {
 		ncf_error("%s has no original ids (a state_dict converted from NVIDIA's checkpoint?); "
 			  "give the cache it was trained on with --ids CACHE",
@@ -275,9 +276,9 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 static int run_export(const struct infer_opts *o, const struct infer_model *m)
 {
 	ncf_out_cleanup_on_signals();
-	struct ncf_model_file mf = {.shape = m->shape, .hp = m->hp, .user_ids = m->user_ids,
+	struct ncf_model mf = {.shape = m->shape, .hp = m->hp, .user_ids = m->user_ids,
 				    .item_ids = m->item_ids, .params = m->params};
-	int rc = ncf_export(&mf, o->export_path, o->efmt);
+	int rc = infer_export(&mf, o->export_path, o->efmt);
 	return rc == -3 ? NCF_EXIT_UNAVAILABLE : rc != 0 ? NCF_EXIT_FAIL : 0;
 }
 
@@ -295,7 +296,7 @@ static int run_bench(const struct infer_opts *o, const struct infer_model *m,
 		 "host to host (host_*)",
 		 o->random ? "random ml-20m-sized" : o->model_path, m->shape.users, m->shape.items,
 		 ncf_backend_name(be), nth, nth == 1 ? "" : "s", o->warmup, o->iterations);
-	return ncf_infer_bench(be, o->sizes, o->nsizes, o->warmup, o->iterations, o->json,
+	return infer_bench(be, o->sizes, o->nsizes, o->warmup, o->iterations, o->json,
 			       o->seed);
 }
 
@@ -349,9 +350,9 @@ int main(int argc, char **argv)
 		       "(-m MODEL | --random-model) [options] [FILE]";
 	struct infer_opts o = {.sizes = {1024, 4096, 16384, 65536, 262144, 1048576},
 			       .nsizes = 6, .warmup = 10, .iterations = 190, .seed = 1,
-			       .efmt = NCF_EXPORT_SAFETENSORS};
+			       .efmt = INFER_EXPORT_SAFETENSORS};
 	if (parse_opts(argc, argv, &o)) {
-		ncf_print_version(ncf_verbosity > 2, ncf_export_describe);
+		ncf_print_version(ncf_verbosity > 2, infer_export_describe);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
 	int bad = check_opts(argc, argv, &o);

@@ -31,7 +31,7 @@ void infer_model_random(struct infer_model *m, uint64_t seed)
 
 int infer_model_load(struct infer_model *m, const char *path)
 {
-	struct ncf_model_file f;
+	struct ncf_model f;
 	if (ncf_model_file_read(path, NULL, &f) != 0)
 		return -1;
 	m->shape = f.shape;

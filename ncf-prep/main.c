@@ -23,6 +23,7 @@
 #include "samefile.h"
 #include "spill.h"
 #include "synth.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -53,7 +54,7 @@ static void usage(void)
 	       "  -V, --version            show the version (-vV: libraries)\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.\n",
-	       ncf_synth_shapes());
+	       prep_synth_shapes());
 }
 
 enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SEED, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG };
@@ -85,7 +86,7 @@ struct prep_opts {
 	const char *synthetic; /* --synthetic SPEC */
 	const char *info;      /* --info CACHE */
 	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
-	struct ncf_protocol_opts po;
+	struct prep_protocol_opts po;
 	uint64_t buffer;       /* -S, bytes */
 	int emit_csv, progress;
 };
@@ -158,7 +159,7 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o)
 			o->buffer = parse_size(optarg);
 			break;
 		case OPT_FORMAT:
-			o->format = ncf_format_parse(optarg);
+			o->format = prep_parse_format(optarg);
 			if (o->format == NCF_FORMAT_UNKNOWN)
 				ncf_usage_error("--format: unknown format '%s' (ml-20m, ml-1m, ml-100k, "
 						"csv)",
@@ -235,17 +236,15 @@ static int check_opts(int argc, char **argv, struct prep_opts *o)
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
  * Returns the exit status. */
-static int run_emit_csv(const struct prep_opts *o, const struct ncf_synth *synth, double t0)
+static int run_emit_csv(const struct prep_opts *o, const struct prep_synth *synth, double t0)
 {
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 0) != 0)
 		return NCF_EXIT_FAIL;
-	if (ncf_synth_write_csv(synth, out.fp) != 0) {
+	int bad = prep_synth_write_csv(synth, out.fp);
+	if (bad)
 		ncf_error("%s: write failed: %s", out.display, strerror(errno ? errno : EIO));
-		ncf_out_abort(&out);
-		return NCF_EXIT_FAIL;
-	}
-	if (ncf_out_commit(&out) != 0)
+	if (ncf_out_end(&out, bad) != 0)
 		return NCF_EXIT_FAIL;
 	ncf_info("wrote synthetic %s ratings (%u users, %u items) to %s in %.2f s", o->synthetic,
 		 synth->users, synth->items, o->output ? o->output : "<stdout>", ncf_now() - t0);
@@ -255,12 +254,12 @@ static int run_emit_csv(const struct prep_opts *o, const struct ncf_synth *synth
 /* The ratings into rows, from the generator (synth non-NULL) or the input
  * file; the cache's source fields.  *display names the input.  Returns 0
  * or -1 (reported). */
-static int read_rows(const struct prep_opts *o, const struct ncf_synth *synth,
-		     struct ncf_rows *rows, struct ncf_cache *cache, const char **display)
+static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
+		     struct prep_rows *rows, struct ncf_cache *cache, const char **display)
 {
 	*display = "<synthetic>";
 	if (synth) {
-		ncf_synth_rows(synth, rows);
+		prep_synth_rows(synth, rows);
 		cache->format = NCF_FORMAT_SYNTHETIC;
 		snprintf(cache->synthetic, sizeof cache->synthetic, "%s", o->synthetic);
 		return rows->failed ? -1 : 0;
@@ -268,8 +267,8 @@ static int read_rows(const struct prep_opts *o, const struct ncf_synth *synth,
 	FILE *in = ncf_in_open(o->input, display);
 	if (!in)
 		return -1;
-	struct ncf_parse_info pi;
-	int rc = ncf_parse(in, *display, o->format, rows, &pi, o->progress);
+	struct prep_parse_info pi;
+	int rc = prep_parse(in, *display, o->format, rows, &pi, o->progress);
 	ncf_in_close(in);
 	if (rc != 0)
 		return -1;
@@ -284,19 +283,16 @@ static int read_rows(const struct prep_opts *o, const struct ncf_synth *synth,
  * protocol's planes), else from the cache; *bytes its size when it is a
  * file (else -1).  Returns 0 or -1 (reported). */
 static int write_cache(const struct prep_opts *o, const struct ncf_cache *cache,
-		       struct ncf_planes *train, struct ncf_planes *neg, long *bytes)
+		       struct prep_planes *train, struct prep_planes *neg, long *bytes)
 {
 	struct ncf_out out;
 	if (ncf_out_open(&out, o->output, 1) != 0)
 		return -1;
-	struct ncf_cache_source ts = {ncf_planes_feed, train}, ns = {ncf_planes_feed, neg};
-	if (ncf_cache_write_sourced(cache, out.fp, out.display, train ? &ts : NULL,
-				    neg ? &ns : NULL) != 0) {
-		ncf_out_abort(&out);
-		return -1;
-	}
+	struct ncf_cache_source ts = {prep_planes_feed, train}, ns = {prep_planes_feed, neg};
+	int bad = ncf_cache_write_sourced(cache, out.fp, out.display, train ? &ts : NULL,
+					  neg ? &ns : NULL);
 	*bytes = out.fp != stdout ? ftell(out.fp) : -1;
-	return ncf_out_commit(&out);
+	return ncf_out_end(&out, bad);
 }
 
 /* What the run made (and with -v how long each stage took). */
@@ -334,19 +330,19 @@ static void report_cache(const char *display, const struct ncf_cache *cache,
 
 /* The rows, all in memory, to the cache, written: index, protocol,
  * oracle (synth: freed once it is computed).  Returns 0 or -1. */
-static int prep_in_memory(const struct prep_opts *o, struct ncf_synth *synth,
-			  struct ncf_rows *rows, struct ncf_cache *cache, struct prep_times *t,
+static int prep_in_memory(const struct prep_opts *o, struct prep_synth *synth,
+			  struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
 			  long *out_bytes)
 {
 	cache->ratings_read = rows->n;
-	ncf_rows_index(rows);
+	prep_rows_index(rows);
 	t->index = ncf_now();
-	NCF_TRY(ncf_protocol_run(rows, &o->po, cache));
-	ncf_rows_free(rows);
+	NCF_TRY(prep_protocol_run(rows, &o->po, cache));
+	prep_rows_free(rows);
 	t->protocol = ncf_now();
 	if (synth) {
-		cache->oracle_hr = ncf_synth_oracle(synth, cache, 10);
-		ncf_synth_free(synth);
+		cache->oracle_hr = prep_synth_oracle(synth, cache, 10);
+		prep_synth_free(synth);
 	}
 	t->oracle = ncf_now();
 	return write_cache(o, cache, NULL, NULL, out_bytes);
@@ -355,8 +351,8 @@ static int prep_in_memory(const struct prep_opts *o, struct ncf_synth *synth,
 /* The synthetic oracle over the spilled protocol's batches: begun on the
  * first, once the cache's ids exist. */
 struct oracle_batches {
-	const struct ncf_synth *synth;
-	struct ncf_synth_oracle *q;
+	const struct prep_synth *synth;
+	struct prep_synth_oracle *q;
 };
 
 static void oracle_batch(void *ctx, const struct ncf_cache *c, uint32_t first, uint32_t n,
@@ -364,37 +360,37 @@ static void oracle_batch(void *ctx, const struct ncf_cache *c, uint32_t first, u
 {
 	struct oracle_batches *ob = ctx;
 	if (!ob->q)
-		ob->q = ncf_synth_oracle_begin(ob->synth, c);
-	ncf_synth_oracle_users(ob->q, c, first, n, test, neg);
+		ob->q = prep_synth_oracle_begin(ob->synth, c);
+	prep_synth_oracle_users(ob->q, c, first, n, test, neg);
 }
 
 /* The rows that outgrew -S, spilled into sp, to the cache, written:
  * the last run and the merges, the protocol over the merged runs with
  * the oracle batch by batch (synth: freed once it is computed), the
  * cache from its planes.  Returns 0 or -1. */
-static int prep_spilled(const struct prep_opts *o, struct ncf_synth *synth, struct ncf_spill *sp,
-			struct ncf_rows *rows, struct ncf_cache *cache, struct prep_times *t,
+static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, struct prep_spill *sp,
+			struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
 			long *out_bytes)
 {
-	NCF_TRY(ncf_spill_finish(sp, rows));
-	cache->ratings_read = ncf_spill_rows(sp);
+	NCF_TRY(prep_spill_finish(sp, rows));
+	cache->ratings_read = prep_spill_rows(sp);
 	t->index = ncf_now();
-	struct ncf_planes *train = ncf_planes_open(1), *neg = train ? ncf_planes_open(0) : NULL;
+	struct prep_planes *train = prep_planes_open(1), *neg = train ? prep_planes_open(0) : NULL;
 	struct oracle_batches ob = {synth, NULL};
-	struct ncf_protocol_hook hook = {oracle_batch, &ob};
+	struct prep_protocol_hook hook = {oracle_batch, &ob};
 	int rc = train && neg ? 0 : -1;
 	if (rc == 0)
-		rc = ncf_protocol_run_spilled(sp, rows, &o->po, cache, train, neg,
+		rc = prep_protocol_run_spilled(sp, rows, &o->po, cache, train, neg,
 					      synth ? &hook : NULL);
 	if (ob.q)
-		cache->oracle_hr = ncf_synth_oracle_end(ob.q, cache, 10);
+		cache->oracle_hr = prep_synth_oracle_end(ob.q, cache, 10);
 	if (synth)
-		ncf_synth_free(synth);
+		prep_synth_free(synth);
 	t->protocol = t->oracle = ncf_now(); /* the oracle ran inside the protocol */
 	if (rc == 0)
 		rc = write_cache(o, cache, train, neg, out_bytes);
-	ncf_planes_free(train);
-	ncf_planes_free(neg);
+	prep_planes_free(train);
+	prep_planes_free(neg);
 	return rc;
 }
 
@@ -402,11 +398,11 @@ static int prep_spilled(const struct prep_opts *o, struct ncf_synth *synth, stru
  * outgrow -S, through sorted runs on disk (spill.h), the same bytes
  * either way.  synth is set up for --synthetic, else NULL; it is freed
  * once its oracle is computed.  Returns the exit status. */
-static int run_prep(const struct prep_opts *o, struct ncf_synth *synth, double t0)
+static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double t0)
 {
 	struct prep_times t = {.start = t0};
-	struct ncf_rows rows = {0};
-	struct ncf_spill *sp = ncf_spill_attach(&rows, o->buffer);
+	struct prep_rows rows = {0};
+	struct prep_spill *sp = prep_spill_attach(&rows, o->buffer);
 	struct ncf_cache cache;
 	memset(&cache, 0, sizeof cache);
 	cache.oracle_hr = NAN;
@@ -416,15 +412,15 @@ static int run_prep(const struct prep_opts *o, struct ncf_synth *synth, double t
 	if (read_rows(o, synth, &rows, &cache, &display) != 0)
 		goto out;
 	t.read = ncf_now();
-	if ((ncf_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &cache, &t, &out_bytes)
+	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &cache, &t, &out_bytes)
 				: prep_in_memory(o, synth, &rows, &cache, &t, &out_bytes)) != 0)
 		goto out;
 	t.write = ncf_now();
 	report_cache(display, &cache, &t, out_bytes);
 	status = 0;
 out:
-	ncf_spill_free(sp);
-	ncf_rows_free(&rows);
+	prep_spill_free(sp);
+	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
 	return status;
 }
@@ -451,12 +447,12 @@ int main(int argc, char **argv)
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();
-	struct ncf_synth synth;
+	struct prep_synth synth;
 	memset(&synth, 0, sizeof synth);
-	if (o.synthetic && ncf_synth_init(&synth, o.synthetic, o.po.seed) != 0)
+	if (o.synthetic && prep_synth_init(&synth, o.synthetic, o.po.seed) != 0)
 		ncf_usage_error("--synthetic: '%s' is not SHAPE[xSCALE] with SHAPE one of %s and "
 				"SCALE 1 to 1000",
-				ncf_escape(o.synthetic, strlen(o.synthetic), 40), ncf_synth_shapes());
+				ncf_escape(o.synthetic, strlen(o.synthetic), 40), prep_synth_shapes());
 	int status;
 	if (o.synthetic && o.emit_csv) {
 		status = run_emit_csv(&o, &synth, t0);
@@ -468,6 +464,6 @@ int main(int argc, char **argv)
 	} else {
 		status = run_prep(&o, o.synthetic ? &synth : NULL, t0);
 	}
-	ncf_synth_free(&synth);
+	prep_synth_free(&synth);
 	return status;
 }

@@ -37,7 +37,7 @@ enum col_kind { COL_IGNORE = 0, COL_USER, COL_ITEM, COL_RATING, COL_TS };
 struct parser {
 	const char *display;
 	enum ncf_format format;
-	struct ncf_rows *rows;
+	struct prep_rows *rows;
 	uint64_t line;		  /* current line, 1-based */
 	int nfields;		  /* fields a row must have */
 	enum col_kind col[MAX_FIELDS];
@@ -234,7 +234,7 @@ static void end_row(struct parser *p)
 			     p->nfields);
 	}
 	if (!p->err)
-		ncf_rows_push(p->rows, p->user, p->item, p->ts);
+		prep_rows_push(p->rows, p->user, p->item, p->ts);
 	p->rows_ended++;
 	p->field = 0;
 	p->header_match = 1;
@@ -642,8 +642,8 @@ static int parse_input(struct parser *p, struct csv_parser *cp, struct reader *r
 	return finish_input(p, cp);
 }
 
-int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_rows *rows,
-	      struct ncf_parse_info *info, int force_progress)
+int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct prep_rows *rows,
+	      struct prep_parse_info *info, int force_progress)
 {
 	struct parser p;
 	memset(&p, 0, sizeof p);
@@ -670,7 +670,7 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 		info->crc = rd.crc;
 		info->lines = p.line;
 	} else {
-		ncf_rows_free(rows); /* the rows before the bad one */
+		prep_rows_free(rows); /* the rows before the bad one */
 	}
 	ncf_progress_clear(&rd.prog);
 	csv_free(&cp);
@@ -680,7 +680,7 @@ int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_
 	return rc;
 }
 
-enum ncf_format ncf_format_parse(const char *name)
+enum ncf_format prep_parse_format(const char *name)
 {
 	static const struct {
 		const char *name;

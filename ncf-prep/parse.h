@@ -10,7 +10,7 @@
 #include "cache.h"
 #include "rows.h"
 
-struct ncf_parse_info {
+struct prep_parse_info {
 	enum ncf_format format; /* detected or given */
 	uint64_t bytes;		/* bytes read */
 	uint32_t crc;		/* CRC-32C of those bytes */
@@ -23,11 +23,11 @@ struct ncf_parse_info {
  * Returns 0, or -1 after reporting "display:LINE: what is wrong" (rows
  * then freed).
  */
-int ncf_parse(FILE *fp, const char *display, enum ncf_format format, struct ncf_rows *rows,
-	      struct ncf_parse_info *info, int force_progress);
+int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct prep_rows *rows,
+	      struct prep_parse_info *info, int force_progress);
 
 /* A --format name (ml-20m, ml-1m, ml-100k, csv and aliases) or
  * NCF_FORMAT_UNKNOWN. */
-enum ncf_format ncf_format_parse(const char *name);
+enum ncf_format prep_parse_format(const char *name);
 
 #endif

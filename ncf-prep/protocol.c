@@ -62,16 +62,16 @@ static void grouping_free(struct grouping *g)
 }
 
 /* 1. Group rows by user, each user's rows in order of (timestamp, row). */
-static void group_by_user(const struct ncf_rows *r, struct grouping *g)
+static void group_by_user(const struct prep_rows *r, struct grouping *g)
 {
 	g->start = ncf_xmalloc(((size_t)g->U0 + 1) * sizeof *g->start);
 	g->order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *g->order);
-	ncf_rows_order(r, 0, g->U0, g->start, g->order);
+	prep_rows_order(r, 0, g->U0, g->start, g->order);
 }
 
 /* 2. Per user: drop repeated items (keep the earliest), count what is
  * left.  Returns the duplicates dropped. */
-static uint64_t dedup(const struct ncf_rows *r, struct grouping *g)
+static uint64_t dedup(const struct prep_rows *r, struct grouping *g)
 {
 	const uint32_t U0 = g->U0, I0 = g->I0;
 	uint32_t *start = g->start, *order = g->order;
@@ -125,7 +125,7 @@ static uint32_t keep_users(const uint32_t *kept, uint32_t U0, uint32_t min, uint
 /* The sizes, --min-ratings counters and id maps of c, from the final
  * indices of g's users and items (U, I of them) and the rows' maps. */
 static void set_ids(const struct grouping *g, uint32_t U, uint32_t I, uint64_t ratings_dropped,
-		    const struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c)
+		    const struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
 	c->users = U;
 	c->items = I;
@@ -154,7 +154,7 @@ static uint32_t same_items(uint32_t *item_new, uint32_t I0)
 /* 3. --min-ratings, then final indices by first appearance among the
  * rows kept; sizes, counters and id maps into c.  Returns 0, or -1 when
  * no user is left (reported). */
-static int reindex(const struct ncf_rows *r, const struct ncf_protocol_opts *o,
+static int reindex(const struct prep_rows *r, const struct prep_protocol_opts *o,
 		   struct grouping *g, struct ncf_cache *c)
 {
 	const uint32_t U0 = g->U0, I0 = g->I0;
@@ -193,7 +193,7 @@ static uint32_t split_user(const uint32_t *item, const uint32_t *row, uint32_t l
 
 /* 4. Leave-one-out: the last interaction is the test positive, the rest
  * become the training CSR, sorted by item. */
-static void leave_one_out(const struct ncf_rows *r, const struct grouping *g, struct ncf_cache *c)
+static void leave_one_out(const struct prep_rows *r, const struct grouping *g, struct ncf_cache *c)
 {
 	const uint32_t U0 = g->U0, U = c->users;
 	const uint32_t *start = g->start, *order = g->order, *kept = g->kept;
@@ -229,9 +229,9 @@ static void leave_one_out(const struct ncf_rows *r, const struct grouping *g, st
 	c->test_ties = ties;
 }
 
-int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c)
+int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
-	NCF_TRY(ncf_rows_check_count(r->n));
+	NCF_TRY(prep_rows_check_count(r->n));
 	struct grouping g = {.U0 = r->n_users, .I0 = r->n_items};
 	group_by_user(r, &g);
 	c->duplicates_dropped = dedup(r, &g);
@@ -242,7 +242,7 @@ int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, stru
 	if (rc != 0)
 		return -1;
 	/* 5. Evaluation negatives. */
-	ncf_protocol_draw_negatives(c, o->eval_negatives, o->seed);
+	prep_protocol_draw_negatives(c, o->eval_negatives, o->seed);
 	return 0;
 }
 
@@ -264,7 +264,7 @@ static void user_negatives(const uint32_t *row, int64_t len, uint64_t u, uint32_
 	}
 }
 
-void ncf_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
+void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
 {
 	c->eval_negatives = N;
 	c->seed = seed;
@@ -282,8 +282,8 @@ void ncf_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
  * first row it has among all of the user's rows (for --min-ratings'
  * first appearances). */
 struct user_reader {
-	struct ncf_merge *m;
-	struct ncf_spill_rec next; /* the first record of the next user */
+	struct prep_merge *m;
+	struct prep_spill_rec next; /* the first record of the next user */
 	int have;		   /* next is set */
 	uint32_t *stamp, *slot;	   /* (I0) stamp[i] == u + 1: item i is the user's, at slot[i] */
 	uint32_t expect;	   /* the next user's index */
@@ -295,10 +295,10 @@ struct user_reader {
 	size_t cap;
 };
 
-static int reader_open(struct user_reader *ur, struct ncf_spill *sp, uint32_t I0)
+static int reader_open(struct user_reader *ur, struct prep_spill *sp, uint32_t I0)
 {
 	memset(ur, 0, sizeof *ur);
-	ur->m = ncf_merge_open(sp);
+	ur->m = prep_merge_open(sp);
 	if (!ur->m)
 		return -1;
 	ur->stamp = ncf_xcalloc((size_t)I0 + 1, sizeof *ur->stamp);
@@ -308,7 +308,7 @@ static int reader_open(struct user_reader *ur, struct ncf_spill *sp, uint32_t I0
 
 static void reader_close(struct user_reader *ur)
 {
-	ncf_merge_close(ur->m);
+	prep_merge_close(ur->m);
 	free(ur->stamp);
 	free(ur->slot);
 	free(ur->item);
@@ -322,7 +322,7 @@ static void reader_close(struct user_reader *ur)
 static int reader_next(struct user_reader *ur)
 {
 	if (!ur->have) {
-		int rc = ncf_merge_next(ur->m, &ur->next);
+		int rc = prep_merge_next(ur->m, &ur->next);
 		if (rc <= 0)
 			return rc;
 		ur->have = 1;
@@ -337,7 +337,7 @@ static int reader_next(struct user_reader *ur)
 	ur->rows = 0;
 	uint32_t tag = ur->u + 1;
 	do {
-		const struct ncf_spill_rec *rec = &ur->next;
+		const struct prep_spill_rec *rec = &ur->next;
 		ur->rows++;
 		if (ur->stamp[rec->item] == tag) {
 			uint32_t k = ur->slot[rec->item];
@@ -356,7 +356,7 @@ static int reader_next(struct user_reader *ur)
 			ur->first_row[ur->len] = rec->row;
 			ur->ts[ur->len++] = rec->ts;
 		}
-		int rc = ncf_merge_next(ur->m, &ur->next);
+		int rc = prep_merge_next(ur->m, &ur->next);
 		if (rc < 0)
 			return -1;
 		ur->have = rc;
@@ -367,7 +367,7 @@ static int reader_next(struct user_reader *ur)
 /* Pass 1, with --min-ratings: each user's distinct items (g->kept), and
  * each item's first row among the users kept, which orders the items
  * then (UINT32_MAX: none).  Returns 0 or -1. */
-static int count_users(struct ncf_spill *sp, const struct ncf_protocol_opts *o, struct grouping *g,
+static int count_users(struct prep_spill *sp, const struct prep_protocol_opts *o, struct grouping *g,
 		       uint32_t *first_row)
 {
 	struct user_reader ur;
@@ -424,9 +424,9 @@ struct batch {
 
 /* Split, draw and write out the batch, then empty it.  Returns 0 or -1. */
 static int flush_batch(struct batch *b, const uint32_t *iota, const uint32_t *item_new,
-		       const struct ncf_protocol_opts *o, struct ncf_cache *c,
-		       struct ncf_planes *train, struct ncf_planes *neg,
-		       const struct ncf_protocol_hook *hook)
+		       const struct prep_protocol_opts *o, struct ncf_cache *c,
+		       struct prep_planes *train, struct prep_planes *neg,
+		       const struct prep_protocol_hook *hook)
 {
 	uint32_t N = o->eval_negatives;
 #pragma omp parallel for schedule(dynamic, 64)
@@ -442,8 +442,8 @@ static int flush_batch(struct batch *b, const uint32_t *iota, const uint32_t *it
 		c->test_items[nu] = b->test[j];
 		c->offsets[nu + 1] = c->offsets[nu] + (b->at[j + 1] - b->at[j]) - 1;
 	}
-	NCF_TRY(ncf_planes_put(train, b->train, b->items - b->n));
-	NCF_TRY(ncf_planes_put(neg, b->neg, (size_t)b->n * N));
+	NCF_TRY(prep_planes_put(train, b->train, b->items - b->n));
+	NCF_TRY(prep_planes_put(neg, b->neg, (size_t)b->n * N));
 	if (hook && hook->batch)
 		hook->batch(hook->ctx, c, b->first, b->n, b->test, b->neg);
 	b->first += b->n;
@@ -467,14 +467,14 @@ static void add_user(struct batch *b, const struct user_reader *ur)
 
 /* Pass 2: every user kept split and given negatives, in batches that
  * take a share of the budget; counts into c.  Returns 0 or -1. */
-static int split_users(struct ncf_spill *sp, const struct ncf_protocol_opts *o,
-		       const struct grouping *g, struct ncf_cache *c, struct ncf_planes *train,
-		       struct ncf_planes *neg, const struct ncf_protocol_hook *hook)
+static int split_users(struct prep_spill *sp, const struct prep_protocol_opts *o,
+		       const struct grouping *g, struct ncf_cache *c, struct prep_planes *train,
+		       struct prep_planes *neg, const struct prep_protocol_hook *hook)
 {
 	uint32_t N = o->eval_negatives;
 	/* half the budget: 8 bytes an item (its index and its training copy)
 	 * and 4 (N + 2) a user */
-	uint64_t share = ncf_spill_budget(sp) / 2;
+	uint64_t share = prep_spill_budget(sp) / 2;
 	struct batch b = {0};
 	b.cap_items = share / 16 < 65536 ? 65536 : (size_t)(share / 16);
 	uint64_t users = share / 2 / (4 * ((uint64_t)N + 3));
@@ -519,10 +519,10 @@ static int split_users(struct ncf_spill *sp, const struct ncf_protocol_opts *o,
 	return rc;
 }
 
-int ncf_protocol_run_spilled(struct ncf_spill *sp, const struct ncf_rows *ids,
-			     const struct ncf_protocol_opts *o, struct ncf_cache *c,
-			     struct ncf_planes *train, struct ncf_planes *neg,
-			     const struct ncf_protocol_hook *hook)
+int prep_protocol_run_spilled(struct prep_spill *sp, const struct prep_rows *ids,
+			     const struct prep_protocol_opts *o, struct ncf_cache *c,
+			     struct prep_planes *train, struct prep_planes *neg,
+			     const struct prep_protocol_hook *hook)
 {
 	struct grouping g = {.U0 = ids->n_users, .I0 = ids->n_items};
 	g.user_new = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *g.user_new);

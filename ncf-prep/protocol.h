@@ -7,35 +7,35 @@
 #include "cache.h"
 #include "rows.h"
 
-struct ncf_protocol_opts {
+struct prep_protocol_opts {
 	uint32_t min_ratings;	 /* 0: keep every user */
 	uint32_t eval_negatives; /* per user, NVIDIA: 100 */
 	uint64_t seed;		 /* of the evaluation negatives */
 };
 
 /*
- * Turn indexed rows (ncf_rows_index done) into the arrays and counts of c:
+ * Turn indexed rows (prep_rows_index done) into the arrays and counts of c:
  * sizes, id maps, CSR, test items, evaluation negatives and the protocol
  * counters.  Source fields (format, bytes, crc) are the caller's.
  * Returns 0, or -1 after reporting (nothing left after --min-ratings).
  */
-int ncf_protocol_run(struct ncf_rows *r, const struct ncf_protocol_opts *o, struct ncf_cache *c);
+int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c);
 
 /* Draw the (U, N) evaluation negatives of c for seed (step 5). */
-void ncf_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
+void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
 
 /* What the spilled protocol shows of each batch of users it finishes
  * (ncf-prep's synthetic oracle): users first .. first + n of c (final
  * indices; c's sizes and ids are set), their test items (n) and
  * negatives (n, N). */
-struct ncf_protocol_hook {
+struct prep_protocol_hook {
 	void (*batch)(void *ctx, const struct ncf_cache *c, uint32_t first, uint32_t n,
 		      const uint32_t *test, const uint32_t *neg);
 	void *ctx;
 };
 
 /*
- * ncf_protocol_run on rows that spilled (spill.h; ncf_spill_finish done,
+ * prep_protocol_run on rows that spilled (spill.h; prep_spill_finish done,
  * ids holding the id maps): the same cache, byte for byte, from the runs
  * read back in (user, timestamp, row) order one user at a time, twice
  * with --min-ratings (its counts first).  c gets everything but the two
@@ -44,11 +44,11 @@ struct ncf_protocol_hook {
  * c->train_items and c->eval_neg stay NULL.  hook may be NULL.  Returns 0
  * or -1 (reported).
  */
-struct ncf_spill;
-struct ncf_planes;
-int ncf_protocol_run_spilled(struct ncf_spill *sp, const struct ncf_rows *ids,
-			     const struct ncf_protocol_opts *o, struct ncf_cache *c,
-			     struct ncf_planes *train, struct ncf_planes *neg,
-			     const struct ncf_protocol_hook *hook);
+struct prep_spill;
+struct prep_planes;
+int prep_protocol_run_spilled(struct prep_spill *sp, const struct prep_rows *ids,
+			     const struct prep_protocol_opts *o, struct ncf_cache *c,
+			     struct prep_planes *train, struct prep_planes *neg,
+			     const struct prep_protocol_hook *hook);
 
 #endif

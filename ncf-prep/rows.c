@@ -5,7 +5,7 @@
 #include "err.h"
 #include "rows.h"
 
-void ncf_rows_grow(struct ncf_rows *r, size_t need)
+void prep_rows_grow(struct prep_rows *r, size_t need)
 {
 	if (r->spill && need > r->limit && r->n) {
 		size_t more = need - r->n;
@@ -25,9 +25,9 @@ void ncf_rows_grow(struct ncf_rows *r, size_t need)
 	r->cap = cap;
 }
 
-size_t ncf_rows_extend(struct ncf_rows *r, size_t n)
+size_t prep_rows_extend(struct prep_rows *r, size_t n)
 {
-	ncf_rows_grow(r, r->n + n);
+	prep_rows_grow(r, r->n + n);
 	size_t first = r->n;
 	r->n += n;
 	return first;
@@ -107,14 +107,14 @@ static inline uint32_t idmap_get(struct idmap *m, uint32_t id)
 	return m->vals[h] - 1;
 }
 
-struct ncf_ids {
+struct prep_ids {
 	struct idmap users, items;
 	uint32_t last_id, last_idx; /* the previous row's user (last_idx UINT32_MAX: none) */
 };
 
-struct ncf_ids *ncf_ids_new(void)
+struct prep_ids *prep_ids_new(void)
 {
-	struct ncf_ids *x = ncf_xcalloc(1, sizeof *x);
+	struct prep_ids *x = ncf_xcalloc(1, sizeof *x);
 	/* calloc'd: only the pages of ids that occur are ever touched */
 	x->users.direct = ncf_xcalloc(DIRECT, sizeof(uint32_t));
 	x->items.direct = ncf_xcalloc(DIRECT, sizeof(uint32_t));
@@ -122,7 +122,7 @@ struct ncf_ids *ncf_ids_new(void)
 	return x;
 }
 
-void ncf_ids_index(struct ncf_ids *x, struct ncf_rows *r, size_t from)
+void prep_ids_index(struct prep_ids *x, struct prep_rows *r, size_t from)
 {
 	for (size_t k = from; k < r->n; k++) {
 		/* Files are usually grouped by user: skip the lookup for a repeat. */
@@ -135,7 +135,7 @@ void ncf_ids_index(struct ncf_ids *x, struct ncf_rows *r, size_t from)
 	}
 }
 
-uint32_t ncf_ids_users(const struct ncf_ids *x)
+uint32_t prep_ids_users(const struct prep_ids *x)
 {
 	return x->users.count;
 }
@@ -147,7 +147,7 @@ static void idmap_free(struct idmap *m)
 	free(m->vals);
 }
 
-void ncf_ids_finish(struct ncf_ids *x, struct ncf_rows *r)
+void prep_ids_finish(struct prep_ids *x, struct prep_rows *r)
 {
 	r->n_users = x->users.count;
 	r->n_items = x->items.count;
@@ -158,11 +158,11 @@ void ncf_ids_finish(struct ncf_ids *x, struct ncf_rows *r)
 	free(x);
 }
 
-void ncf_rows_index(struct ncf_rows *r)
+void prep_rows_index(struct prep_rows *r)
 {
-	struct ncf_ids *x = ncf_ids_new();
-	ncf_ids_index(x, r, 0);
-	ncf_ids_finish(x, r);
+	struct prep_ids *x = prep_ids_new();
+	prep_ids_index(x, r, 0);
+	prep_ids_finish(x, r);
 }
 
 /* Stable sort of idx[0..n) by ts[idx[]] (the indices come in file order,
@@ -199,7 +199,7 @@ static void sort_by_ts(uint32_t *idx, uint32_t *tmp, size_t n, const int64_t *ts
 		idx[o++] = tmp[a++];
 }
 
-void ncf_rows_order(const struct ncf_rows *r, uint32_t first, uint32_t span, uint32_t *start,
+void prep_rows_order(const struct prep_rows *r, uint32_t first, uint32_t span, uint32_t *start,
 		    uint32_t *order)
 {
 	size_t n = r->n;
@@ -232,7 +232,7 @@ void ncf_rows_order(const struct ncf_rows *r, uint32_t first, uint32_t span, uin
 	}
 }
 
-int ncf_rows_check_count(uint64_t n)
+int prep_rows_check_count(uint64_t n)
 {
 	if (n < UINT32_MAX)
 		return 0;
@@ -240,7 +240,7 @@ int ncf_rows_check_count(uint64_t n)
 	return -1;
 }
 
-void ncf_rows_free(struct ncf_rows *r)
+void prep_rows_free(struct prep_rows *r)
 {
 	free(r->user);
 	free(r->item);

@@ -53,7 +53,7 @@ static int zsink_begin(struct zsink *z, int fd, uint64_t at)
 	z->start = z->end = at;
 	z->cc = ZSTD_createCCtx();
 	if (!z->cc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	z->out_cap = ZSTD_CStreamOutSize();
 	z->out = ncf_xmalloc(z->out_cap);
 	SPILL_ZSTD_TRY("set level",
@@ -117,7 +117,7 @@ static void zsource_open(struct zsource *z, int fd, struct extent e, size_t cap)
 	z->end = e.end;
 	z->dc = ZSTD_createDCtx();
 	if (!z->dc)
-		ncf_die(NCF_EXIT_FAIL, "out of memory (zstd context)");
+		ncf_out_of_memory("zstd context");
 	z->in = ncf_xmalloc(cap);
 	z->out = ncf_xmalloc(cap);
 	z->cap = cap;
@@ -169,8 +169,8 @@ static int zsource_fill(struct zsource *z)
 
 /* ---- runs --------------------------------------------------------------- */
 
-struct ncf_spill {
-	struct ncf_ids *ids;
+struct prep_spill {
+	struct prep_ids *ids;
 	uint64_t budget;
 	size_t max_rows;
 	uint64_t rows;	      /* ratings written into runs */
@@ -182,12 +182,12 @@ struct ncf_spill {
 	size_t start_cap;
 };
 
-static void spill_rows(void *ctx, struct ncf_rows *r);
+static void spill_rows(void *ctx, struct prep_rows *r);
 
-struct ncf_spill *ncf_spill_attach(struct ncf_rows *rows, uint64_t budget)
+struct prep_spill *prep_spill_attach(struct prep_rows *rows, uint64_t budget)
 {
-	struct ncf_spill *sp = ncf_xcalloc(1, sizeof *sp);
-	uint64_t n = budget / NCF_SPILL_ROW_BYTES;
+	struct prep_spill *sp = ncf_xcalloc(1, sizeof *sp);
+	uint64_t n = budget / PREP_SPILL_ROW_BYTES;
 	sp->budget = budget;
 	sp->max_rows = n < MIN_ROWS ? MIN_ROWS : n > SIZE_MAX / 32 ? SIZE_MAX / 32 : (size_t)n;
 	sp->fd = -1;
@@ -197,23 +197,23 @@ struct ncf_spill *ncf_spill_attach(struct ncf_rows *rows, uint64_t budget)
 	return sp;
 }
 
-int ncf_spill_used(const struct ncf_spill *sp)
+int prep_spill_used(const struct prep_spill *sp)
 {
 	return sp && sp->nruns > 0;
 }
 
-uint64_t ncf_spill_rows(const struct ncf_spill *sp)
+uint64_t prep_spill_rows(const struct prep_spill *sp)
 {
 	return sp->rows;
 }
 
-uint64_t ncf_spill_budget(const struct ncf_spill *sp)
+uint64_t prep_spill_budget(const struct prep_spill *sp)
 {
 	return sp->budget;
 }
 
 /* Append a run to sp's list. */
-static void add_run(struct ncf_spill *sp, struct extent e)
+static void add_run(struct prep_spill *sp, struct extent e)
 {
 	if (sp->nruns == sp->runs_cap) {
 		sp->runs_cap = sp->runs_cap ? 2 * sp->runs_cap : 64;
@@ -223,7 +223,7 @@ static void add_run(struct ncf_spill *sp, struct extent e)
 }
 
 /* Pack records into buf (REC_BYTES each). */
-static void pack(unsigned char *p, const struct ncf_spill_rec *rec)
+static void pack(unsigned char *p, const struct prep_spill_rec *rec)
 {
 	memcpy(p, &rec->user, 4);
 	memcpy(p + 4, &rec->item, 4);
@@ -231,7 +231,7 @@ static void pack(unsigned char *p, const struct ncf_spill_rec *rec)
 	memcpy(p + 12, &rec->ts, 8);
 }
 
-static void unpack(const unsigned char *p, struct ncf_spill_rec *rec)
+static void unpack(const unsigned char *p, struct prep_spill_rec *rec)
 {
 	memcpy(&rec->user, p, 4);
 	memcpy(&rec->item, p + 4, 4);
@@ -241,7 +241,7 @@ static void unpack(const unsigned char *p, struct ncf_spill_rec *rec)
 
 /* Rows r (dense ids) as one run, in (user, timestamp, row) order.
  * Returns 0 or -1 (reported). */
-static int write_run(struct ncf_spill *sp, const struct ncf_rows *r)
+static int write_run(struct prep_spill *sp, const struct prep_rows *r)
 {
 	uint32_t lo = UINT32_MAX, hi = 0;
 	for (size_t k = 0; k < r->n; k++) {
@@ -255,7 +255,7 @@ static int write_run(struct ncf_spill *sp, const struct ncf_rows *r)
 	}
 	if (!sp->order)
 		sp->order = ncf_xmalloc(sp->max_rows * sizeof *sp->order);
-	ncf_rows_order(r, lo, span, sp->start, sp->order);
+	prep_rows_order(r, lo, span, sp->start, sp->order);
 	struct zsink z;
 	if (zsink_begin(&z, sp->fd, sp->fd_end) != 0) {
 		zsink_free(&z);
@@ -266,7 +266,7 @@ static int write_run(struct ncf_spill *sp, const struct ncf_rows *r)
 	int rc = 0;
 	for (size_t k = 0; k < r->n && rc == 0; k++) {
 		uint32_t i = sp->order[k];
-		struct ncf_spill_rec rec = {r->user[i], r->item[i], (uint32_t)(sp->rows + i), r->ts[i]};
+		struct prep_spill_rec rec = {r->user[i], r->item[i], (uint32_t)(sp->rows + i), r->ts[i]};
 		pack(buf + used, &rec);
 		used += REC_BYTES;
 		if (used == sizeof buf || k + 1 == r->n) {
@@ -284,23 +284,23 @@ static int write_run(struct ncf_spill *sp, const struct ncf_rows *r)
 }
 
 /* Index r's rows, write them as a run, empty r.  Returns 0 or -1. */
-static int spill_batch(struct ncf_spill *sp, struct ncf_rows *r)
+static int spill_batch(struct prep_spill *sp, struct prep_rows *r)
 {
 	if (!r->n)
 		return 0;
-	NCF_TRY(ncf_rows_check_count(sp->rows + r->n));
+	NCF_TRY(prep_rows_check_count(sp->rows + r->n));
 	if (!sp->ids)
-		sp->ids = ncf_ids_new();
+		sp->ids = prep_ids_new();
 	if (sp->fd < 0 && (sp->fd = ncf_tmp_open()) < 0)
 		return -1;
-	ncf_ids_index(sp->ids, r, 0);
+	prep_ids_index(sp->ids, r, 0);
 	NCF_TRY(write_run(sp, r));
 	sp->rows += r->n;
 	r->n = 0;
 	return 0;
 }
 
-static void spill_rows(void *ctx, struct ncf_rows *r)
+static void spill_rows(void *ctx, struct prep_rows *r)
 {
 	if (r->failed || spill_batch(ctx, r) != 0) {
 		r->failed = 1;
@@ -312,16 +312,16 @@ static void spill_rows(void *ctx, struct ncf_rows *r)
 
 struct source {
 	struct zsource z;
-	struct ncf_spill_rec rec; /* the next record */
+	struct prep_spill_rec rec; /* the next record */
 };
 
-struct ncf_merge {
+struct prep_merge {
 	struct source *src;
 	size_t n;	/* sources left, a heap on (user, ts, row) over heap[0 .. n) */
 	size_t *heap;
 };
 
-static int rec_less(const struct ncf_spill_rec *a, const struct ncf_spill_rec *b)
+static int rec_less(const struct prep_spill_rec *a, const struct prep_spill_rec *b)
 {
 	if (a->user != b->user)
 		return a->user < b->user;
@@ -349,7 +349,7 @@ static int source_next(struct source *s)
 	return 1;
 }
 
-static void sift_down(struct ncf_merge *m, size_t i)
+static void sift_down(struct prep_merge *m, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, best = i;
@@ -366,7 +366,7 @@ static void sift_down(struct ncf_merge *m, size_t i)
 	}
 }
 
-void ncf_merge_close(struct ncf_merge *m)
+void prep_merge_close(struct prep_merge *m)
 {
 	if (!m)
 		return;
@@ -379,9 +379,9 @@ void ncf_merge_close(struct ncf_merge *m)
 
 /* A merge of the runs e[0 .. n) of fd, each read with buffers of cap
  * bytes.  Returns NULL after reporting. */
-static struct ncf_merge *merge_runs(int fd, const struct extent *e, size_t n, size_t cap)
+static struct prep_merge *merge_runs(int fd, const struct extent *e, size_t n, size_t cap)
 {
-	struct ncf_merge *m = ncf_xcalloc(1, sizeof *m);
+	struct prep_merge *m = ncf_xcalloc(1, sizeof *m);
 	m->src = ncf_xcalloc(n ? n : 1, sizeof *m->src);
 	m->heap = ncf_xcalloc(n ? n : 1, sizeof *m->heap);
 	for (size_t i = 0; i < n; i++) {
@@ -389,7 +389,7 @@ static struct ncf_merge *merge_runs(int fd, const struct extent *e, size_t n, si
 		int rc = source_next(&m->src[i]);
 		if (rc < 0) {
 			zsource_close(&m->src[i].z);
-			ncf_merge_close(m);
+			prep_merge_close(m);
 			return NULL;
 		}
 		if (rc == 0)
@@ -402,7 +402,7 @@ static struct ncf_merge *merge_runs(int fd, const struct extent *e, size_t n, si
 	return m;
 }
 
-int ncf_merge_next(struct ncf_merge *m, struct ncf_spill_rec *rec)
+int prep_merge_next(struct prep_merge *m, struct prep_spill_rec *rec)
 {
 	if (!m->n)
 		return 0;
@@ -421,7 +421,7 @@ int ncf_merge_next(struct ncf_merge *m, struct ncf_spill_rec *rec)
 
 /* How many runs are read at once: their readers in half the budget (the
  * other half is the protocol's, behind the last merge). */
-static size_t fan_in(const struct ncf_spill *sp)
+static size_t fan_in(const struct prep_spill *sp)
 {
 	uint64_t n = sp->budget / 2 / READER_BYTES;
 	return n < 2 ? 2 : n > MAX_FANIN ? MAX_FANIN : (size_t)n;
@@ -429,19 +429,19 @@ static size_t fan_in(const struct ncf_spill *sp)
 
 /* Merge runs first .. first + n of sp into one run of out at *out_end.
  * Returns 0 or -1 (reported). */
-static int merge_into(struct ncf_spill *sp, size_t first, size_t n, int out, uint64_t *out_end,
+static int merge_into(struct prep_spill *sp, size_t first, size_t n, int out, uint64_t *out_end,
 		      struct extent *merged)
 {
-	struct ncf_merge *m = merge_runs(sp->fd, sp->runs + first, n, READER_BYTES / 4);
+	struct prep_merge *m = merge_runs(sp->fd, sp->runs + first, n, READER_BYTES / 4);
 	if (!m)
 		return -1;
 	struct zsink z;
 	int rc = zsink_begin(&z, out, *out_end);
 	unsigned char buf[REC_BYTES * 4096];
 	size_t used = 0;
-	struct ncf_spill_rec rec;
+	struct prep_spill_rec rec;
 	int got;
-	while (rc == 0 && (got = ncf_merge_next(m, &rec)) != 0) {
+	while (rc == 0 && (got = prep_merge_next(m, &rec)) != 0) {
 		if (got < 0) {
 			rc = -1;
 			break;
@@ -458,7 +458,7 @@ static int merge_into(struct ncf_spill *sp, size_t first, size_t n, int out, uin
 	if (rc == 0)
 		rc = zsink_end(&z);
 	zsink_free(&z);
-	ncf_merge_close(m);
+	prep_merge_close(m);
 	if (rc != 0)
 		return -1;
 	*merged = (struct extent){z.start, z.end};
@@ -469,7 +469,7 @@ static int merge_into(struct ncf_spill *sp, size_t first, size_t n, int out, uin
 /* Merge passes until the runs fit the budget's fan-in: each pass merges
  * consecutive groups into a new file (records keep their row numbers, so
  * the order is the same whatever the grouping).  Returns 0 or -1. */
-static int reduce_runs(struct ncf_spill *sp)
+static int reduce_runs(struct prep_spill *sp)
 {
 	size_t k = fan_in(sp);
 	while (sp->nruns > k) {
@@ -496,7 +496,7 @@ static int reduce_runs(struct ncf_spill *sp)
 	return 0;
 }
 
-int ncf_spill_finish(struct ncf_spill *sp, struct ncf_rows *rows)
+int prep_spill_finish(struct prep_spill *sp, struct prep_rows *rows)
 {
 	rows->spill = NULL;
 	if (spill_batch(sp, rows) != 0)
@@ -510,7 +510,7 @@ int ncf_spill_finish(struct ncf_spill *sp, struct ncf_rows *rows)
 	rows->user = rows->item = NULL;
 	rows->ts = NULL;
 	rows->cap = 0;
-	ncf_ids_finish(sp->ids, rows);
+	prep_ids_finish(sp->ids, rows);
 	sp->ids = NULL;
 	ncf_debug("spill: %llu ratings in %zu runs, %llu bytes in %s (budget %llu bytes, %zu rows "
 		  "a run)",
@@ -519,19 +519,19 @@ int ncf_spill_finish(struct ncf_spill *sp, struct ncf_rows *rows)
 	return reduce_runs(sp);
 }
 
-struct ncf_merge *ncf_merge_open(struct ncf_spill *sp)
+struct prep_merge *prep_merge_open(struct prep_spill *sp)
 {
 	return merge_runs(sp->fd, sp->runs, sp->nruns, READER_BYTES / 4);
 }
 
-void ncf_spill_free(struct ncf_spill *sp)
+void prep_spill_free(struct prep_spill *sp)
 {
 	if (!sp)
 		return;
 	if (sp->ids) {
-		struct ncf_rows scratch = {0};
-		ncf_ids_finish(sp->ids, &scratch);
-		ncf_rows_free(&scratch);
+		struct prep_rows scratch = {0};
+		prep_ids_finish(sp->ids, &scratch);
+		prep_rows_free(&scratch);
 	}
 	if (sp->fd >= 0)
 		close(sp->fd);
@@ -545,7 +545,7 @@ void ncf_spill_free(struct ncf_spill *sp)
 
 #define PLANE_BUF 65536
 
-struct ncf_planes {
+struct prep_planes {
 	int delta;
 	uint32_t prev;
 	uint64_t count; /* elements */
@@ -557,9 +557,9 @@ struct ncf_planes {
 	int ended, failed;
 };
 
-struct ncf_planes *ncf_planes_open(int delta)
+struct prep_planes *prep_planes_open(int delta)
 {
-	struct ncf_planes *p = ncf_xcalloc(1, sizeof *p);
+	struct prep_planes *p = ncf_xcalloc(1, sizeof *p);
 	p->delta = delta;
 	for (int b = 0; b < 4; b++) {
 		p->fd[b] = -1;
@@ -567,14 +567,14 @@ struct ncf_planes *ncf_planes_open(int delta)
 	}
 	for (int b = 0; b < 4; b++) {
 		if ((p->fd[b] = ncf_tmp_open()) < 0 || zsink_begin(&p->z[b], p->fd[b], 0) != 0) {
-			ncf_planes_free(p);
+			prep_planes_free(p);
 			return NULL;
 		}
 	}
 	return p;
 }
 
-static int planes_flush(struct ncf_planes *p, ZSTD_EndDirective op)
+static int planes_flush(struct prep_planes *p, ZSTD_EndDirective op)
 {
 	for (int b = 0; b < 4; b++)
 		NCF_TRY(zsink_put(&p->z[b], p->buf[b], p->used, op));
@@ -582,7 +582,7 @@ static int planes_flush(struct ncf_planes *p, ZSTD_EndDirective op)
 	return 0;
 }
 
-int ncf_planes_put(struct ncf_planes *p, const uint32_t *v, size_t n)
+int prep_planes_put(struct prep_planes *p, const uint32_t *v, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
 		uint32_t x = p->delta ? v[k] - p->prev : v[k];
@@ -596,9 +596,9 @@ int ncf_planes_put(struct ncf_planes *p, const uint32_t *v, size_t n)
 	return 0;
 }
 
-int ncf_planes_feed(void *ctx, struct ncf_cw_stream *s)
+int prep_planes_feed(void *ctx, struct ncf_cw_stream *s)
 {
-	struct ncf_planes *p = ctx;
+	struct prep_planes *p = ctx;
 	if (!p->ended) {
 		NCF_TRY(planes_flush(p, ZSTD_e_end));
 		for (int b = 0; b < 4; b++) {
@@ -632,7 +632,7 @@ int ncf_planes_feed(void *ctx, struct ncf_cw_stream *s)
 	return 0;
 }
 
-void ncf_planes_free(struct ncf_planes *p)
+void prep_planes_free(struct prep_planes *p)
 {
 	if (!p)
 		return;

@@ -53,7 +53,7 @@ static const struct {
 	{"ml-25m", 162541, 59047, 25000095, 20},
 };
 
-int ncf_synth_init(struct ncf_synth *s, const char *spec, uint64_t seed)
+int prep_synth_init(struct prep_synth *s, const char *spec, uint64_t seed)
 {
 	memset(s, 0, sizeof *s);
 	char name[64];
@@ -98,7 +98,7 @@ int ncf_synth_init(struct ncf_synth *s, const char *spec, uint64_t seed)
 		s->mean_excess = 0.5 * (lo + hi);
 		uint64_t total = 0;
 		for (uint32_t u = 0; u < s->users; u++)
-			total += ncf_synth_count(s, u);
+			total += prep_synth_count(s, u);
 		if (total < s->ratings)
 			lo = s->mean_excess;
 		else
@@ -136,7 +136,7 @@ int ncf_synth_init(struct ncf_synth *s, const char *spec, uint64_t seed)
 	return 0;
 }
 
-void ncf_synth_free(struct ncf_synth *s)
+void prep_synth_free(struct prep_synth *s)
 {
 	free(s->cluster);
 	free(s->weight);
@@ -147,13 +147,13 @@ void ncf_synth_free(struct ncf_synth *s)
 	memset(s, 0, sizeof *s);
 }
 
-const char *ncf_synth_shapes(void)
+const char *prep_synth_shapes(void)
 {
 	return "tiny, ml-latest-small, ml-100k, ml-1m, ml-10m, ml-20m, ml-25m";
 }
 
 /* The three favourite clusters of u. */
-static void favourites(const struct ncf_synth *s, uint32_t u, uint32_t f[3])
+static void favourites(const struct prep_synth *s, uint32_t u, uint32_t f[3])
 {
 	ncf_u32x4 r = ncf_rng(s->seed, NCF_RNG_SYNTH, T_USER, u, 0);
 	f[0] = ncf_uniform_below(r.v[0], K_CLUSTERS);
@@ -164,7 +164,7 @@ static void favourites(const struct ncf_synth *s, uint32_t u, uint32_t f[3])
 	} while (f[2] == f[0] || f[2] == f[1]);
 }
 
-static void preference(const struct ncf_synth *s, uint32_t u, double theta[K_CLUSTERS])
+static void preference(const struct prep_synth *s, uint32_t u, double theta[K_CLUSTERS])
 {
 	uint32_t f[3];
 	favourites(s, u, f);
@@ -175,7 +175,7 @@ static void preference(const struct ncf_synth *s, uint32_t u, double theta[K_CLU
 	theta[f[2]] += 0.85 * 0.15;
 }
 
-double ncf_synth_score(const struct ncf_synth *s, uint32_t u, uint32_t i)
+double prep_synth_score(const struct prep_synth *s, uint32_t u, uint32_t i)
 {
 	double theta[K_CLUSTERS];
 	preference(s, u, theta);
@@ -183,7 +183,7 @@ double ncf_synth_score(const struct ncf_synth *s, uint32_t u, uint32_t i)
 	return theta[c] * s->weight[i] / s->cl_total[c];
 }
 
-uint32_t ncf_synth_count(const struct ncf_synth *s, uint32_t u)
+uint32_t prep_synth_count(const struct prep_synth *s, uint32_t u)
 {
 	ncf_u32x4 r = ncf_rng(s->seed, NCF_RNG_SYNTH, T_USER, u, 1);
 	double x = ((double)r.v[0] + 1.0) / 4294967296.0; /* (0, 1] */
@@ -193,7 +193,7 @@ uint32_t ncf_synth_count(const struct ncf_synth *s, uint32_t u)
 	return (uint32_t)n;
 }
 
-uint64_t ncf_synth_user_time(const struct ncf_synth *s, uint32_t u)
+uint64_t prep_synth_user_time(const struct prep_synth *s, uint32_t u)
 {
 	ncf_u32x4 r = ncf_rng(s->seed, NCF_RNG_SYNTH, T_USER, u, 2);
 	return 946684800ull + ncf_uniform_below(r.v[0], 15u * 365u * 86400u);
@@ -201,10 +201,10 @@ uint64_t ncf_synth_user_time(const struct ncf_synth *s, uint32_t u)
 
 static void heap_sort_by_item(uint32_t *it, int64_t *ts, uint8_t *rt, uint32_t n);
 
-uint32_t ncf_synth_user(const struct ncf_synth *s, uint32_t u, uint32_t *items, int64_t *ts,
+uint32_t prep_synth_user(const struct prep_synth *s, uint32_t u, uint32_t *items, int64_t *ts,
 			uint8_t *rating, uint32_t *stamp)
 {
-	uint32_t n = ncf_synth_count(s, u);
+	uint32_t n = prep_synth_count(s, u);
 	double theta[K_CLUSTERS], cum[K_CLUSTERS];
 	preference(s, u, theta);
 	double acc = 0;
@@ -212,7 +212,7 @@ uint32_t ncf_synth_user(const struct ncf_synth *s, uint32_t u, uint32_t *items, 
 		acc += theta[c];
 		cum[c] = acc;
 	}
-	int64_t t = (int64_t)ncf_synth_user_time(s, u);
+	int64_t t = (int64_t)prep_synth_user_time(s, u);
 	uint32_t tag = u + 1, got = 0, draw = 0;
 	while (got < n) {
 		ncf_u32x4 r = ncf_rng(s->seed, NCF_RNG_SYNTH, T_DRAW, u, draw++);
@@ -294,12 +294,12 @@ static void heap_sort_by_item(uint32_t *it, int64_t *ts, uint8_t *rt, uint32_t n
 	}
 }
 
-uint32_t ncf_synth_item_id(uint32_t i)
+uint32_t prep_synth_item_id(uint32_t i)
 {
 	return 1 + i + 5 * (i / 8);
 }
 
-int ncf_synth_item_index(uint32_t id, uint32_t *i)
+int prep_synth_item_index(uint32_t id, uint32_t *i)
 {
 	if (id == 0)
 		return -1;
@@ -313,20 +313,20 @@ int ncf_synth_item_index(uint32_t id, uint32_t *i)
 /* Users per block of parallel generation. */
 #define BLOCK 2048
 
-void ncf_synth_rows(const struct ncf_synth *s, struct ncf_rows *rows)
+void prep_synth_rows(const struct prep_synth *s, struct prep_rows *rows)
 {
 	uint32_t U = s->users;
 	uint64_t *start = ncf_xmalloc(((size_t)U + 1) * sizeof *start);
 	start[0] = 0;
 	for (uint32_t u = 0; u < U; u++)
-		start[u + 1] = start[u] + ncf_synth_count(s, u);
+		start[u + 1] = start[u] + prep_synth_count(s, u);
 	/* users in blocks that fit what the rows take before they spill (one
 	 * block of all of them without a budget) */
 	for (uint32_t u0 = 0, u1; u0 < U && !rows->failed; u0 = u1) {
 		size_t room = !rows->spill ? SIZE_MAX : rows->limit > rows->n ? rows->limit - rows->n : 0;
 		for (u1 = u0 + 1; u1 < U && start[u1 + 1] - start[u0] <= room; u1++)
 			;
-		size_t first = ncf_rows_extend(rows, (size_t)(start[u1] - start[u0]));
+		size_t first = prep_rows_extend(rows, (size_t)(start[u1] - start[u0]));
 #pragma omp parallel
 		{
 			uint32_t *stamp = ncf_xcalloc(s->items, sizeof *stamp);
@@ -335,10 +335,10 @@ void ncf_synth_rows(const struct ncf_synth *s, struct ncf_rows *rows)
 #pragma omp for schedule(dynamic, 64)
 			for (int64_t u = u0; u < (int64_t)u1; u++) {
 				size_t o = first + start[u] - start[u0];
-				uint32_t n = ncf_synth_user(s, (uint32_t)u, items, rows->ts + o, rt, stamp);
+				uint32_t n = prep_synth_user(s, (uint32_t)u, items, rows->ts + o, rt, stamp);
 				for (uint32_t k = 0; k < n; k++) {
 					rows->user[o + k] = (uint32_t)u + 1;
-					rows->item[o + k] = ncf_synth_item_id(items[k]);
+					rows->item[o + k] = prep_synth_item_id(items[k]);
 				}
 			}
 			free(stamp);
@@ -362,7 +362,7 @@ static char *put_uint(char *p, uint64_t v)
 	return p;
 }
 
-int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp)
+int prep_synth_write_csv(const struct prep_synth *s, FILE *fp)
 {
 	static const char header[] = "userId,movieId,rating,timestamp\n";
 	if (fwrite(header, 1, sizeof header - 1, fp) != sizeof header - 1)
@@ -390,7 +390,7 @@ int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp)
 				size_t cap = 1 << 20, o = 0;
 				char *t = ncf_xmalloc(cap);
 				for (uint32_t u = u0; u < u1; u++) {
-					uint32_t n = ncf_synth_user(s, u, items, ts, rt, stamp);
+					uint32_t n = prep_synth_user(s, u, items, ts, rt, stamp);
 					if (o + (size_t)n * 48 + 64 > cap) {
 						cap = (o + (size_t)n * 48 + 64) * 2;
 						t = ncf_xrealloc(t, cap);
@@ -399,7 +399,7 @@ int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp)
 						char *p = t + o;
 						p = put_uint(p, u + 1);
 						*p++ = ',';
-						p = put_uint(p, ncf_synth_item_id(items[k]));
+						p = put_uint(p, prep_synth_item_id(items[k]));
 						*p++ = ',';
 						*p++ = (char)('0' + rt[k] / 2);
 						*p++ = '.';
@@ -430,22 +430,22 @@ int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp)
 	return failed ? -1 : 0;
 }
 
-struct ncf_synth_oracle {
-	const struct ncf_synth *s;
+struct prep_synth_oracle {
+	const struct prep_synth *s;
 	uint32_t *gen;	  /* (I) generator item of each cache item */
 	uint32_t *ranks;  /* (U) */
 	int bad;	  /* an id the generator does not make */
 };
 
-struct ncf_synth_oracle *ncf_synth_oracle_begin(const struct ncf_synth *s,
+struct prep_synth_oracle *prep_synth_oracle_begin(const struct prep_synth *s,
 						const struct ncf_cache *c)
 {
-	struct ncf_synth_oracle *q = ncf_xcalloc(1, sizeof *q);
+	struct prep_synth_oracle *q = ncf_xcalloc(1, sizeof *q);
 	q->s = s;
 	q->gen = ncf_xmalloc(((size_t)c->items + 1) * sizeof *q->gen);
 	q->ranks = ncf_xmalloc(((size_t)c->users + 1) * sizeof *q->ranks);
 	for (uint32_t i = 0; i < c->items; i++)
-		if (ncf_synth_item_index(c->item_ids[i], &q->gen[i]) != 0 || q->gen[i] >= s->items)
+		if (prep_synth_item_index(c->item_ids[i], &q->gen[i]) != 0 || q->gen[i] >= s->items)
 			q->bad = 1;
 	for (uint32_t u = 0; u < c->users; u++)
 		if (c->user_ids[u] == 0 || c->user_ids[u] > s->users)
@@ -453,7 +453,7 @@ struct ncf_synth_oracle *ncf_synth_oracle_begin(const struct ncf_synth *s,
 	return q;
 }
 
-void ncf_synth_oracle_users(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
+void prep_synth_oracle_users(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
 			    uint32_t n, const uint32_t *test, const uint32_t *neg)
 {
 	if (q->bad)
@@ -466,10 +466,10 @@ void ncf_synth_oracle_users(struct ncf_synth_oracle *q, const struct ncf_cache *
 #pragma omp for schedule(static)
 		for (int64_t j = 0; j < (int64_t)n; j++) {
 			uint32_t gu = c->user_ids[first + j] - 1;
-			double pos = ncf_synth_score(q->s, gu, q->gen[test[j]]);
+			double pos = prep_synth_score(q->s, gu, q->gen[test[j]]);
 			/* Compare in double, then hand 0/1 scores to ncf_rank. */
 			for (uint32_t k = 0; k < N; k++)
-				sc[k] = ncf_synth_score(q->s, gu, q->gen[neg[(size_t)j * N + k]]) >= pos
+				sc[k] = prep_synth_score(q->s, gu, q->gen[neg[(size_t)j * N + k]]) >= pos
 						? 1.0f
 						: 0.0f;
 			q->ranks[first + j] = ncf_rank(0.5f, sc, mask + (size_t)j * N, N);
@@ -479,7 +479,7 @@ void ncf_synth_oracle_users(struct ncf_synth_oracle *q, const struct ncf_cache *
 	free(mask);
 }
 
-double ncf_synth_oracle_end(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t topk)
+double prep_synth_oracle_end(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t topk)
 {
 	double hr = NAN, ndcg;
 	if (!q->bad)
@@ -490,9 +490,9 @@ double ncf_synth_oracle_end(struct ncf_synth_oracle *q, const struct ncf_cache *
 	return hr;
 }
 
-double ncf_synth_oracle(const struct ncf_synth *s, const struct ncf_cache *c, uint32_t topk)
+double prep_synth_oracle(const struct prep_synth *s, const struct ncf_cache *c, uint32_t topk)
 {
-	struct ncf_synth_oracle *q = ncf_synth_oracle_begin(s, c);
-	ncf_synth_oracle_users(q, c, 0, c->users, c->test_items, c->eval_neg);
-	return ncf_synth_oracle_end(q, c, topk);
+	struct prep_synth_oracle *q = prep_synth_oracle_begin(s, c);
+	prep_synth_oracle_users(q, c, 0, c->users, c->test_items, c->eval_neg);
+	return prep_synth_oracle_end(q, c, topk);
 }

@@ -11,7 +11,7 @@
 #include "cache.h"
 #include "rows.h"
 
-struct ncf_synth {
+struct prep_synth {
 	char spec[32];		/* "ml-20mx4" */
 	uint32_t users, items;	/* U, I of the generator */
 	uint64_t ratings;	/* the shape's rating count (the target mean) */
@@ -28,42 +28,42 @@ struct ncf_synth {
 
 /* Set up the generator for "SHAPE[xSCALE]".  Returns 0, -1 for an unknown
  * shape or scale. */
-int ncf_synth_init(struct ncf_synth *s, const char *spec, uint64_t seed);
-void ncf_synth_free(struct ncf_synth *s);
+int prep_synth_init(struct prep_synth *s, const char *spec, uint64_t seed);
+void prep_synth_free(struct prep_synth *s);
 /* The shape names, for messages. */
-const char *ncf_synth_shapes(void);
+const char *prep_synth_shapes(void);
 /* Append every rating (original ids, file order) to rows: in blocks of
  * users that fit before the rows spill when they have a budget (spill.h),
  * stopping early when a spill fails (rows->failed). */
-void ncf_synth_rows(const struct ncf_synth *s, struct ncf_rows *rows);
+void prep_synth_rows(const struct prep_synth *s, struct prep_rows *rows);
 /* Write the ratings as ml-20m CSV.  Returns 0 or -1 (write error). */
-int ncf_synth_write_csv(const struct ncf_synth *s, FILE *fp);
+int prep_synth_write_csv(const struct prep_synth *s, FILE *fp);
 /* The planted score of generator user u, generator item i. */
-double ncf_synth_score(const struct ncf_synth *s, uint32_t u, uint32_t i);
+double prep_synth_score(const struct prep_synth *s, uint32_t u, uint32_t i);
 /* Ratings of generator user u. */
-uint32_t ncf_synth_count(const struct ncf_synth *s, uint32_t u);
+uint32_t prep_synth_count(const struct prep_synth *s, uint32_t u);
 /* Timestamp of user u's first rating. */
-uint64_t ncf_synth_user_time(const struct ncf_synth *s, uint32_t u);
+uint64_t prep_synth_user_time(const struct prep_synth *s, uint32_t u);
 /* Generate user u's ratings sorted by item: items, ts, rating (half
  * stars 1..10), each with room for max_per_user; stamp is (I) scratch,
  * zero or stamped by other users.  Returns the count. */
-uint32_t ncf_synth_user(const struct ncf_synth *s, uint32_t u, uint32_t *items, int64_t *ts,
+uint32_t prep_synth_user(const struct prep_synth *s, uint32_t u, uint32_t *items, int64_t *ts,
 			uint8_t *rating, uint32_t *stamp);
 /* Original movie id of generator item i, and back (-1: not one). */
-uint32_t ncf_synth_item_id(uint32_t i);
-int ncf_synth_item_index(uint32_t id, uint32_t *i);
+uint32_t prep_synth_item_id(uint32_t i);
+int prep_synth_item_index(uint32_t id, uint32_t *i);
 /* HR@topk of ranking each user's evaluation candidates of c by the
  * planted scores; NaN when c was not made by this generator. */
-double ncf_synth_oracle(const struct ncf_synth *s, const struct ncf_cache *c, uint32_t topk);
+double prep_synth_oracle(const struct prep_synth *s, const struct ncf_cache *c, uint32_t topk);
 /* The same a batch of users at a time, for a cache whose arrays are
  * never all in memory (the spilled protocol's hook): begin with c's
  * sizes and ids set, then users first .. first + n with their test items
  * (n) and negatives (n, N), every user once, then end (frees q). */
-struct ncf_synth_oracle;
-struct ncf_synth_oracle *ncf_synth_oracle_begin(const struct ncf_synth *s,
+struct prep_synth_oracle;
+struct prep_synth_oracle *prep_synth_oracle_begin(const struct prep_synth *s,
 						const struct ncf_cache *c);
-void ncf_synth_oracle_users(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
+void prep_synth_oracle_users(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t first,
 			    uint32_t n, const uint32_t *test, const uint32_t *neg);
-double ncf_synth_oracle_end(struct ncf_synth_oracle *q, const struct ncf_cache *c, uint32_t topk);
+double prep_synth_oracle_end(struct prep_synth_oracle *q, const struct ncf_cache *c, uint32_t topk);
 
 #endif

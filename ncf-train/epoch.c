@@ -67,7 +67,7 @@ static int stop_mid_epoch(struct train_run *r, uint32_t e, uint64_t pos, double 
 	double all = loss;
 	ncf_dist_sum_f64(&r->dist, &all, 1);
 	r->ck.epoch_loss = all;
-	if (save_interrupted(r) != 0)
+	if (train_save_interrupted(r) != 0)
 		return -1;
 	ncf_info("interrupted in epoch %u at position %llu of %llu; resume with --resume %s",
 		 e + 1, (unsigned long long)pos, (unsigned long long)r->samples, r->o->checkpoint);
@@ -81,7 +81,7 @@ static int stop_mid_epoch(struct train_run *r, uint32_t e, uint64_t pos, double 
  * epoch (a resumed run).  Fills er's loss, samples and training time.
  * Returns 0 (r->stopped: a signal stopped it, the state saved) or -1.
  */
-static int train_epoch(struct train_run *r, uint32_t e, struct epoch_result *er)
+static int train_epoch(struct train_run *r, uint32_t e, struct train_epoch_result *er)
 {
 	const uint64_t S = r->samples, batch = r->ck.hp.batch;
 	uint64_t pos = e == r->ck.epoch ? r->ck.position : 0;
@@ -113,7 +113,7 @@ static int train_epoch(struct train_run *r, uint32_t e, struct epoch_result *er)
 			return 0;
 		}
 		loss += ls;
-		report_progress(r, e, pos, start_pos, t0, loss);
+		train_report_progress(r, e, pos, start_pos, t0, loss);
 		if (sig && pos < S)
 			return stop_mid_epoch(r, e, pos, loss, sig);
 	}
@@ -129,7 +129,7 @@ static int train_epoch(struct train_run *r, uint32_t e, struct epoch_result *er)
 
 /* HR@K and NDCG@K after epoch e into er, and the epoch into the state and
  * the run's statistics.  Returns 0 or -1. */
-static int evaluate_epoch(struct train_run *r, uint32_t e, struct epoch_result *er)
+static int evaluate_epoch(struct train_run *r, uint32_t e, struct train_epoch_result *er)
 {
 	struct train_stats *st = &r->stats;
 	st->total_train += er->train_time;
@@ -167,7 +167,7 @@ static int evaluate_epoch(struct train_run *r, uint32_t e, struct epoch_result *
 /* After epoch e, saved and logged: has the run reached its threshold, or
  * did a signal come during the epoch's last step or its evaluation?
  * Returns 1 to stop (r->stopped for a signal), 0 to go on. */
-static int stop_after_epoch(struct train_run *r, uint32_t e, const struct epoch_result *er)
+static int stop_after_epoch(struct train_run *r, uint32_t e, const struct train_epoch_result *er)
 {
 	const struct train_opts *o = r->o;
 	if (o->threshold >= 0 && er->hr >= o->threshold) {
@@ -180,7 +180,7 @@ static int stop_after_epoch(struct train_run *r, uint32_t e, const struct epoch_
 	if (!sig)
 		return 0;
 	r->stopped = 1;
-	if (save_finish(r) != 0) /* what it says next must be true */
+	if (train_save_finish(r) != 0) /* what it says next must be true */
 		return 1;
 	if (e + 1 < r->epochs)
 		ncf_info("interrupted after epoch %u; its state is in %s; resume with --resume %s",
@@ -196,7 +196,7 @@ static int stop_after_epoch(struct train_run *r, uint32_t e, const struct epoch_
 int train_epochs(struct train_run *r)
 {
 	for (uint32_t e = r->ck.epoch; e < r->epochs; e++) {
-		struct epoch_result er;
+		struct train_epoch_result er;
 		memset(&er, 0, sizeof er);
 		r->status = NCF_EXIT_FAIL;
 		if (train_epoch(r, e, &er) != 0)
@@ -205,12 +205,12 @@ int train_epochs(struct train_run *r)
 			return 0;
 		if (evaluate_epoch(r, e, &er) != 0)
 			return -1;
-		report_epoch(r, &er);
-		if (save_epoch(r, &er) != 0)
+		train_report_epoch(r, &er);
+		if (train_save_epoch(r, &er) != 0)
 			return -1;
 		/* the log after the files: a log that cannot be written stops the
 		 * run (every rank), with the epoch's state saved */
-		int log_bad = report_log_epoch(r, &er) != 0;
+		int log_bad = train_report_log_epoch(r, &er) != 0;
 		if (ncf_dist_max_int(&r->dist, log_bad)) {
 			r->status = NCF_EXIT_FAIL;
 			r->stopped = 1;

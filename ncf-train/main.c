@@ -21,9 +21,10 @@
 #include "dist.h"
 #include "err.h"
 #include "io.h"
-#include "model_file.h"
+#include "model.h"
 #include "samefile.h"
 #include "train.h"
+#include "usage.h"
 
 static void usage(void)
 {
@@ -100,8 +101,8 @@ static const struct option long_opts[] = {
 static void default_opts(struct train_opts *o)
 {
 	memset(o, 0, sizeof *o);
-	o->epochs = 30;
-	o->topk = 10;
+	o->epochs = ncf_nvidia_epochs;
+	o->topk = ncf_nvidia_topk;
 	o->threshold = -1;
 	ncf_shape_nvidia(&o->shape, 0, 0); /* users and items: the cache's */
 	ncf_hparams_nvidia(&o->hp);
@@ -325,17 +326,18 @@ int main(int argc, char **argv)
 	}
 	struct train_run r;
 	memset(&r, 0, sizeof r);
+	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&r.dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
 	if (probe_outputs(&o, &r.dist) != 0)
-		ncf_dist_abort(&r.dist, NCF_EXIT_FAIL);
+		exit(ncf_dist_fail(&r.dist, NCF_EXIT_FAIL));
 	if (train_open(&r, &o) != 0 || train_epochs(&r) != 0) {
-		save_finish(&r); /* the write in flight ends first */
-		ncf_dist_abort(&r.dist, r.status); /* the other ranks cannot go on */
+		train_save_finish(&r); /* the write in flight ends first */
+		exit(ncf_dist_fail(&r.dist, r.status)); /* the other ranks cannot go on */
 	}
-	if (save_finish(&r) != 0 && !r.stopped) /* no summary of a run whose state is lost */
+	if (train_save_finish(&r) != 0 && !r.stopped) /* no summary of a run whose state is lost */
 		r.stopped = 1;
-	if (!r.stopped && report_summary(&r) != 0)
+	if (!r.stopped && train_report_summary(&r) != 0)
 		r.status = NCF_EXIT_FAIL;
 	int status = train_close(&r, r.status);
 	free(default_ckpt);

@@ -33,7 +33,7 @@
 #include "err.h"
 #include "train.h"
 
-void report_fmt_rate(char *buf, size_t len, double x)
+void train_report_fmt_rate(char *buf, size_t len, double x)
 {
 	if (x >= 1e6)
 		snprintf(buf, len, "%.2fM", x / 1e6);
@@ -48,7 +48,7 @@ static double mean_rate(double count, double seconds)
 	return seconds > 0 ? count / seconds : 0;
 }
 
-int report_open_log(struct train_run *r)
+int train_report_open_log(struct train_run *r)
 {
 	const struct train_opts *o = r->o;
 	if (r->dist.rank != 0 || !o->log_path)
@@ -65,7 +65,7 @@ int report_open_log(struct train_run *r)
 	return 0;
 }
 
-int report_close_log(struct train_run *r)
+int train_report_close_log(struct train_run *r)
 {
 	int rc = 0;
 	if (r->log && r->log != stdout && fclose(r->log) != 0) {
@@ -76,7 +76,7 @@ int report_close_log(struct train_run *r)
 	return rc;
 }
 
-void report_start(struct train_run *r)
+void train_report_start(struct train_run *r)
 {
 	const struct train_opts *o = r->o;
 	const struct ncf_shape *s = &r->ck.shape;
@@ -99,7 +99,7 @@ void report_start(struct train_run *r)
 			 (unsigned long long)r->samples);
 }
 
-void report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t start_pos,
+void train_report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t start_pos,
 		     double t0, double loss_sum)
 {
 	if (!r->prog.enabled)
@@ -107,17 +107,17 @@ void report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t sta
 	char label[64], extra[64], rate[16];
 	snprintf(label, sizeof label, "epoch %u/%u", e + 1, r->epochs);
 	double dt = ncf_now() - t0;
-	report_fmt_rate(rate, sizeof rate, dt > 0 ? (double)(pos - start_pos) / dt : 0);
+	train_report_fmt_rate(rate, sizeof rate, dt > 0 ? (double)(pos - start_pos) / dt : 0);
 	snprintf(extra, sizeof extra, "loss %.4f  %s samples/s",
 		 loss_sum / (double)pos * (double)r->dist.size, rate);
 	ncf_progress_update(&r->prog, label, (double)pos, (double)r->samples, extra);
 }
 
-void report_epoch(struct train_run *r, const struct epoch_result *er)
+void train_report_epoch(struct train_run *r, const struct train_epoch_result *er)
 {
 	char rate[16], erate[16];
-	report_fmt_rate(rate, sizeof rate, er->train_tput);
-	report_fmt_rate(erate, sizeof erate, er->eval_tput);
+	train_report_fmt_rate(rate, sizeof rate, er->train_tput);
+	train_report_fmt_rate(erate, sizeof erate, er->eval_tput);
 	ncf_info("epoch %u/%u: loss %.4f  hr@%u %.4f  ndcg@%u %.4f  train %.2f s (%s "
 		 "samples/s)  eval %.2f s (%s/s)%s",
 		 er->epoch, r->epochs, er->loss, r->topk, er->hr, r->topk, er->ndcg, er->train_time,
@@ -141,7 +141,7 @@ static int flush_log(struct train_run *r, uint32_t epoch)
 	if (fflush(r->log) == 0 && !ferror(r->log))
 		return 0;
 	int err = errno ? errno : EIO;
-	if (save_finish(r) != 0) /* the state's write ends first, so that this is true */
+	if (train_save_finish(r) != 0) /* the state's write ends first, so that this is true */
 		ncf_error("%s: write failed: %s", r->log == stdout ? "<stdout>" : r->o->log_path,
 			  strerror(err));
 	else
@@ -154,7 +154,7 @@ static int flush_log(struct train_run *r, uint32_t epoch)
 	return -1;
 }
 
-int report_log_epoch(struct train_run *r, const struct epoch_result *er)
+int train_report_log_epoch(struct train_run *r, const struct train_epoch_result *er)
 {
 	if (!r->log)
 		return 0;
@@ -200,7 +200,7 @@ static int report_log_summary(struct train_run *r)
 	return flush_log(r, r->ck.epochs_done);
 }
 
-int report_summary(struct train_run *r)
+int train_report_summary(struct train_run *r)
 {
 	const struct train_opts *o = r->o;
 	const struct train_stats *st = &r->stats;
@@ -208,8 +208,8 @@ int report_summary(struct train_run *r)
 		return 0;
 	char mean[16], bst[16];
 	double rate = mean_rate((double)st->total_samples, st->total_train);
-	report_fmt_rate(mean, sizeof mean, rate);
-	report_fmt_rate(bst, sizeof bst, st->best_tput);
+	train_report_fmt_rate(mean, sizeof mean, rate);
+	train_report_fmt_rate(bst, sizeof bst, st->best_tput);
 	if (st->saved_best)
 		ncf_info("best hr@%u %.4f (ndcg@%u %.4f) at epoch %u, saved in %s; latest state "
 			 "in %s",
@@ -237,7 +237,7 @@ int report_summary(struct train_run *r)
 			 st->total_save_wait, st->last_save_time);
 	if (r->dist.size > 1) {
 		char per[16];
-		report_fmt_rate(per, sizeof per, rate / r->dist.size);
+		train_report_fmt_rate(per, sizeof per, rate / r->dist.size);
 		ncf_info("%d ranks: %s samples/s per rank; %.1f%% of training time in the "
 			 "gradient all-reduce",
 			 r->dist.size, per,

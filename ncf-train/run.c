@@ -12,6 +12,7 @@
 #include "evaluate.h"
 #include "io.h"
 #include "train.h"
+#include "usage.h"
 
 /* A fresh model of o's shape on the cache's users and items, NVIDIA's
  * initialisation, Adam's moments zero. */
@@ -260,10 +261,10 @@ int train_open(struct train_run *r, const struct train_opts *o)
 	 * rank 0 carries it on */
 	if (r->dist.rank != 0)
 		r->ck.epoch_loss = 0;
-	if (report_open_log(r) != 0 || save_open(r) != 0)
+	if (train_report_open_log(r) != 0 || train_save_open(r) != 0)
 		return -1;
 	train_catch_signals();
-	report_start(r);
+	train_report_start(r);
 	r->stats.run_start = ncf_now();
 	r->stats.t_threshold = -1;
 	r->stats.t_best = -1;
@@ -278,9 +279,9 @@ int train_open(struct train_run *r, const struct train_opts *o)
 
 int train_close(struct train_run *r, int status)
 {
-	if (save_finish(r) != 0 && !status) /* main waited already, or failed */
+	if (train_save_finish(r) != 0 && !status) /* main waited already, or failed */
 		status = NCF_EXIT_FAIL;
-	if (report_close_log(r) != 0)
+	if (train_report_close_log(r) != 0)
 		status = NCF_EXIT_FAIL;
 	unpin_state(r);
 	ncf_backend_close(&r->be);

@@ -45,7 +45,7 @@ struct save_job {
 	uint32_t epoch;	      /* whose state it is (1-based), 0: mid-epoch */
 };
 
-struct ncf_saver {
+struct train_saver {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -62,7 +62,7 @@ struct ncf_saver {
 /* The writer thread's messages go here, not to stderr. */
 static void keep_message(const char *line, void *ctx)
 {
-	struct ncf_saver *s = ctx;
+	struct train_saver *s = ctx;
 	size_t n = strlen(line);
 	pthread_mutex_lock(&s->mu);
 	s->msgs = ncf_xrealloc(s->msgs, s->msgs_len + n + 2);
@@ -111,7 +111,7 @@ static void free_job(struct save_job *job)
 
 static void *writer_main(void *arg)
 {
-	struct ncf_saver *s = arg;
+	struct train_saver *s = arg;
 	ncf_set_thread_message_sink(keep_message, s);
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
@@ -136,7 +136,7 @@ static void *writer_main(void *arg)
 }
 
 /* The writer running, for the exit handler below. */
-static struct ncf_saver *running;
+static struct train_saver *running;
 
 /* exit() from the training thread while a write is going on (an
  * allocation that fails, say) waits for the write first: registered
@@ -144,7 +144,7 @@ static struct ncf_saver *running;
  * arrays the writer reads stay valid until it is done. */
 static void wait_at_exit(void)
 {
-	struct ncf_saver *s = running;
+	struct train_saver *s = running;
 	if (!s || pthread_equal(pthread_self(), s->thread))
 		return;
 	pthread_mutex_lock(&s->mu);
@@ -163,7 +163,7 @@ static int sync_saves(void)
  * (reported). */
 static int saver_start(struct train_run *r)
 {
-	struct ncf_saver *s = ncf_xcalloc(1, sizeof *s);
+	struct train_saver *s = ncf_xcalloc(1, sizeof *s);
 	s->time = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -194,7 +194,7 @@ static int saver_start(struct train_run *r)
  * -1 when that job failed (r->status 1). */
 static int saver_wait(struct train_run *r)
 {
-	struct ncf_saver *s = r->saver;
+	struct train_saver *s = r->saver;
 	if (!s)
 		return 0;
 	pthread_mutex_lock(&s->mu);
@@ -235,7 +235,7 @@ static int snapshot(struct train_run *r)
 /* Write job now, or hand it to the writer.  Takes job's paths. */
 static int save_job(struct train_run *r, struct save_job *job, int now)
 {
-	struct ncf_saver *s = r->saver;
+	struct train_saver *s = r->saver;
 	if (!s || now) {
 		double t0 = ncf_now();
 		int rc = write_job(job);
@@ -271,14 +271,14 @@ char *train_suffixed(const char *path, const char *suffix)
 	return s;
 }
 
-int save_open(struct train_run *r)
+int train_save_open(struct train_run *r)
 {
 	if (r->dist.rank != 0 || sync_saves())
 		return 0;
 	return saver_start(r);
 }
 
-int save_epoch(struct train_run *r, struct epoch_result *er)
+int train_save_epoch(struct train_run *r, struct train_epoch_result *er)
 {
 	const struct train_opts *o = r->o;
 	er->save_time = -1;
@@ -311,7 +311,7 @@ int save_epoch(struct train_run *r, struct epoch_result *er)
 	return rc;
 }
 
-int save_interrupted(struct train_run *r)
+int train_save_interrupted(struct train_run *r)
 {
 	if (r->dist.rank != 0)
 		return 0;
@@ -327,9 +327,9 @@ int save_interrupted(struct train_run *r)
 	return save_job(r, &job, 1) != 0 || earlier != 0 ? -1 : 0;
 }
 
-int save_finish(struct train_run *r)
+int train_save_finish(struct train_run *r)
 {
-	struct ncf_saver *s = r->saver;
+	struct train_saver *s = r->saver;
 	if (!s)
 		return r->stats.save_failed ? -1 : 0;
 	double t0 = ncf_now();

@@ -11,7 +11,7 @@
  *
  * Failures: a function that fails reports it and returns -1 with
  * r->status set to the exit status; main then ends the whole job
- * (ncf_dist_abort: with several ranks the others cannot go on).  A run
+ * (ncf_dist_fail: with several ranks the others cannot go on).  A run
  * that stops on purpose (a signal, a log that cannot be written: every
  * rank agrees) returns 0 with r->stopped set and ends normally.
  */
@@ -47,7 +47,7 @@ struct train_opts {
 };
 
 /* One finished epoch, as the loop hands it to saving and reporting. */
-struct epoch_result {
+struct train_epoch_result {
 	uint32_t epoch;		  /* 1-based */
 	double loss;		  /* mean training loss over the epoch's samples */
 	uint64_t samples;	  /* trained in this run (less after a resume mid-epoch) */
@@ -83,7 +83,7 @@ struct train_stats {
 	int background;		  /* checkpoints were written by the writer thread */
 };
 
-struct ncf_saver;
+struct train_saver;
 
 struct train_run {
 	const struct train_opts *o;
@@ -99,7 +99,7 @@ struct train_run {
 	FILE *log;		  /* --log, or NULL */
 	struct ncf_progress prog;
 	struct train_stats stats;
-	struct ncf_saver *saver;  /* the checkpoint writer (save.c), or NULL */
+	struct train_saver *saver;  /* the checkpoint writer (save.c), or NULL */
 	int pinned;		  /* ck's arrays are the backend's host memory */
 	int status;		  /* the exit status */
 	int stopped;		  /* stopped before the last epoch, on purpose */
@@ -125,15 +125,15 @@ int train_epochs(struct train_run *r);
 
 /* save.c */
 /* Start the checkpoint writer thread (rank 0).  Returns 0 or -1. */
-int save_open(struct train_run *r);
+int train_save_open(struct train_run *r);
 /* Save this epoch's state: the latest state (--checkpoint), the best
  * model when er->best, MODEL.epoch-NNN with --keep-epochs, written in the
  * background while the next epoch trains; first waits for the previous
  * epoch's write.  Sets er->save_time and er->save_wait.  Rank 0 writes.
  * Returns 0, or -1 (reported; also when the previous write failed). */
-int save_epoch(struct train_run *r, struct epoch_result *er);
+int train_save_epoch(struct train_run *r, struct train_epoch_result *er);
 /* Save the state of an epoch interrupted at r->ck.position, now. */
-int save_interrupted(struct train_run *r);
+int train_save_interrupted(struct train_run *r);
 /* --keep-epochs names MODEL TRAIN_EPOCH_SERIES NNN, NNN the epoch as
  * "%03u" writes it: MODEL.epoch-001 (samefile.h's series). */
 #define TRAIN_EPOCH_SERIES ".epoch-"
@@ -141,28 +141,28 @@ int save_interrupted(struct train_run *r);
 char *train_suffixed(const char *path, const char *suffix);
 /* Wait for the last write and stop the writer.  Returns 0, or -1 when a
  * write failed (reported, r->status 1).  Safe to call twice. */
-int save_finish(struct train_run *r);
+int train_save_finish(struct train_run *r);
 
 /* report.c */
 /* Open --log (rank 0; appended to on --resume).  Returns 0 or -1. */
-int report_open_log(struct train_run *r);
+int train_report_open_log(struct train_run *r);
 /* Close it; returns 0 or -1 (reported). */
-int report_close_log(struct train_run *r);
+int train_report_close_log(struct train_run *r);
 /* The lines before the first epoch: sizes, backend, threads, ranks, resume. */
-void report_start(struct train_run *r);
+void train_report_start(struct train_run *r);
 /* The progress line during an epoch: pos of S samples, loss_sum so far. */
-void report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t start_pos,
+void train_report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t start_pos,
 		     double t0, double loss_sum);
 /* This epoch's line on stderr. */
-void report_epoch(struct train_run *r, const struct epoch_result *er);
+void train_report_epoch(struct train_run *r, const struct train_epoch_result *er);
 /* This epoch's JSON object on --log.  Returns 0, or -1 when the log
  * cannot be written (reported; the log is closed). */
-int report_log_epoch(struct train_run *r, const struct epoch_result *er);
+int train_report_log_epoch(struct train_run *r, const struct train_epoch_result *er);
 /* The end of a run that trained: best model, threshold, throughput,
  * checkpoints; on stderr and as the summary object on --log.  Returns 0,
  * or -1 when the log cannot be written (reported). */
-int report_summary(struct train_run *r);
+int train_report_summary(struct train_run *r);
 /* x as "1.23M", "4.5k" or "678". */
-void report_fmt_rate(char *buf, size_t len, double x);
+void train_report_fmt_rate(char *buf, size_t len, double x);
 
 #endif

@@ -4,9 +4,10 @@
 #
 # Every feature is found by compiling and linking a small program (not by
 # looking for files), and reported on one line.  Required: a C compiler with
-# OpenMP, zstd, libcsv, OpenBLAS.  Wanted: MPI (installed like the required
-# ones unless NO_MPI=1).  Optional: CUDA with cuBLAS/cuBLASLt, NCCL (probed,
-# never installed; NO_CUDA=1 turns them off).  Wanted but optional: ONNX
+# OpenMP, zstd, libcsv, jansson (the safetensors header), OpenBLAS.
+# Wanted: MPI (installed like the required ones unless NO_MPI=1).
+# Optional: CUDA with cuBLAS/cuBLASLt, NCCL (probed, never installed;
+# NO_CUDA=1 turns them off).  Wanted but optional: ONNX
 # export (protobuf-c, protoc-c and the onnx.proto of libonnx-dev, with
 # python3-onnx for its test), installed unless NO_ONNX=1; when they cannot
 # be had the build goes on and ncf-infer --export F.onnx exits 3.
@@ -49,6 +50,14 @@ EOF
 	probe csv "" "-lcsv" <<'EOF' || missing_pkgs="$missing_pkgs libcsv-dev"
 #include <csv.h>
 int main(void) { struct csv_parser p; if (csv_init(&p, 0)) return 1; csv_free(&p); return 0; }
+EOF
+	# jansson as the safetensors reader uses it: a duplicate key refused, the
+	# byte where the parse stopped given
+	probe jansson "" "-ljansson" <<'EOF' || missing_pkgs="$missing_pkgs libjansson-dev"
+#include <jansson.h>
+int main(void) { json_error_t e; const char *s = "{\"a\":1,\"a\":2}";
+  json_t *j = json_loadb(s, 13, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+  if (j) json_decref(j); return j != NULL || e.position != 10; }
 EOF
 	probe openblas "" "-lopenblas" <<'EOF' || missing_pkgs="$missing_pkgs libopenblas-dev"
 #include <cblas.h>
@@ -104,6 +113,7 @@ fi
 say "openmp" found
 say "zstd" found
 say "libcsv" found
+say "jansson" found
 say "openblas" found
 HAVE_MPI=0
 if [ "$NO_MPI" = 1 ]; then

@@ -28,10 +28,7 @@ static int cpu_init(struct ncf_backend *be)
 	be->impl = c;
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total;
-	c->params = ncf_xcalloc(total, sizeof(float));
-	c->m = ncf_xcalloc(total, sizeof(float));
-	c->v = ncf_xcalloc(total, sizeof(float));
-	c->grad = ncf_xcalloc(total, sizeof(float));
+	ncf_host_state_init(&c->h, total);
 	c->uslot = ncf_xmalloc((size_t)s->users * sizeof *c->uslot);
 	c->islot = ncf_xmalloc((size_t)s->items * sizeof *c->islot);
 	memset(c->uslot, 0xff, (size_t)s->users * sizeof *c->uslot);
@@ -82,7 +79,7 @@ static void cpu_free(struct ncf_backend *be)
 		free(c->ts[t].logit);
 	}
 	free(c->ts);
-	free(c->params), free(c->m), free(c->v), free(c->grad);
+	ncf_host_state_free(&c->h);
 	free(c->su), free(c->si), free(c->lab), free(c->slot_u), free(c->slot_i);
 	free(c->dlogit), free(c->dz1), free(c->chunk_loss);
 	free(c->uslot), free(c->islot), free(c->slot_user), free(c->slot_item);
@@ -95,51 +92,13 @@ static void cpu_free(struct ncf_backend *be)
 	be->impl = NULL;
 }
 
+/* The shared copy (state.h), and the scoring tables made again. */
 static int cpu_set_state(struct ncf_backend *be, const float *params, const float *m,
 			 const float *v)
 {
 	struct cpu *c = be->impl;
-	size_t n = be->layout.total * sizeof(float);
-	memcpy(c->params, params, n);
-	if (m)
-		memcpy(c->m, m, n);
-	else
-		memset(c->m, 0, n);
-	if (v)
-		memcpy(c->v, v, n);
-	else
-		memset(c->v, 0, n);
 	c->tables_valid = 0;
-	return 0;
-}
-
-static int cpu_get_state(struct ncf_backend *be, float *params, float *m, float *v)
-{
-	struct cpu *c = be->impl;
-	size_t n = be->layout.total * sizeof(float);
-	if (params)
-		memcpy(params, c->params, n);
-	if (m)
-		memcpy(m, c->m, n);
-	if (v)
-		memcpy(v, c->v, n);
-	return 0;
-}
-
-static int cpu_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d)
-{
-	struct cpu *c = be->impl;
-	c->td = *d;
-	c->have_td = 1;
-	return 0;
-}
-
-static int cpu_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d)
-{
-	struct cpu *c = be->impl;
-	c->ed = *d;
-	c->have_ed = 1;
-	return 0;
+	return ncf_host_set_state(be, params, m, v);
 }
 
 static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
@@ -148,13 +107,13 @@ static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first
 	struct cpu *c = be->impl;
 	if (ncf_cpu_compute_grad(be, epoch, first, n, loss_sum) != 0)
 		return -1;
-	if (ncf_dist_sum_f32(be->dist, c->grad, be->layout.total) != 0)
+	if (ncf_dist_sum_f32(be->dist, c->h.grad, be->layout.total) != 0)
 		return -1;
 	be->step++;
 	struct ncf_adam_k k;
 	ncf_adam_constants(&be->hp, be->step, &k);
 	size_t total = be->layout.total;
-	float *p = c->params, *m = c->m, *v = c->v, *g = c->grad;
+	float *p = c->h.params, *m = c->h.m, *v = c->h.v, *g = c->h.grad;
 #pragma omp parallel for schedule(static)
 	for (int64_t j = 0; j < (int64_t)total; j++)
 		ncf_adam_update(&p[j], &m[j], &v[j], g[j], &k);
@@ -168,7 +127,7 @@ static int cpu_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint
 	struct cpu *c = be->impl;
 	if (ncf_cpu_compute_grad(be, epoch, first, n, loss_sum) != 0)
 		return -1;
-	memcpy(grad, c->grad, be->layout.total * sizeof(float));
+	memcpy(grad, c->h.grad, be->layout.total * sizeof(float));
 	return 0;
 }
 
@@ -178,9 +137,9 @@ const struct ncf_backend_i ncf_backend_cpu = {
 	.init = cpu_init,
 	.free = cpu_free,
 	.set_state = cpu_set_state,
-	.get_state = cpu_get_state,
-	.set_train_data = cpu_set_train_data,
-	.set_eval_data = cpu_set_eval_data,
+	.get_state = ncf_host_get_state,
+	.set_train_data = ncf_host_set_train_data,
+	.set_eval_data = ncf_host_set_eval_data,
 	.train_step = cpu_train_step,
 	.grad = cpu_grad,
 	.eval_ranks = ncf_cpu_eval_ranks,

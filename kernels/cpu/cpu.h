@@ -34,6 +34,7 @@
 #endif
 
 #include "backend_impl.h"
+#include "state.h"
 
 #define CHUNK 2048 /* samples per chunk */
 #define LANES 64   /* accumulators of the dense weight gradients */
@@ -51,10 +52,7 @@ struct scratch {
 };
 
 struct cpu {
-	float *params, *m, *v, *grad; /* (total) */
-	struct ncf_train_data td;
-	struct ncf_eval_data ed;
-	int have_td, have_ed;
+	struct ncf_host_state h; /* first: parameters, moments, gradient, data (state.h) */
 	/* step scratch */
 	size_t cap;		     /* samples the arrays below hold */
 	uint32_t *su, *si;	     /* (B) user, item */

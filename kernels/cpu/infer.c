@@ -79,9 +79,9 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 		c->AU = ncf_xmalloc((size_t)s->users * H1 * sizeof(float));
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
-	const float *W1 = c->params + L->w[1], *b1 = c->params + L->b[1];
-	ncf_cpu_rows_times_wt(c->params + L->mlp_user, s->users, M, W1, 2 * M, H1, c->AU);
-	ncf_cpu_rows_times_wt(c->params + L->mlp_item, s->items, M, W1 + M, 2 * M, H1, c->AI);
+	const float *W1 = c->h.params + L->w[1], *b1 = c->h.params + L->b[1];
+	ncf_cpu_rows_times_wt(c->h.params + L->mlp_user, s->users, M, W1, 2 * M, H1, c->AU);
+	ncf_cpu_rows_times_wt(c->h.params + L->mlp_item, s->items, M, W1 + M, 2 * M, H1, c->AI);
 #pragma omp parallel for schedule(static)
 	for (int64_t u = 0; u < (int64_t)s->users; u++)
 		for (size_t h = 0; h < H1; h++)
@@ -91,11 +91,11 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 		size_t in = s->layers[k - 1], out = s->layers[k], outp = PAD16(out);
 		free(c->wt[k]);
 		c->wt[k] = ncf_xcalloc(in * outp + outp, sizeof(float));
-		const float *W = c->params + L->w[k];
+		const float *W = c->h.params + L->w[k];
 		for (size_t o = 0; o < out; o++)
 			for (size_t q = 0; q < in; q++)
 				c->wt[k][q * outp + o] = W[o * in + q];
-		memcpy(c->wt[k] + in * outp, c->params + L->b[k], out * sizeof(float));
+		memcpy(c->wt[k] + in * outp, c->h.params + L->b[k], out * sizeof(float));
 	}
 	c->tables_valid = 1;
 }
@@ -108,7 +108,7 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
-	const float *prm = c->params;
+	const float *prm = c->h.params;
 	uint32_t nl = s->n_layers, last = nl - 1;
 	size_t F = s->factors, H1 = s->layers[1];
 	float *h1 = x->h[1];
@@ -166,12 +166,12 @@ int ncf_cpu_score(struct ncf_backend *be, const uint32_t *users, const uint32_t 
 int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
 {
 	struct cpu *c = be->impl;
-	if (!c->have_ed) {
+	if (!c->h.have_ed) {
 		ncf_error("cpu backend: no evaluation data");
 		return -1;
 	}
 	build_tables(be, c);
-	const struct ncf_eval_data *ed = &c->ed;
+	const struct ncf_eval_data *ed = &c->h.ed;
 	uint32_t N = ed->negatives, per = N + 1;
 	uint32_t users_per_chunk = CHUNK / per ? CHUNK / per : 1;
 	uint32_t nusers = u1 - u0;

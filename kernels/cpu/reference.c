@@ -38,15 +38,9 @@
 #include "err.h"
 #include "metrics.h"
 #include "ncf_hd.h"
+#include "state.h"
 
 #define REF_PIECE 4096 /* pairs per forward pass when scoring */
-
-struct ref {
-	float *params, *m, *v, *grad; /* (layout.total) */
-	struct ncf_train_data td;
-	struct ncf_eval_data ed;
-	int have_td, have_ed;
-};
 
 /* A batch's rows and activations. */
 struct batch {
@@ -342,7 +336,7 @@ static void backward(const struct ncf_backend *be, const float *prm, struct batc
 static int ref_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			    double *loss_sum)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	const struct ncf_train_data *td = &r->td;
 	if (!r->have_td) {
 		ncf_error("reference backend: no training data");
@@ -377,76 +371,26 @@ static int ref_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 
 static int ref_init(struct ncf_backend *be)
 {
-	struct ref *r = ncf_xcalloc(1, sizeof *r);
+	struct ncf_host_state *r = ncf_xcalloc(1, sizeof *r);
 	be->impl = r;
-	size_t total = be->layout.total;
-	r->params = ncf_xcalloc(total, sizeof(float));
-	r->m = ncf_xcalloc(total, sizeof(float));
-	r->v = ncf_xcalloc(total, sizeof(float));
-	r->grad = ncf_xcalloc(total, sizeof(float));
+	ncf_host_state_init(r, be->layout.total);
 	return 0;
 }
 
 static void ref_free(struct ncf_backend *be)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	if (!r)
 		return;
-	free(r->params), free(r->m), free(r->v), free(r->grad);
+	ncf_host_state_free(r);
 	free(r);
 	be->impl = NULL;
-}
-
-static int ref_set_state(struct ncf_backend *be, const float *params, const float *m,
-			 const float *v)
-{
-	struct ref *r = be->impl;
-	size_t n = be->layout.total * sizeof(float);
-	memcpy(r->params, params, n);
-	if (m)
-		memcpy(r->m, m, n);
-	else
-		memset(r->m, 0, n);
-	if (v)
-		memcpy(r->v, v, n);
-	else
-		memset(r->v, 0, n);
-	return 0;
-}
-
-static int ref_get_state(struct ncf_backend *be, float *params, float *m, float *v)
-{
-	struct ref *r = be->impl;
-	size_t n = be->layout.total * sizeof(float);
-	if (params)
-		memcpy(params, r->params, n);
-	if (m)
-		memcpy(m, r->m, n);
-	if (v)
-		memcpy(v, r->v, n);
-	return 0;
-}
-
-static int ref_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d)
-{
-	struct ref *r = be->impl;
-	r->td = *d;
-	r->have_td = 1;
-	return 0;
-}
-
-static int ref_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d)
-{
-	struct ref *r = be->impl;
-	r->ed = *d;
-	r->have_ed = 1;
-	return 0;
 }
 
 static int ref_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 		    float *grad, double *loss_sum)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	if (ref_compute_grad(be, epoch, first, n, loss_sum) != 0)
 		return -1;
 	memcpy(grad, r->grad, be->layout.total * sizeof(float));
@@ -457,7 +401,7 @@ static int ref_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint
 static int ref_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			  double *loss_sum)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	if (ref_compute_grad(be, epoch, first, n, loss_sum) != 0)
 		return -1;
 	if (ncf_dist_sum_f32(be->dist, r->grad, be->layout.total) != 0)
@@ -472,7 +416,7 @@ static int ref_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first
 static int ref_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		      size_t n, float *out)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	for (size_t j = 0; j < n; j++)
 		if (users[j] >= be->shape.users || items[j] >= be->shape.items) {
 			ncf_error("reference backend: pair %zu (user %u, item %u) is outside the "
@@ -506,7 +450,7 @@ static int ref_score(struct ncf_backend *be, const uint32_t *users, const uint32
 /* Per user: the logits of the test item and the N negatives, ranked. */
 static int ref_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_t *ranks)
 {
-	struct ref *r = be->impl;
+	struct ncf_host_state *r = be->impl;
 	if (!r->have_ed) {
 		ncf_error("reference backend: no evaluation data");
 		return -1;
@@ -537,10 +481,10 @@ const struct ncf_backend_i ncf_backend_reference = {
 	.device = NCF_DEVICE_CPU,
 	.init = ref_init,
 	.free = ref_free,
-	.set_state = ref_set_state,
-	.get_state = ref_get_state,
-	.set_train_data = ref_set_train_data,
-	.set_eval_data = ref_set_eval_data,
+	.set_state = ncf_host_set_state,
+	.get_state = ncf_host_get_state,
+	.set_train_data = ncf_host_set_train_data,
+	.set_eval_data = ncf_host_set_eval_data,
 	.train_step = ref_train_step,
 	.grad = ref_grad,
 	.eval_ranks = ref_eval_ranks,

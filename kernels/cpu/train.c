@@ -189,7 +189,7 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
-	const float *prm = c->params;
+	const float *prm = c->h.params;
 	const uint32_t *order = c->ulist + k0;
 	uint32_t nl = s->n_layers, last = nl - 1;
 	size_t F = s->factors, H1 = s->layers[1];
@@ -317,7 +317,7 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 static void make_samples(struct ncf_backend *be, struct cpu *c, uint64_t S, uint32_t epoch,
 			 uint64_t pos0, size_t B)
 {
-	const struct ncf_train_data *td = &c->td;
+	const struct ncf_train_data *td = &c->h.td;
 	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 #pragma omp parallel for schedule(static)
 	for (int64_t j = 0; j < (int64_t)B; j++)
@@ -355,14 +355,14 @@ static void layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 {
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	const float *W1 = c->params + L->w[1];
+	const float *W1 = c->h.params + L->w[1];
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->xu + (size_t)k * M, c->params + L->mlp_user + (size_t)c->slot_user[k] * M,
+		memcpy(c->xu + (size_t)k * M, c->h.params + L->mlp_user + (size_t)c->slot_user[k] * M,
 		       M * sizeof(float));
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->xi + (size_t)k * M, c->params + L->mlp_item + (size_t)c->slot_item[k] * M,
+		memcpy(c->xi + (size_t)k * M, c->h.params + L->mlp_item + (size_t)c->slot_item[k] * M,
 		       M * sizeof(float));
 	ncf_cpu_rows_times_wt(c->xu, nu, M, W1, 2 * M, H1, c->au);
 	ncf_cpu_rows_times_wt(c->xi, ni, M, W1 + M, 2 * M, H1, c->ai);
@@ -388,7 +388,7 @@ static double run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64
 	double loss = 0;
 	for (size_t ch = 0; ch < chunks; ch++)
 		loss += c->chunk_loss[ch];
-	float *gt = c->grad + c->tail_off;
+	float *gt = c->h.grad + c->tail_off;
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)c->tail_len; k++) {
 		float acc = 0.0f;
@@ -405,7 +405,7 @@ static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, 
 {
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	const float *W1 = c->params + L->w[1];
+	const float *W1 = c->h.params + L->w[1];
 #pragma omp parallel for schedule(dynamic, 64)
 	for (int64_t k = 0; k < (int64_t)nu; k++) {
 		float *d = c->dau + (size_t)k * H1;
@@ -436,19 +436,19 @@ static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, 
 				dd[h] += z[h];
 		}
 	}
-	float *gW1 = c->grad + L->w[1];
+	float *gW1 = c->h.grad + L->w[1];
 	ncf_cpu_tn_sum(c, c->dau, c->xu, nu, H1, M, gW1, 2 * M);
 	ncf_cpu_tn_sum(c, c->dai, c->xi, ni, H1, M, gW1 + M, 2 * M);
-	ncf_cpu_col_sum(c, c->dau, nu, H1, c->grad + L->b[1]);
+	ncf_cpu_col_sum(c, c->dau, nu, H1, c->h.grad + L->b[1]);
 	ncf_cpu_rows_times_w(c->dau, nu, H1, W1, 2 * M, M, c->dx);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->grad + L->mlp_user + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
+		memcpy(c->h.grad + L->mlp_user + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
 	ncf_cpu_rows_times_w(c->dai, ni, H1, W1 + M, 2 * M, M, c->dx);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->grad + L->mlp_item + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
+		memcpy(c->h.grad + L->mlp_item + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
 }
 
@@ -457,11 +457,11 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 {
 	struct cpu *c = be->impl;
 	const struct ncf_layout *L = &be->layout;
-	if (!c->have_td) {
+	if (!c->h.have_td) {
 		ncf_error("cpu backend: no training data");
 		return -1;
 	}
-	uint64_t S = ncf_epoch_check("cpu", c->td.positives, be->hp.negatives, first, n);
+	uint64_t S = ncf_epoch_check("cpu", c->h.td.positives, be->hp.negatives, first, n);
 	if (S == 0)
 		return -1;
 	uint64_t lo, hi;
@@ -476,7 +476,7 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	}
 	float inv_n = 1.0f / (float)n;
 	size_t F = be->shape.factors;
-	memset(c->grad, 0, L->total * sizeof(float));
+	memset(c->h.grad, 0, L->total * sizeof(float));
 	*loss_sum = 0;
 	if (B == 0)
 		return 0;
@@ -488,10 +488,10 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	layer1_forward(be, c, nu, ni);				 /* 3 */
 	*loss_sum = run_chunks(be, c, B, pos0, epoch, inv_n);	 /* 4 */
 	layer1_backward(be, c, nu, ni);				 /* 5 */
-	const float *wg = c->params + L->head_w;		 /* 6 */
-	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->params + L->gmf_item, c->slot_user,
-		      c->grad + L->gmf_user, wg, F);
-	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->params + L->gmf_user, c->slot_item,
-		      c->grad + L->gmf_item, wg, F);
+	const float *wg = c->h.params + L->head_w;		 /* 6 */
+	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->h.params + L->gmf_item, c->slot_user,
+		      c->h.grad + L->gmf_user, wg, F);
+	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->h.params + L->gmf_user, c->slot_item,
+		      c->h.grad + L->gmf_item, wg, F);
 	return 0;
 }

@@ -212,6 +212,7 @@ cat >nvidia.py <<'EOF'
 import json, struct, sys
 
 src, dst, how = sys.argv[1:4]
+drop = sys.argv[4] if len(sys.argv) > 4 else None  # leave out the tensors named drop*
 b = open(src, "rb").read()
 n, = struct.unpack("<Q", b[:8])
 h = json.loads(b[8:8 + n])
@@ -229,6 +230,8 @@ if how == "library":  # the safetensors library itself
 else:  # as its writer lays a state_dict out: by name, padded to 8
     out, body, at = {}, b"", 0
     for k in sorted(h):
+        if drop and k.startswith(drop):
+            continue
         lo, hi = h[k]["data_offsets"]
         out[k] = {"dtype": "F32", "shape": h[k]["shape"], "data_offsets": [at, at + hi - lo]}
         body += data[lo:hi]
@@ -389,6 +392,14 @@ head -c -4 m.safetensors >short.safetensors
 bad short "data_offsets past the end of the file"
 remake m.safetensors missing.safetensors 's/,"final\.bias":{[^}]*}//'
 bad missing "a missing tensor"
+remake m.safetensors nolayer.safetensors 's/,"mlp\.1\.weight":{[^}]*}//; s/,"mlp\.1\.bias":{[^}]*}//'
+bad nolayer "a state_dict without the layer mlp.1 (both its tensors named)"
+if [ -n "$PY" ] && "$PY" nvidia.py m.safetensors nolast.safetensors by-hand mlp.2.; then
+	bad nolast "a state_dict without its last layer, mlp.2 (named, not final.weight's shape)"
+else
+	skip "no python3 to write a state_dict without a layer"
+	skip "no python3"
+fi
 remake m.safetensors ddp.safetensors 's/"mf_user_embed\.weight"/"module.mf_user_embed.weight"/'
 bad ddp "DistributedDataParallel's 'module.' prefix"
 remake m.safetensors ids.safetensors 's/"ncf\.user_ids":"1-50"/"ncf.user_ids":"1-49"/'

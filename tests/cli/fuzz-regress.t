@@ -1,7 +1,7 @@
 #!/bin/bash
 # fuzz-regress.t - every reproducer kept in tests/fuzz/regress/TARGET/ (the
-# findings of make fuzz, and the crashes of issue 9 as inputs to the
-# harnesses) replayed through its harness: the normal build's replay_*
+# findings of make fuzz, and crashes found earlier by hand, as inputs to
+# the harnesses) replayed through its harness: the normal build's replay_*
 # programs, and under check-asan the sanitized ones, so that a crash, a
 # sanitizer report or a broken harness invariant fails make check.
 . "$(dirname "$0")/../lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# hostile.t - the findings of issue 9 (hostile input and faults), one
+# hostile.t - hostile input and faults that once broke a tool, one
 # regression each: the CR in a header line (was SIGSEGV), outputs that are
 # inputs (were overwritten), NUL bytes inside text lines (were read up to
 # the NUL), dangling symbolic links as outputs (were replaced), --log

@@ -1,5 +1,5 @@
 #!/bin/bash
-# mpi.t - data-parallel ncf-train under mpirun on CPU ranks (issue 6):
+# mpi.t - data-parallel ncf-train under mpirun on CPU ranks:
 # 2 ranks against 1, mpirun -np 1 against no mpirun, and a failing or dying
 # rank ending the whole job (within a time limit) rather than hanging it.
 . "$(dirname "$0")/../lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# nodes.t - ncf-train across hosts over TCP (issue 14): two test hosts made
+# nodes.t - ncf-train across hosts over TCP: two test hosts made
 # of network namespaces joined by a veth pair, then three on a bridge
 # (scripts/nethosts.sh), Open MPI started across them with an orted inside
 # each host's namespace (plm_rsh_agent in place of ssh), TCP only, each

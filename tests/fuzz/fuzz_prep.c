@@ -32,13 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const enum ncf_format formats[] = {NCF_FORMAT_UNKNOWN, NCF_FORMAT_ML20M,
 						  NCF_FORMAT_ML1M, NCF_FORMAT_ML100K, NCF_FORMAT_CSV};
 	enum ncf_format format = formats[data[0] % 5];
-	struct ncf_protocol_opts po = {.min_ratings = data[1] & 3,
+	struct prep_protocol_opts po = {.min_ratings = data[1] & 3,
 				       .eval_negatives = 1 + ((data[1] >> 2) & 3), .seed = 1};
 	fuzz_messages_reset();
 	FILE *fp = fuzz_open(data + 2, size - 2);
-	struct ncf_rows rows = {0};
-	struct ncf_parse_info pi;
-	int rc = ncf_parse(fp, "<fuzz>", format, &rows, &pi, 0);
+	struct prep_rows rows = {0};
+	struct prep_parse_info pi;
+	int rc = prep_parse(fp, "<fuzz>", format, &rows, &pi, 0);
 	fclose(fp);
 	if (rc != 0) {
 		fuzz_check_refusal();
@@ -56,14 +56,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.source_bytes = pi.bytes;
 	c.source_crc = pi.crc;
 	c.ratings_read = rows.n;
-	ncf_rows_index(&rows);
-	if (ncf_protocol_run(&rows, &po, &c) != 0) {
+	prep_rows_index(&rows);
+	if (prep_protocol_run(&rows, &po, &c) != 0) {
 		fuzz_check_refusal(); /* no user left under --min-ratings */
-		ncf_rows_free(&rows);
+		prep_rows_free(&rows);
 		ncf_cache_free(&c);
 		return 0;
 	}
-	ncf_rows_free(&rows);
+	prep_rows_free(&rows);
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *ms = open_memstream(&buf, &len);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 #include "err.h"
-#include "model_file.h"
 #include "safetensors.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -26,7 +25,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void check(const struct ncf_model_file *m, const struct ncf_model_want *w)
+static void check(const struct ncf_model *m, const struct ncf_model_want *w)
 {
 	struct ncf_layout L;
 	if (ncf_shape_check(&m->shape) || m->shape.users < 1 || m->shape.items < 1)
@@ -43,17 +42,17 @@ static void check(const struct ncf_model_file *m, const struct ncf_model_want *w
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ncf_model_file m;
+	struct ncf_model m;
 	if (ncf_safetensors_read_mem(data, size, "fuzz", NULL, &m) == 0) {
 		check(&m, NULL);
 		/* the same file against a cache of its own sizes, and of one user more */
 		struct ncf_model_want w = {m.shape.users, m.shape.items};
 		struct ncf_model_want w2 = {m.shape.users + 1, 0};
-		ncf_model_file_free(&m);
+		ncf_model_free(&m);
 		if (ncf_safetensors_read_mem(data, size, "fuzz", &w, &m) != 0)
 			abort();
 		check(&m, &w);
-		ncf_model_file_free(&m);
+		ncf_model_free(&m);
 		if (ncf_safetensors_read_mem(data, size, "fuzz", &w2, &m) == 0)
 			abort();
 	}

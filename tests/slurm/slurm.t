@@ -1,5 +1,5 @@
 #!/bin/bash
-# slurm.t - ncf-train and ncf-eval under Slurm (issue 14): a one-node
+# slurm.t - ncf-train and ncf-eval under Slurm: a one-node
 # cluster started here (scripts/slurm-cluster.sh: munged, slurmctld,
 # slurmd, configuration in build/slurm), srun -n 2 through Slurm's PMIx
 # plugin against mpirun -np 2 and one rank (tests/ranks.sh), an sbatch

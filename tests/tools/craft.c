@@ -15,6 +15,7 @@
  * "NAME<TAB>KIND" (KIND cache or model).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,19 @@
 
 static const char *dir;
 static FILE *cases;
+
+/* A step that failed: say which, exit 1 (a program may; the library may not). */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	ncf_error("%s", buf);
+	exit(1);
+}
 
 /* ---- the base cache: U 3, I 5, N 2, P 4 ------------------------------------------ */
 /*   user 0 (id 11): train 0 1, test 2, negatives 3 4
@@ -115,7 +129,7 @@ static void forged_section(FILE *fp, const char *tag, uint64_t raw, const void *
 	size_t n = ZSTD_compress2(cc, z, bound, data, frame_raw);
 	ZSTD_freeCCtx(cc);
 	if (ZSTD_isError(n))
-		ncf_die(1, "zstd: %s", ZSTD_getErrorName(n));
+		die("zstd: %s", ZSTD_getErrorName(n));
 	raw_section(fp, tag, raw, z, n, filters);
 	free(z);
 }
@@ -126,7 +140,7 @@ static FILE *open_case(const char *name, const char *kind, const char *ext)
 	snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
 	FILE *fp = fopen(path, "wb");
 	if (!fp)
-		ncf_die(1, "%s: cannot create", path);
+		die("%s: cannot create", path);
 	if (strcmp(name, "good"))
 		fprintf(cases, "%s\t%s\n", name, kind);
 	return fp;
@@ -174,7 +188,7 @@ static void cache_write(const struct cache_img *c, const char *name)
 	if (c->after_end)
 		ncf_cw_section(&w, "evalneg", c->neg, 4 * c->nneg, s4);
 	if (fclose(fp) != 0)
-		ncf_die(1, "%s: write failed", name);
+		die("%s: write failed", name);
 }
 
 /* ---- the base model of the base cache: F 2, layers 4,2 ---------------------------- */
@@ -272,7 +286,7 @@ static void model_write(struct model_img *mi, const char *name)
 	ncf_cw_section(&w, "adam_v", mi->v, T, s4);
 	ncf_cw_end(&w);
 	if (fclose(fp) != 0)
-		ncf_die(1, "%s: write failed", name);
+		die("%s: write failed", name);
 	free(mi->params), free(mi->m), free(mi->v);
 }
 
@@ -450,10 +464,10 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s/cases", dir);
 	cases = fopen(path, "w");
 	if (!cases)
-		ncf_die(1, "%s: cannot create", path);
+		die("%s: cannot create", path);
 	cache_cases();
 	model_cases();
 	if (fclose(cases) != 0)
-		ncf_die(1, "%s: write failed", path);
+		die("%s: write failed", path);
 	return 0;
 }

@@ -1363,7 +1363,7 @@ static void test_oracle(const struct data *d, const struct ncf_shape *s, float d
 	close_be(&emu);
 }
 
-/* ---- the scoring path, graphs, faults, ranks (issue 11) ------------------ */
+/* ---- the scoring path, graphs, faults, ranks -------------------------------- */
 
 /* stderr of a stretch of code, into a string. */
 struct stderr_capture {

@@ -72,11 +72,11 @@ static int read_ref(const char *path, struct ref *r)
 
 /* Parse, index and run the protocol on buf (len bytes) as ncf-prep does. */
 static int prepare(const char *buf, size_t len, const char *display, uint32_t min_ratings,
-		   struct ncf_cache *c, struct ncf_parse_info *pi)
+		   struct ncf_cache *c, struct prep_parse_info *pi)
 {
 	FILE *fp = fmemopen((void *)buf, len, "rb");
-	struct ncf_rows rows = {0};
-	int rc = ncf_parse(fp, display, NCF_FORMAT_UNKNOWN, &rows, pi, 0);
+	struct prep_rows rows = {0};
+	int rc = prep_parse(fp, display, NCF_FORMAT_UNKNOWN, &rows, pi, 0);
 	fclose(fp);
 	if (rc != 0)
 		return -1;
@@ -85,10 +85,10 @@ static int prepare(const char *buf, size_t len, const char *display, uint32_t mi
 	c->source_bytes = pi->bytes;
 	c->source_crc = pi->crc;
 	c->ratings_read = rows.n;
-	ncf_rows_index(&rows);
-	struct ncf_protocol_opts po = {.min_ratings = min_ratings, .eval_negatives = 100, .seed = 1};
-	rc = ncf_protocol_run(&rows, &po, c);
-	ncf_rows_free(&rows);
+	prep_rows_index(&rows);
+	struct prep_protocol_opts po = {.min_ratings = min_ratings, .eval_negatives = 100, .seed = 1};
+	rc = prep_protocol_run(&rows, &po, c);
+	prep_rows_free(&rows);
 	return rc;
 }
 
@@ -141,7 +141,7 @@ int main(void)
 
 	/* 1-2: parsing. */
 	struct ncf_cache c;
-	struct ncf_parse_info pi;
+	struct prep_parse_info pi;
 	int rc = prepare(buf, len, path, 0, &c, &pi);
 	if (!tap_ok(rc == 0, "parse, index and protocol succeed")) {
 		tap_done();
@@ -282,7 +282,7 @@ int main(void)
 	/* 10-11: the same arrays with 1 and 3 threads. */
 	{
 		struct ncf_cache c1, c3;
-		struct ncf_parse_info p1, p3;
+		struct prep_parse_info p1, p3;
 		int nt = omp_get_max_threads();
 		omp_set_num_threads(1);
 		int ok1 = prepare(buf, len, path, 0, &c1, &p1) == 0 && same_arrays(&c1, &c);
@@ -307,7 +307,7 @@ int main(void)
 			lf[n++] = buf[k];
 		}
 		struct ncf_cache cl;
-		struct ncf_parse_info pl;
+		struct prep_parse_info pl;
 		int ok = prepare(lf, n, "lf.csv", 0, &cl, &pl) == 0 && same_arrays(&cl, &c) &&
 			 pl.bytes == n && crs == ref.n + 1;
 		tap_ok(ok, "LF line ends give the same arrays as CRLF (%zu CRs removed)", crs);
@@ -319,7 +319,7 @@ int main(void)
 	 * they rated; indices are by first appearance among the rows kept. */
 	{
 		struct ncf_cache cm;
-		struct ncf_parse_info pm;
+		struct prep_parse_info pm;
 		int ok = prepare(buf, len, path, 50, &cm, &pm) == 0;
 		uint32_t ku = 0, ki = 0;
 		uint64_t rows_dropped = 0;

@@ -1,13 +1,13 @@
 /*
  * backend_opts.h - --device, --precision, --amp and --threads: the options
- * of every tool that runs a backend (ncf-train, ncf-eval, ncf-infer), parsed
- * up here with the tools so that kernels/ never parses, prints usage or
- * exits.
+ * of every tool that runs a backend (ncf-train, ncf-eval, ncf-infer),
+ * parsed into what ncf_backend_open takes.  Bad values are reported naming
+ * the option and returned as -1; the tools end the command line
+ * (cli/usage.h: ncf_backend_option and ncf_backend_opts_finish).
  *
  * Put NCF_BACKEND_LONGOPTS in the getopt_long table, hand each option to
- * ncf_backend_option (1: it was one of these; a bad value exits 2 naming
- * the option), then call ncf_backend_opts_finish and pass the fields to
- * ncf_backend_open.
+ * ncf_backend_opt_parse, then call ncf_backend_opts_check and pass the
+ * fields to ncf_backend_open.
  */
 #ifndef NCF_BACKEND_OPTS_H
 #define NCF_BACKEND_OPTS_H
@@ -28,9 +28,12 @@ struct ncf_backend_opts {
 	int threads;		      /* 0: OMP_NUM_THREADS or all cores */
 };
 
-int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o);
-/* --amp is bf16, unless another precision was asked for (exit 2). */
-void ncf_backend_opts_finish(struct ncf_backend_opts *o);
+/* Option c (getopt's value) with its argument into o: 1 when it was one of
+ * these, 0 when it was not, -1 for a bad value (reported). */
+int ncf_backend_opt_parse(int c, const char *arg, struct ncf_backend_opts *o);
+/* --amp is bf16, unless another precision was asked for (reported: -1).
+ * Returns 0 or -1. */
+int ncf_backend_opts_check(struct ncf_backend_opts *o);
 
 /* "auto", "cpu", "cuda" (or "gpu"); "fp32", "tf32", "bf16", "fp16".
  * Return 0, or -1 for another word. */

@@ -1,8 +1,9 @@
 /*
- * evaluate.h - evaluation glue shared by ncf-train, ncf-eval and the
- * benchmarks: a cache's training data and candidates (with the candidate
- * mask) given to a backend, users split across ranks, metrics.  Tool-side
- * code over the public backend wrappers (backend.h).
+ * evaluate.h - a backend driven through a cache, for ncf-train, ncf-eval
+ * and the benchmarks: the cache's training data and candidates (with the
+ * candidate mask) given to it, users split across ranks, metrics.  Built
+ * on the public wrappers only (backend.h), beside them, so that common/
+ * (the cache, metrics, dist) never calls a backend.
  */
 #ifndef NCF_EVALUATE_H
 #define NCF_EVALUATE_H
