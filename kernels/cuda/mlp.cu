@@ -556,23 +556,35 @@ template <typename T> static int fwd_ws_fits(uint32_t in, uint32_t out)
 	return fwd_ws_smem<T>(in, out).bytes <= g_smem_block;
 }
 
+/* The blocks of a layer launch of ROWS rows, PER rows a block, in *nb: 1,
+ * 0 when there are no rows (nothing to launch), -1 with the reason when the
+ * tiled side WIDE (out forward, in backward) is wider than the tiles hold or
+ * the rows need more blocks than one launch takes. */
+static int layer_blocks(size_t rows, uint32_t in, uint32_t out, uint32_t wide, size_t per,
+			size_t *nb)
+{
+	if (wide > FUSED_MAX_WIDTH || in == 0 || out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
+			  (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	*nb = (rows + per - 1) / per;
+	if (*nb > 0x7FFFFFFFu) {
+		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
+		return -1;
+	}
+	return *nb > 0;
+}
+
 template <typename T>
 int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
 		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
 		    int tf32, T *Y, cudaStream_t stream)
 {
-	if (out > FUSED_MAX_WIDTH || in == 0 || out == 0) {
-		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
-			  (unsigned)FUSED_MAX_WIDTH);
-		return -1;
-	}
-	size_t nb = (rows + FUSED_BM - 1) / FUSED_BM;
-	if (nb == 0)
-		return 0;
-	if (nb > 0x7FFFFFFFu) {
-		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
-		return -1;
-	}
+	size_t nb;
+	int ok = layer_blocks(rows, in, out, out, FUSED_BM, &nb);
+	if (ok <= 0)
+		return ok;
 	double es = sizeof(T);
 	/* X and Y once, W once (it stays in L2), the positions when dropout
 	 * reads them */
@@ -630,18 +642,10 @@ int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T
 		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
 		    cudaStream_t stream)
 {
-	if (in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
-		ncf_error("cuda backend: a fused layer of %u x %u (the limit is %u)", out, in,
-			  (unsigned)FUSED_MAX_WIDTH);
-		return -1;
-	}
-	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
-	if (nb == 0)
-		return 0;
-	if (nb > 0x7FFFFFFFu) {
-		ncf_error("cuda backend: %zu rows are more than one launch takes", rows);
-		return -1;
-	}
+	size_t nb;
+	int ok = layer_blocks(rows, in, out, in, BWD_ROWS, &nb);
+	if (ok <= 0)
+		return ok;
 	double es = sizeof(T);
 	/* dZ, H and dX once, W once (L2), the partials */
 	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
