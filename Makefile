@@ -128,7 +128,9 @@ TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 $(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
 	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/libncf.a))
-$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
+# every unit test links tests/unit/helpers.c, the helpers the tests share
+$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/helpers.o \
+	$(BUILD)/libncf.a
 $(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
 $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call objs,$(BUILD)/obj,$(CLI_SRC)) \
 	$(BUILD)/libncf.a
@@ -246,7 +248,8 @@ ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
 ASAN_REPORTS := $(BUILD)/asan/reports
 $(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
 	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/asan/libncf.a))
-$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
+$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o \
+	$(BUILD)/asan/obj/tests/unit/helpers.o $(BUILD)/asan/libncf.a
 $(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
 $(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)
