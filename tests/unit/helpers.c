@@ -5,12 +5,14 @@
 #include "helpers.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ncf_hd.h"
+#include "tap.h"
 
 static void bail_out(const char *what, const char *path)
 {
@@ -122,4 +124,117 @@ void helper_make_rows(uint64_t seed, uint32_t U, uint32_t I, int64_t *offsets, u
 	free(has);
 	*items = it_out;
 	*entry_user = eu;
+}
+
+/* ---- comparisons ---------------------------------------------------------- */
+
+static void err_fold(struct helper_err *e, double d, double want, double tol)
+{
+	if (!e)
+		return;
+	double r = d / (fabs(want) + 1e-30), t = tol > 0 ? d / tol : 0;
+	if (isnan(d))
+		d = r = t = INFINITY;
+	e->abs = fmax(e->abs, d);
+	e->rel = fmax(e->rel, r);
+	e->tol = fmax(e->tol, t);
+}
+
+int helper_close_all(const float *got, const float *want, size_t n, double atol, double rtol,
+		     const char *what, struct helper_err *e)
+{
+	size_t bad = 0;
+	for (size_t j = 0; j < n; j++) {
+		double d = fabs((double)got[j] - want[j]), tol = atol + rtol * fabs(want[j]);
+		if (!(d <= tol)) {
+			if (bad < 5)
+				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
+			bad++;
+		}
+		err_fold(e, d, want[j], tol);
+	}
+	if (bad)
+		tap_diag("%s: %zu of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
+	return bad == 0;
+}
+
+int helper_tensors(const struct ncf_layout *L, const struct ncf_shape *s, struct helper_tensor *t)
+{
+	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
+	int k = 0;
+	t[k++] = (struct helper_tensor){"gmf_user", L->gmf_user, U * F};
+	t[k++] = (struct helper_tensor){"gmf_item", L->gmf_item, I * F};
+	t[k++] = (struct helper_tensor){"mlp_user", L->mlp_user, U * M};
+	t[k++] = (struct helper_tensor){"mlp_item", L->mlp_item, I * M};
+	for (uint32_t l = 1; l < s->n_layers; l++) {
+		t[k] = (struct helper_tensor){"", L->w[l], (size_t)s->layers[l] * s->layers[l - 1]};
+		snprintf(t[k++].name, sizeof t->name, "W%u", l);
+		t[k] = (struct helper_tensor){"", L->b[l], s->layers[l]};
+		snprintf(t[k++].name, sizeof t->name, "b%u", l);
+	}
+	t[k++] = (struct helper_tensor){"head_w", L->head_w, F + ncf_shape_last(s)};
+	t[k++] = (struct helper_tensor){"head_b", L->head_b, 1};
+	return k;
+}
+
+int helper_close_tensors(const struct ncf_layout *L, const struct ncf_shape *s, const float *got,
+			 const float *want, double rel_max, double rtol, const char *what,
+			 struct helper_err *e)
+{
+	struct helper_tensor t[HELPER_MAX_TENSORS];
+	int nt = helper_tensors(L, s, t), ok = 1;
+	for (int k = 0; k < nt; k++) {
+		double mx = 0;
+		for (size_t j = 0; j < t[k].n; j++)
+			mx = fmax(mx, fabs((double)want[t[k].off + j]));
+		char name[64];
+		snprintf(name, sizeof name, "%.40s %.15s", what, t[k].name);
+		ok &= helper_close_all(got + t[k].off, want + t[k].off, t[k].n, rel_max * mx, rtol,
+				       name, e);
+	}
+	return ok;
+}
+
+int helper_l2_tensors(const struct ncf_layout *L, const struct ncf_shape *s, const float *got,
+		      const float *want, double tol, const char *what)
+{
+	struct helper_tensor t[HELPER_MAX_TENSORS];
+	int nt = helper_tensors(L, s, t), ok = 1;
+	for (int k = 0; k < nt; k++) {
+		double num = 0, den = 0;
+		for (size_t j = 0; j < t[k].n; j++) {
+			double d = (double)got[t[k].off + j] - want[t[k].off + j];
+			num += d * d;
+			den += (double)want[t[k].off + j] * want[t[k].off + j];
+		}
+		double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+		if (!(rel <= tol)) {
+			tap_diag("%s %s: relative L2 error %.3g > %g", what, t[k].name, rel, tol);
+			ok = 0;
+		}
+		if (getenv("NCF_TEST_VERBOSE"))
+			tap_diag("%s %s: relative L2 error %.3g", what, t[k].name, rel);
+	}
+	return ok;
+}
+
+int helper_adam_step_close(const float *p_got, const float *p_want, const float *g_got,
+			   const float *g_want, size_t n, double lr, double eps, const char *what,
+			   struct helper_err *e)
+{
+	int bad = 0;
+	for (size_t j = 0; j < n; j++) {
+		double a = fabs((double)g_got[j]), b = fabs((double)g_want[j]);
+		double m = (g_got[j] < 0) != (g_want[j] < 0) ? 0 : fmin(a, b);
+		double tol = 1e-6 + 1e-5 * fabs(p_want[j]) +
+			     lr * fabs((double)g_got[j] - g_want[j]) * eps / ((m + eps) * (m + eps));
+		double d = fabs((double)p_got[j] - p_want[j]);
+		if (!(d <= tol) && bad++ < 5)
+			tap_diag("%s[%zu]: %.9g, want %.9g (gradients %.9g, %.9g)", what, j, p_got[j],
+				 p_want[j], g_got[j], g_want[j]);
+		err_fold(e, d, p_want[j], tol);
+	}
+	if (bad)
+		tap_diag("%s: %d of %zu beyond the bound", what, bad, n);
+	return bad == 0;
 }

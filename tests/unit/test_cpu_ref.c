@@ -122,71 +122,11 @@ static int open_be(struct ncf_backend *be, const struct ncf_backend_i *impl,
 	return rc ? -1 : 0;
 }
 
-/* The tensors of a layout, by role. */
-struct tensor {
-	char name[16];
-	size_t off, n;
-};
-
-static int tensors(const struct ncf_backend *be, struct tensor *t)
-{
-	const struct ncf_layout *L = &be->layout;
-	const struct ncf_shape *s = &be->shape;
-	size_t F = s->factors, M = ncf_shape_m(s);
-	int k = 0;
-	t[k++] = (struct tensor){"gmf_user", L->gmf_user, (size_t)U * F};
-	t[k++] = (struct tensor){"gmf_item", L->gmf_item, (size_t)I * F};
-	t[k++] = (struct tensor){"mlp_user", L->mlp_user, (size_t)U * M};
-	t[k++] = (struct tensor){"mlp_item", L->mlp_item, (size_t)I * M};
-	for (uint32_t l = 1; l < s->n_layers; l++) {
-		t[k] = (struct tensor){"", L->w[l], (size_t)s->layers[l] * s->layers[l - 1]};
-		snprintf(t[k++].name, 16, "W%u", l);
-		t[k] = (struct tensor){"", L->b[l], s->layers[l]};
-		snprintf(t[k++].name, 16, "b%u", l);
-	}
-	t[k++] = (struct tensor){"head_w", L->head_w, F + ncf_shape_last(s)};
-	t[k++] = (struct tensor){"head_b", L->head_b, 1};
-	return k;
-}
-
-/* |got - want| <= atol + rtol |want| elementwise (first mismatches shown);
- * *worst gets the largest |d| / (atol + rtol |want|) seen.  Returns 1 when
- * all are close. */
-static int close_all(const float *got, const float *want, size_t n, double atol, double rtol,
-		     const char *what, double *worst)
-{
-	int bad = 0;
-	for (size_t j = 0; j < n; j++) {
-		double d = fabs((double)got[j] - want[j]), tol = atol + rtol * fabs(want[j]);
-		if (isnan(d) || d > tol) {
-			if (bad < 5)
-				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
-			bad++;
-		}
-		if (tol > 0 && d / tol > *worst)
-			*worst = isnan(d) ? INFINITY : d / tol;
-	}
-	if (bad)
-		tap_diag("%s: %d of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
-	return bad == 0;
-}
-
-/* Per tensor: |d| <= rel_max max|want| + rtol |want|. */
+/* Per tensor of be's layout: |d| <= rel_max max|want| + rtol |want|. */
 static int close_tensors(const struct ncf_backend *be, const float *got, const float *want,
-			 double rel_max, double rtol, const char *what, double *worst)
+			 double rel_max, double rtol, const char *what, struct helper_err *e)
 {
-	struct tensor t[4 + 2 * NCF_MAX_LAYERS + 2];
-	int nt = tensors(be, t), ok = 1;
-	for (int k = 0; k < nt; k++) {
-		double mx = 0;
-		for (size_t j = 0; j < t[k].n; j++)
-			mx = fmax(mx, fabs((double)want[t[k].off + j]));
-		char name[64];
-		snprintf(name, sizeof name, "%.40s %.15s", what, t[k].name);
-		ok &= close_all(got + t[k].off, want + t[k].off, t[k].n, rel_max * mx, rtol, name,
-				worst);
-	}
-	return ok;
+	return helper_close_tensors(&be->layout, &be->shape, got, want, rel_max, rtol, what, e);
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -225,7 +165,7 @@ static void t_gradient(const struct ncf_shape *s, float dropout)
 	size_t T = ref.layout.total;
 	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc);
 	uint64_t S = epoch_samples();
-	double worst = 0;
+	struct helper_err worst = {0};
 	/* three chunks of 2048 (the last short), and a short last batch */
 	const uint64_t first[2] = {1000, S - 300}, n[2] = {4200, 300};
 	for (int k = 0; k < 2; k++) {
@@ -237,33 +177,9 @@ static void t_gradient(const struct ncf_shape *s, float dropout)
 		       "batch %d: gradients", k);
 		tap_ok(ok && tap_close(lc, lr, 0, 1e-6, "loss sum"), "batch %d: loss sums", k);
 	}
-	tap_diag("gradients: worst %.3g of the bound", worst);
+	tap_diag("gradients: worst %.3g of the bound", worst.tol);
 	free(gr), free(gc);
 	close_pair(&ref, &cpu);
-}
-
-/* The first step's parameters of the fast backend against the reference's:
- * the bound the gradient difference implies; *worst, the largest error
- * over it. */
-static int step_within_bound(const float *pc, const float *pr, const float *gc, const float *gr,
-			     size_t T, const struct ncf_adam_k *ak, double *worst)
-{
-	/* both are lr * f(g), f(g) = g / (|g| + eps) (step 1), so they differ
-	 * by lr |f(gc) - f(gr)| <= lr |gc - gr| eps / (m + eps)^2, m the smaller
-	 * |g| (0 when the signs differ), plus the rounding of p - step */
-	int bad = 0;
-	for (size_t j = 0; j < T; j++) {
-		double a = fabs((double)gc[j]), b = fabs((double)gr[j]);
-		double m = (gc[j] < 0) != (gr[j] < 0) ? 0 : fmin(a, b), e = ak->eps;
-		double tol = 1e-6 + 1e-5 * fabs(pr[j]) +
-			     ak->lr * fabs((double)gc[j] - gr[j]) * e / ((m + e) * (m + e));
-		double d = fabs((double)pc[j] - pr[j]);
-		if (!(d <= tol) && bad++ < 5)
-			tap_diag("params after 1 step[%zu]: %.9g, reference %.9g (gradients %.9g, %.9g)",
-				 j, pc[j], pr[j], gc[j], gr[j]);
-		*worst = fmax(*worst, d / tol);
-	}
-	return bad == 0;
 }
 
 /* The fast step is Adam (ncf_adam_update) on its own gradient gc from the
@@ -291,7 +207,8 @@ static void t_one_step(const struct ncf_shape *s, float dropout)
 	float *p0 = malloc(T * sizeof *p0), *gr = malloc(T * sizeof *gr);
 	float *gc = malloc(T * sizeof *gc), *mr = malloc(T * sizeof *mr), *mc = malloc(T * sizeof *mc);
 	uint64_t B = hp.batch;
-	double lr, lc, worst = 0, wm = 0;
+	double lr, lc;
+	struct helper_err worst = {0}, wm = {0};
 	int ok = ncf_backend_get_state(&cpu, p0, NULL, NULL) == 0 &&
 		 ncf_backend_grad(&ref, 0, 0, B, gr, &lr) == 0 &&
 		 ncf_backend_grad(&cpu, 0, 0, B, gc, &lc) == 0;
@@ -303,11 +220,13 @@ static void t_one_step(const struct ncf_shape *s, float dropout)
 	struct ncf_adam_k ak;
 	ncf_adam_constants(&hp, 1, &ak);
 	tap_ok(ok && step_is_adam(p0, gc, pc, T, &ak), "exact on the fast gradient");
-	tap_ok(ok && step_within_bound(pc, pr, gc, gr, T, &ak, &worst),
-	       "the reference's within the bound its gradient implies (worst %.3g of it)", worst);
+	tap_ok(ok && helper_adam_step_close(pc, pr, gc, gr, T, ak.lr, ak.eps, "params after 1 step",
+					    &worst),
+	       "the reference's within the bound its gradient implies (worst %.3g of it)",
+	       worst.tol);
 	tap_ok(ok && close_tensors(&ref, mc, mr, 1e-5, 1e-4, "Adam m", &wm), "Adam m (worst %.3g)",
-	       wm);
-	tap_diag("one step: worst %.3g of the bound, Adam m %.3g", worst, wm);
+	       wm.tol);
+	tap_diag("one step: worst %.3g of the bound, Adam m %.3g", worst.tol, wm.tol);
 	free(pr), free(pc), free(p0), free(gr), free(gc), free(mr), free(mc);
 	close_pair(&ref, &cpu);
 }
@@ -325,7 +244,8 @@ static void t_five_steps(const struct ncf_shape *s, float dropout)
 	size_t T = ref.layout.total;
 	float *pr = malloc(T * sizeof *pr), *pc = malloc(T * sizeof *pc);
 	uint64_t S = epoch_samples(), B = hp.batch, pos = 0;
-	double lr, lc, worst = 0;
+	double lr, lc;
+	struct helper_err worst = {0};
 	for (int k = 0; k < 5; k++) { /* into the next epoch */
 		uint32_t e = pos >= S ? 1 : 0;
 		uint64_t f = pos % S, nb = B < S - f ? B : S - f;
@@ -337,9 +257,9 @@ static void t_five_steps(const struct ncf_shape *s, float dropout)
 	}
 	int ok = ncf_backend_get_state(&ref, pr, NULL, NULL) == 0 &&
 		 ncf_backend_get_state(&cpu, pc, NULL, NULL) == 0;
-	tap_ok(ok && close_all(pc, pr, T, 1e-4, 0, "params after 5 steps", &worst),
-	       "parameters within 1e-4 (worst %.3g of the bound)", worst);
-	tap_diag("five steps: worst %.3g of the bound", worst);
+	tap_ok(ok && helper_close_all(pc, pr, T, 1e-4, 0, "params after 5 steps", &worst),
+	       "parameters within 1e-4 (worst %.3g of the bound)", worst.tol);
+	tap_diag("five steps: worst %.3g of the bound", worst.tol);
 	free(pr), free(pc);
 	close_pair(&ref, &cpu);
 }
@@ -372,16 +292,16 @@ static void t_scores(const struct ncf_shape *s)
 	float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
 	for (size_t j = 0; j < n; j++)
 		us[j] = rnd(5, j, U), is[j] = rnd(6, j, I);
-	double worst = 0, ws = 0;
+	struct helper_err worst = {0}, ws = {0};
 	tap_ok(ncf_backend_logits(&ref, us, is, n, a) == 0 &&
 		       ncf_backend_logits(&cpu, us, is, n, b) == 0 &&
-		       close_all(b, a, n, 1e-6, 1e-5, "logit", &worst),
-	       "logits of %zu pairs (worst %.3g of the bound)", n, worst);
+		       helper_close_all(b, a, n, 1e-6, 1e-5, "logit", &worst),
+	       "logits of %zu pairs (worst %.3g of the bound)", n, worst.tol);
 	tap_ok(ncf_backend_score(&ref, us, is, n, a) == 0 &&
 		       ncf_backend_score(&cpu, us, is, n, b) == 0 &&
-		       close_all(b, a, n, 1e-6, 1e-5, "score", &ws),
-	       "scores of %zu pairs (worst %.3g of the bound)", n, ws);
-	tap_diag("logits: worst %.3g of the bound, scores %.3g", worst, ws);
+		       helper_close_all(b, a, n, 1e-6, 1e-5, "score", &ws),
+	       "scores of %zu pairs (worst %.3g of the bound)", n, ws.tol);
+	tap_diag("logits: worst %.3g of the bound, scores %.3g", worst.tol, ws.tol);
 	free(us), free(is), free(a), free(b);
 	close_pair(&ref, &cpu);
 }
@@ -414,13 +334,14 @@ static void t_slice(const struct ncf_shape *s)
 		return;
 	size_t T = ref.layout.total;
 	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc);
-	double lr, lc, worst = 0;
+	double lr, lc;
+	struct helper_err worst = {0};
 	int ok = ncf_backend_grad(&ref, 0, 333, 8333, gr, &lr) == 0 &&
 		 ncf_backend_grad(&cpu, 0, 333, 8333, gc, &lc) == 0;
 	tap_ok(ok && close_tensors(&ref, gc, gr, 1e-5, 1e-4, "rank 1 grad", &worst),
-	       "gradients (worst %.3g of the bound)", worst);
+	       "gradients (worst %.3g of the bound)", worst.tol);
 	tap_ok(ok && tap_close(lc, lr, 0, 1e-6, "loss sum"), "loss sums");
-	tap_diag("rank 1: worst %.3g of the bound", worst);
+	tap_diag("rank 1: worst %.3g of the bound", worst.tol);
 	free(gr), free(gc);
 	close_pair(&ref, &cpu);
 }
