@@ -212,8 +212,9 @@ $(BUILD)/emu/obj/%.o $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$< [$(if $(findstring /asan/,$@),asan emu,emu)])$(CXX) -x c++ $(EMU_CPPFLAGS) \
 		$(EMU_CXXFLAGS) $(FLAVOUR_CXXFLAGS) -c $< -o $@
-$(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
-$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
+$(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/obj/tests/unit/helpers.o $(BUILD)/libncf.a
+$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/obj/tests/unit/helpers.o \
+	$(BUILD)/asan/libncf.a
 $(BUILD)/tests/test_cuda_emu $(BUILD)/asan/tests/test_cuda_emu:
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CXX) -fopenmp $(FLAVOUR_CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) \
