@@ -177,7 +177,7 @@ $(CUDA_MODULE): $(CU_OBJ)
 # build/tests/gpu.
 $(BUILD)/obj/tests/gpu/%.o: private OBJ_CPPFLAGS := -DNCF_HAVE_CUDA
 $(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(CUDA_MODULE) \
-	$(BUILD)/libncf.a
+	$(BUILD)/obj/tests/unit/helpers.o $(BUILD)/libncf.a
 $(GPU_TEST_BINS): private GPU_LINK = -L$(dir $(CUDA_MODULE)) -l:ncf-cuda.so \
 	-Wl,-rpath,'$$ORIGIN/../../lib/ncf' $(CUDA_LIBS) -lstdc++
 
@@ -223,7 +223,8 @@ $(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAG
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [emu])$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
 $(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) \
-	$(BUILD)/emu/obj/kernels/cuda/test_hooks.cu.o $(BUILD)/libncf.a
+	$(BUILD)/emu/obj/kernels/cuda/test_hooks.cu.o $(BUILD)/obj/tests/unit/helpers.o \
+	$(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
 $(EMU_MODULE): $(EMU_CU_OBJ) $(BUILD)/emu/obj/kernels/cuda/emu_module.cc.o
