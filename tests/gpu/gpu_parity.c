@@ -565,14 +565,22 @@ static void t_scoring_graphs(struct ncf_backend *cpu, struct ncf_backend *gpu, u
 
 /* ---- fp16 overflow, an epoch -------------------------------------------- */
 
+/* The cuda backend in fp16 (batches of B) into be; 0, or -1 after a failed
+ * check. */
+static int open_fp16(struct ncf_backend *be, uint64_t B, uint8_t **mask)
+{
+	struct ncf_hparams hp = hparams(B, 0);
+	int rc = open_be(be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, mask);
+	tap_ok(rc == 0, "open the cuda backend in fp16");
+	return rc ? -1 : 0;
+}
+
 /* An overflowing loss scale on the device. */
 static void t_fp16_overflow(uint64_t B)
 {
-	struct ncf_hparams hp = hparams(B, 0);
 	struct ncf_backend be;
 	uint8_t *mask = NULL;
-	if (!tap_ok(!open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, &mask),
-		    "open the cuda backend in fp16"))
+	if (open_fp16(&be, B, &mask))
 		return;
 	size_t total = be.layout.total;
 	float *p = ncf_xmalloc(total * 4), *after = ncf_xmalloc(total * 4);
@@ -617,11 +625,9 @@ static int batch_with_user0(struct ncf_backend *be, uint64_t B, uint64_t *first)
 /* A NaN made in the forward pass (see test_cuda_emu.cc t_fp16_nan). */
 static void t_fp16_nan(uint64_t B)
 {
-	struct ncf_hparams hp = hparams(B, 0);
 	struct ncf_backend be;
 	uint8_t *mask = NULL;
-	if (!tap_ok(!open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, &mask),
-		    "open the cuda backend in fp16"))
+	if (open_fp16(&be, B, &mask))
 		return;
 	size_t total = be.layout.total;
 	float *p = ncf_xmalloc(total * 4), *after = ncf_xmalloc(total * 4);

@@ -877,27 +877,34 @@ static void t_forward(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
-/* Two batches' gradients (a short last batch too). */
+/* The gradients and loss sums of emu against want (the cpu backend or the
+ * reference) on two batches of 512, the first and a short last one of 300:
+ * per tensor |d| <= 1e-5 max|g| + rtol |g|, loss sums rel 1e-6. */
+static void check_two_batches(struct ncf_backend *want, struct ncf_backend *emu,
+			      const struct data *d, double rtol, struct helper_err *e)
+{
+	size_t total = want->layout.total;
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	fvec gw(total), ge(total);
+	for (int k = 0; k < 2; k++) {
+		double lw = 0, le = 0;
+		uint64_t first = k ? S - 300 : 0, n = k ? 300 : 512;
+		int ok = !ncf_backend_grad(want, 1, first, n, gw.data(), &lw) &&
+			 !ncf_backend_grad(emu, 1, first, n, ge.data(), &le);
+		tap_ok(ok && close_tensors(want, ge.data(), gw.data(), 1e-5, rtol, "grad", e),
+		       "batch at %llu: the gradient per tensor", (unsigned long long)first);
+		tap_ok(ok && tap_close(le, lw, 0, 1e-6, "loss sum"), "batch at %llu: the loss sum",
+		       (unsigned long long)first);
+	}
+}
+
 static void t_training_grad(const struct data *d, const struct ncf_shape *s, float dropout)
 {
-	uint64_t B = 512;
-	struct ncf_hparams hp = hparams(B, dropout, 0);
+	struct ncf_hparams hp = hparams(512, dropout, 0);
 	struct ncf_backend cpu, emu;
 	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	size_t total = cpu.layout.total;
-	uint64_t S = (uint64_t)d->items.size() * 5;
-	fvec gc(total), ge(total);
-	for (int k = 0; k < 2; k++) {
-		double lc = 0, le = 0;
-		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B;
-		int ok = !ncf_backend_grad(&cpu, 1, first, n, gc.data(), &lc) &&
-			 !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
-		tap_ok(ok && close_tensors(&cpu, ge.data(), gc.data(), 1e-5, 1e-5, "grad"),
-		       "batch at %llu: the gradient per tensor", (unsigned long long)first);
-		tap_ok(ok && tap_close(le, lc, 0, 1e-6, "loss sum"), "batch at %llu: the loss sum",
-		       (unsigned long long)first);
-	}
+	check_two_batches(&cpu, &emu, d, 1e-5, NULL);
 	close_be(&cpu);
 	close_be(&emu);
 }
@@ -1288,20 +1295,8 @@ static void t_oracle(const struct data *d, const struct ncf_shape *s, float drop
 	struct ncf_backend ref, emu;
 	if (open_two(&ref, &ncf_backend_reference, &emu, s, &hp, d))
 		return;
-	size_t total = ref.layout.total;
-	uint64_t S = (uint64_t)d->items.size() * 5;
-	fvec gr(total), ge(total);
 	struct helper_err ge_err = {0, 0, 0}, lg_err = {0, 0, 0};
-	for (int k = 0; k < 2; k++) {
-		double lr = 0, le = 0;
-		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B;
-		int ok = !ncf_backend_grad(&ref, 1, first, n, gr.data(), &lr) &&
-			 !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
-		tap_ok(ok && close_tensors(&ref, ge.data(), gr.data(), 1e-5, 1e-4, "grad", &ge_err),
-		       "batch at %llu: the gradient per tensor", (unsigned long long)first);
-		tap_ok(ok && tap_close(le, lr, 0, 1e-6, "loss sum"), "batch at %llu: the loss sum",
-		       (unsigned long long)first);
-	}
+	check_two_batches(&ref, &emu, d, 1e-4, &ge_err);
 	tap_diag("worst gradient difference %.3g of its bound", ge_err.tol);
 	size_t n = (size_t)d->U * d->I;
 	std::vector<uint32_t> us(n), is(n), rr(d->U), re(d->U);
