@@ -128,7 +128,9 @@ TESTTOOL_BINS := $(TESTTOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 $(foreach t,$(TOOLS),$(eval $(BUILD)/bin/$(t): \
 	$(call objs,$(BUILD)/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/libncf.a))
-$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libncf.a
+# every unit test links tests/unit/helpers.c, the helpers the tests share
+$(UNIT_BINS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/helpers.o \
+	$(BUILD)/libncf.a
 $(TESTTOOL_BINS): $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(BUILD)/libncf.a
 $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call objs,$(BUILD)/obj,$(CLI_SRC)) \
 	$(BUILD)/libncf.a
@@ -175,7 +177,7 @@ $(CUDA_MODULE): $(CU_OBJ)
 # build/tests/gpu.
 $(BUILD)/obj/tests/gpu/%.o: private OBJ_CPPFLAGS := -DNCF_HAVE_CUDA
 $(GPU_TEST_BINS): $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(CU_TEST_OBJ) $(CUDA_MODULE) \
-	$(BUILD)/libncf.a
+	$(BUILD)/obj/tests/unit/helpers.o $(BUILD)/libncf.a
 $(GPU_TEST_BINS): private GPU_LINK = -L$(dir $(CUDA_MODULE)) -l:ncf-cuda.so \
 	-Wl,-rpath,'$$ORIGIN/../../lib/ncf' $(CUDA_LIBS) -lstdc++
 
@@ -210,8 +212,9 @@ $(BUILD)/emu/obj/%.o $(BUILD)/asan/emu/obj/%.o: % $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CXX,$< [$(if $(findstring /asan/,$@),asan emu,emu)])$(CXX) -x c++ $(EMU_CPPFLAGS) \
 		$(EMU_CXXFLAGS) $(FLAVOUR_CXXFLAGS) -c $< -o $@
-$(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/libncf.a
-$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/libncf.a
+$(BUILD)/tests/test_cuda_emu: $(EMU_OBJ) $(BUILD)/obj/tests/unit/helpers.o $(BUILD)/libncf.a
+$(BUILD)/asan/tests/test_cuda_emu: $(ASAN_EMU_OBJ) $(BUILD)/asan/obj/tests/unit/helpers.o \
+	$(BUILD)/asan/libncf.a
 $(BUILD)/tests/test_cuda_emu $(BUILD)/asan/tests/test_cuda_emu:
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CXX) -fopenmp $(FLAVOUR_CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) \
@@ -220,7 +223,8 @@ $(BUILD)/emu/obj/tests/gpu/gpu_parity.o: tests/gpu/gpu_parity.c $(CONFIG) $(FLAG
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [emu])$(CC) $(EMU_CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c $< -o $@
 $(BUILD)/tests/gpu_parity_emu: $(BUILD)/emu/obj/tests/gpu/gpu_parity.o $(EMU_CU_OBJ) \
-	$(BUILD)/emu/obj/kernels/cuda/test_hooks.cu.o $(BUILD)/libncf.a
+	$(BUILD)/emu/obj/kernels/cuda/test_hooks.cu.o $(BUILD)/obj/tests/unit/helpers.o \
+	$(BUILD)/libncf.a
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CXX) -fopenmp $(CFLAGS) $^ $(LIBS) -o $@
 $(EMU_MODULE): $(EMU_CU_OBJ) $(BUILD)/emu/obj/kernels/cuda/emu_module.cc.o
@@ -246,7 +250,8 @@ ASAN_SKIP_CLI := tests/cli/accuracy.t tests/cli/mpi.t tests/cli/nodes.t
 ASAN_REPORTS := $(BUILD)/asan/reports
 $(foreach t,$(TOOLS),$(eval $(BUILD)/asan/bin/$(t): \
 	$(call objs,$(BUILD)/asan/obj,$(wildcard $(t)/*.c) $(CLI_SRC)) $(BUILD)/asan/libncf.a))
-$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libncf.a
+$(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o \
+	$(BUILD)/asan/obj/tests/unit/helpers.o $(BUILD)/asan/libncf.a
 $(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
 $(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)

@@ -1566,7 +1566,8 @@ struct ncf_emu_lt_desc {
 	cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
 	int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
 	const void *bias = nullptr;
-	cudaDataType bias_t = (cudaDataType)-1; /* unset: D's type */
+	cudaDataType bias_t = CUDA_R_32F; /* when bias_set; else D's type */
+	bool bias_set = false;
 	void *aux = nullptr;
 	int64_t aux_ld = 0;
 };
@@ -1638,6 +1639,7 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
 		break;
 	case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
 		memcpy(&d->bias_t, buf, sizeof d->bias_t);
+		d->bias_set = true;
 		break;
 	default:
 		return CUBLAS_STATUS_INVALID_VALUE;
@@ -1759,7 +1761,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
 	float a_ = *(const float *)alpha, b_ = *(const float *)beta;
 	ncf_emu_lt_desc desc = *d; /* its pointers as they are now */
 	ncf_emu_lt_layout A_ = *al, B_ = *bl, D_ = *dl;
-	cudaDataType bias_t = desc.bias_t == (cudaDataType)-1 ? D_.t : desc.bias_t;
+	cudaDataType bias_t = desc.bias_set ? desc.bias_t : D_.t;
 	ncf_emu_enqueue(
 		stream,
 		[=]() {

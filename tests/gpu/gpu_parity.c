@@ -51,7 +51,7 @@
  *    gradient bit for bit; the parameters after it, per tensor: max |d| <=
  *    1e-4 max |p| where |g| >= 100 eps (the first Adam step moves each
  *    parameter by lr g / (|g| + eps), nearly lr sign(g) there), at most
- *    2 lr elsewhere (see test_step);
+ *    2 lr elsewhere (see check_step_params);
  *  - the GPU is deterministic: the same gradient twice, bit for bit, in fp32
  *    and bf16 (no float atomics, fixed reduction orders);
  *  - tf32, bf16, fp16: the gradient within 5%, 10%, 5% (relative L2 norm per
@@ -66,7 +66,7 @@
  *    new capture;
  *  - fp16 overflow on the device: a loss scale of 2^24 B (dlogit w
  *    overflows fp16) and a NaN made in the forward pass (inf - inf in the first
- *    layer, test_cuda_emu.cc test_fp16_nan) both skip the step and halve
+ *    layer, test_cuda_emu.cc t_fp16_nan) both skip the step and halve
  *    the scale;
  *  - (not with --smoke) one whole epoch in fp32: the mean loss within 3e-3
  *    (relative) of the cpu backend's, HR@10 after it within three binomial
@@ -104,6 +104,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "ncf_hd.h"
+#include "../unit/helpers.h"
 #include "../unit/tap.h"
 #if defined(NCF_HAVE_CUDA) || defined(NCF_CUDA_EMULATE)
 #include "cuda/test_hooks.h"
@@ -123,7 +124,7 @@ static int smoke;
 
 static uint32_t rnd(uint32_t a, uint64_t idx, uint32_t n)
 {
-	return ncf_uniform_below(ncf_rng(99, NCF_RNG_BENCH, a, idx, 0).v[0], n);
+	return helper_rnd(99, a, idx, n);
 }
 
 static struct ncf_hparams hparams(uint64_t batch, int true_neg)
@@ -155,142 +156,79 @@ static int open_be(struct ncf_backend *be, enum ncf_device dev, enum ncf_precisi
 	return rc ? -1 : 0;
 }
 
-struct tensor {
-	const char *name;
-	size_t off, n;
-};
-
-static int tensors(const struct ncf_backend *be, struct tensor *t)
-{
-	static char names[NCF_MAX_LAYERS][2][16];
-	const struct ncf_layout *L = &be->layout;
-	const struct ncf_shape *s = &be->shape;
-	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
-	int k = 0;
-	t[k++] = (struct tensor){"gmf_user", L->gmf_user, U * F};
-	t[k++] = (struct tensor){"gmf_item", L->gmf_item, I * F};
-	t[k++] = (struct tensor){"mlp_user", L->mlp_user, U * M};
-	t[k++] = (struct tensor){"mlp_item", L->mlp_item, I * M};
-	for (uint32_t l = 1; l < s->n_layers; l++) {
-		snprintf(names[l][0], 16, "W%u", l);
-		snprintf(names[l][1], 16, "b%u", l);
-		t[k++] = (struct tensor){names[l][0], L->w[l], (size_t)s->layers[l] * s->layers[l - 1]};
-		t[k++] = (struct tensor){names[l][1], L->b[l], s->layers[l]};
-	}
-	t[k++] = (struct tensor){"head_w", L->head_w, F + ncf_shape_last(s)};
-	t[k++] = (struct tensor){"head_b", L->head_b, 1};
-	return k;
-}
-
-/* |got - want| <= atol + rtol |want|; first mismatches as diagnostics. */
-static int close_all(const float *got, const float *want, size_t n, double atol, double rtol,
-		     const char *what, double *maxrel)
-{
-	size_t bad = 0;
-	double mr = 0;
-	for (size_t j = 0; j < n; j++) {
-		double d = fabs((double)got[j] - want[j]);
-		double r = d / (fabs(want[j]) + 1e-30);
-		if (r > mr || isnan(d))
-			mr = isnan(d) ? INFINITY : r;
-		if (!(d <= atol + rtol * fabs(want[j]))) {
-			if (bad < 5)
-				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
-			bad++;
-		}
-	}
-	if (bad)
-		tap_diag("%s: %zu of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
-	if (maxrel)
-		*maxrel = mr;
-	return bad == 0;
-}
-
+/* Per tensor of be's layout (helpers.h): |d| <= rel_max max|want| + rtol |want|. */
 static int close_tensors(const struct ncf_backend *be, const float *got, const float *want,
 			 double rel_max, double rtol, const char *what)
 {
-	struct tensor t[4 + 2 * NCF_MAX_LAYERS + 2];
-	int nt = tensors(be, t), ok = 1;
-	for (int k = 0; k < nt; k++) {
-		double mx = 0;
-		for (size_t j = 0; j < t[k].n; j++)
-			mx = fmax(mx, fabs(want[t[k].off + j]));
-		char name[64];
-		snprintf(name, sizeof name, "%s %s", what, t[k].name);
-		ok &= close_all(got + t[k].off, want + t[k].off, t[k].n, rel_max * mx, rtol, name,
-				NULL);
-	}
-	return ok;
+	return helper_close_tensors(&be->layout, &be->shape, got, want, rel_max, rtol, what, NULL);
 }
 
+/* Relative L2 error per tensor <= tol. */
 static int l2_tensors(const struct ncf_backend *be, const float *got, const float *want,
 		      double tol, const char *what)
 {
-	struct tensor t[4 + 2 * NCF_MAX_LAYERS + 2];
-	int nt = tensors(be, t), ok = 1;
-	for (int k = 0; k < nt; k++) {
-		double num = 0, den = 0;
-		for (size_t j = 0; j < t[k].n; j++) {
-			double d = (double)got[t[k].off + j] - want[t[k].off + j];
-			num += d * d;
-			den += (double)want[t[k].off + j] * want[t[k].off + j];
-		}
-		double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-		if (!(rel <= tol)) {
-			tap_diag("%s %s: relative L2 error %.3g > %g", what, t[k].name, rel, tol);
-			ok = 0;
-		}
-	}
-	return ok;
+	return helper_l2_tensors(&be->layout, &be->shape, got, want, tol, what);
 }
 
-static void test_samples(void)
+/* ---- the sample stream and the operations ------------------------------- */
+
+static void t_samples(int tn)
 {
 	uint64_t P = (uint64_t)cache.train_positives, S = P * 5;
 	uint64_t n = smoke ? 4096 : (uint64_t)1 << 20;
 	if (n > S)
 		n = S;
+	struct ncf_hparams hp = hparams(65536, tn);
+	struct ncf_backend be;
+	uint8_t *mask = NULL;
+	if (!tap_ok(!open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &mask),
+		    "open the cuda backend"))
+		return;
 	uint32_t *u = ncf_xmalloc(n * 4), *it = ncf_xmalloc(n * 4);
 	uint8_t *lab = ncf_xmalloc(n);
-	for (int tn = 0; tn < 2; tn++) {
-		struct ncf_hparams hp = hparams(65536, tn);
-		struct ncf_backend be;
-		uint8_t *mask = NULL;
-		if (open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &mask)) {
-			tap_ok(0, "open the cuda backend");
-			return;
-		}
-		int ok = 1;
-		for (uint32_t e = 0; e < 2 && ok; e++) {
-			uint64_t first = e ? S - n : (S - n) / 2;
-			ok = ncf_cuda_debug_samples(&be, e, first, n, u, it, lab) == 0;
-			ncf_perm perm = ncf_perm_make(S, hp.seed, e);
-			int bad = 0;
+	for (uint32_t e = 0; e < 2; e++) {
+		uint64_t first = e ? S - n : (S - n) / 2;
+		int ok = ncf_cuda_debug_samples(&be, e, first, n, u, it, lab) == 0;
+		ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+		int bad = 0;
 #pragma omp parallel for reduction(+ : bad)
-			for (int64_t j = 0; j < (int64_t)n; j++) {
-				uint32_t wu, wi;
-				int y = ncf_sample_at(&perm, first + (uint64_t)j, hp.seed, e,
-						      (int64_t)P, cache.items, tn, cache.entry_user,
-						      cache.offsets, cache.train_items, &wu, &wi);
-				bad += wu != u[j] || wi != it[j] || y != lab[j];
-			}
-			if (bad)
-				tap_diag("epoch %u: %d samples differ", e, bad);
-			ok &= bad == 0;
+		for (int64_t j = 0; j < (int64_t)n; j++) {
+			uint32_t wu, wi;
+			int y = ncf_sample_at(&perm, first + (uint64_t)j, hp.seed, e, (int64_t)P,
+					      cache.items, tn, cache.entry_user, cache.offsets,
+					      cache.train_items, &wu, &wi);
+			bad += wu != u[j] || wi != it[j] || y != lab[j];
 		}
-		tap_ok(ok, "sample stream bit-exact on the GPU, %llu positions of 2 epochs%s",
-		       (unsigned long long)n, tn ? ", --true-negatives" : "");
-		ncf_backend_close(&be);
-		free(mask);
+		tap_ok(ok && bad == 0, "epoch %u: %d samples differ", e, bad);
 	}
 	free(u), free(it), free(lab);
+	ncf_backend_close(&be);
+	free(mask);
 }
 
-static void test_ops(struct ncf_backend *be)
+/* Rows of width H of bias (zero) + ReLU + dropout of layer: got against its
+ * definition, bit for bit; the first difference as a diagnostic. */
+static int dropout_exact(const float *z, const float *got, size_t n, uint32_t H, uint64_t pos0,
+			 uint32_t layer)
 {
-	/* dropout */
+	uint32_t drop16 = ncf_dropout_threshold(0.5f);
+	for (size_t j = 0; j < n; j++)
+		for (uint32_t h = 0; h < H; h++) {
+			float x = z[j * H + h] + 0.0f, r = x > 0.0f ? x : 0.0f;
+			ncf_u32x4 b = ncf_dropout_bits(1, 3, pos0 + j, layer, h / 8);
+			r = r * (ncf_dropout_keep(b, h % 8, drop16) ? 2.0f : 0.0f);
+			if (memcmp(&r, &got[j * H + h], 4)) {
+				tap_diag("width %u layer %u row %zu unit %u: %g, want %g", H, layer, j,
+					 h, got[j * H + h], r);
+				return 0;
+			}
+		}
+	return 1;
+}
+
+static void t_dropout(struct ncf_backend *be)
+{
 	const uint32_t widths[] = {256, 128, 64, 13};
-	int ok = 1;
 	size_t n = smoke ? 64 : 4096;
 	for (int w = 0; w < 4; w++) {
 		uint32_t H = widths[w];
@@ -299,26 +237,16 @@ static void test_ops(struct ncf_backend *be)
 			z[j] = ((float)rnd(1, j, 2001) - 1000.0f) * 0.01f;
 		for (uint32_t layer = 0; layer < 3; layer++) {
 			uint64_t pos0 = 77777ull * (layer + 1);
-			ok &= ncf_cuda_debug_dropout(be, 3, pos0, layer, n, H, z, got) == 0;
-			uint32_t drop16 = ncf_dropout_threshold(0.5f);
-			for (size_t j = 0; j < n && ok; j++)
-				for (uint32_t h = 0; h < H; h++) {
-					float x = z[j * H + h] + 0.0f, r = x > 0.0f ? x : 0.0f;
-					ncf_u32x4 b = ncf_dropout_bits(1, 3, pos0 + j, layer, h / 8);
-					r = r * (ncf_dropout_keep(b, h % 8, drop16) ? 2.0f : 0.0f);
-					if (memcmp(&r, &got[j * H + h], 4)) {
-						tap_diag("width %u layer %u row %zu unit %u: %g, want %g", H,
-							 layer, j, h, got[j * H + h], r);
-						ok = 0;
-						break;
-					}
-				}
+			int ok = ncf_cuda_debug_dropout(be, 3, pos0, layer, n, H, z, got) == 0;
+			tap_ok(ok && dropout_exact(z, got, n, H, pos0, layer), "width %u, layer %u", H,
+			       layer);
 		}
 		free(z), free(got);
 	}
-	tap_ok(ok, "bias + ReLU + dropout bit-exact on the GPU (widths 256, 128, 64, 13)");
+}
 
-	/* Adam */
+static void t_adam(struct ncf_backend *be)
+{
 	size_t na = smoke ? 4096 : 1 << 20;
 	float *p = ncf_xmalloc(na * 4), *m = ncf_xmalloc(na * 4), *v = ncf_xmalloc(na * 4);
 	float *g = ncf_xmalloc(na * 4), *p2 = ncf_xmalloc(na * 4), *m2 = ncf_xmalloc(na * 4);
@@ -330,31 +258,35 @@ static void test_ops(struct ncf_backend *be)
 		g[j] = ((float)rnd(5, j, 1 << 20) - 524288.0f) * powf(10.0f, -(float)(j % 12));
 	}
 	memcpy(p2, p, na * 4), memcpy(m2, m, na * 4), memcpy(v2, v, na * 4);
-	ok = ncf_cuda_debug_adam(be, p, m, v, g, na, 5) == 0;
+	int ok = ncf_cuda_debug_adam(be, p, m, v, g, na, 5) == 0;
 	struct ncf_adam_k k;
 	ncf_adam_constants(&be->hp, 5, &k);
 	for (size_t j = 0; j < na; j++)
 		ncf_adam_update(&p2[j], &m2[j], &v2[j], g[j], &k);
-	ok &= !memcmp(p, p2, na * 4) && !memcmp(m, m2, na * 4) && !memcmp(v, v2, na * 4);
-	tap_ok(ok, "dense Adam pass bit-exact on the GPU against ncf_adam_update");
+	tap_ok(ok && !memcmp(p, p2, na * 4) && !memcmp(m, m2, na * 4) && !memcmp(v, v2, na * 4),
+	       "p, m and v of step 5, bit for bit");
 	free(p), free(m), free(v), free(g), free(p2), free(m2), free(v2);
+}
 
-	/* segment sums through the CUB sort */
-	size_t ns = smoke ? 5000 : 1 << 20;
-	uint32_t K = smoke ? 700 : 100000, H = 7;
-	uint32_t *key = ncf_xmalloc(ns * 4);
-	float *src = ncf_xmalloc(ns * H * 4), *out = ncf_xmalloc((size_t)K * H * 4);
+/* The segment sums out (K x H) of src (ns x H) by key against sums in
+ * sample order: bit for bit (the float sums, as the cpu backend adds them)
+ * where a key's sorted rows lie in one chunk of 32, 0 for absent keys,
+ * within 1e-6 of the sum of magnitudes (the double sums) otherwise. */
+static void check_segsum(const uint32_t *key, const float *src, const float *out, size_t ns,
+			 uint32_t K, uint32_t H)
+{
 	double *want = calloc((size_t)K * H, sizeof(double)), *mag = calloc((size_t)K * H, 8);
 	size_t *cnt = calloc(K, sizeof(size_t)), *first = ncf_xmalloc(K * sizeof(size_t));
 	size_t *last = calloc(K, sizeof(size_t));
+	float *wf = calloc((size_t)K * H, sizeof(float));
 	for (size_t j = 0; j < ns; j++) {
-		uint32_t r = rnd(6, j, 100);
-		key[j] = r < 10 ? 0 : r < 40 ? 1 + rnd(7, j, 50) : rnd(8, j, K / 2);
 		cnt[key[j]]++;
-		for (uint32_t h = 0; h < H; h++)
-			src[j * H + h] = ((float)rnd(9, j * H + h, 20001) - 10000.0f) * 1e-3f;
+		for (uint32_t h = 0; h < H; h++) {
+			wf[(size_t)key[j] * H + h] += src[j * H + h];
+			want[(size_t)key[j] * H + h] += src[j * H + h];
+			mag[(size_t)key[j] * H + h] += fabs(src[j * H + h]);
+		}
 	}
-	ok = ncf_cuda_debug_segsum(be, key, ns, K, src, H, out) == 0;
 	/* sorted positions: keys in order, by counting */
 	size_t pos = 0;
 	for (uint32_t q = 0; q < K; q++) {
@@ -362,14 +294,6 @@ static void test_ops(struct ncf_backend *be)
 		pos += cnt[q];
 		last[q] = pos ? pos - 1 : 0;
 	}
-	/* the reference sums in sample order (float, like the cpu backend) */
-	float *wf = calloc((size_t)K * H, sizeof(float));
-	for (size_t j = 0; j < ns; j++)
-		for (uint32_t h = 0; h < H; h++) {
-			wf[(size_t)key[j] * H + h] += src[j * H + h];
-			want[(size_t)key[j] * H + h] += src[j * H + h];
-			mag[(size_t)key[j] * H + h] += fabs(src[j * H + h]);
-		}
 	int exact = 1, near = 1;
 	for (uint32_t q = 0; q < K; q++)
 		for (uint32_t h = 0; h < H; h++) {
@@ -381,13 +305,31 @@ static void test_ops(struct ncf_backend *be)
 			else
 				near &= fabs(out[o] - want[o]) <= 1e-6 * mag[o] + 1e-6;
 		}
-	tap_ok(ok && exact && near,
-	       "segment sums through the CUB sort: bit-exact within a chunk, 1e-6 across chunks");
-	free(key), free(src), free(out), free(want), free(mag), free(cnt), free(first), free(last);
-	free(wf);
+	tap_ok(exact, "bit-exact within a chunk, 0 for absent keys");
+	tap_ok(near, "within 1e-6 across chunks");
+	free(want), free(mag), free(cnt), free(first), free(last), free(wf);
 }
 
-static void test_forward(struct ncf_backend *cpu, struct ncf_backend *gpu)
+static void t_segsum(struct ncf_backend *be)
+{
+	size_t ns = smoke ? 5000 : 1 << 20;
+	uint32_t K = smoke ? 700 : 100000, H = 7;
+	uint32_t *key = ncf_xmalloc(ns * 4);
+	float *src = ncf_xmalloc(ns * H * 4), *out = ncf_xmalloc((size_t)K * H * 4);
+	for (size_t j = 0; j < ns; j++) {
+		uint32_t r = rnd(6, j, 100);
+		key[j] = r < 10 ? 0 : r < 40 ? 1 + rnd(7, j, 50) : rnd(8, j, K / 2);
+		for (uint32_t h = 0; h < H; h++)
+			src[j * H + h] = ((float)rnd(9, j * H + h, 20001) - 10000.0f) * 1e-3f;
+	}
+	if (tap_ok(ncf_cuda_debug_segsum(be, key, ns, K, src, H, out) == 0, "the sums computed"))
+		check_segsum(key, src, out, ns, K, H);
+	free(key), free(src), free(out);
+}
+
+/* ---- forward, evaluation, a step ---------------------------------------- */
+
+static void t_scores(struct ncf_backend *cpu, struct ncf_backend *gpu)
 {
 	size_t n = smoke ? 4096 : 1 << 18;
 	uint32_t *us = ncf_xmalloc(n * 4), *is = ncf_xmalloc(n * 4);
@@ -398,60 +340,117 @@ static void test_forward(struct ncf_backend *cpu, struct ncf_backend *gpu)
 	int ok = !ncf_backend_logits(cpu, us, is, n, lc) &&
 		 !ncf_backend_logits(gpu, us, is, n, lg) &&
 		 !ncf_backend_score(cpu, us, is, n, sc) && !ncf_backend_score(gpu, us, is, n, sg);
-	double mr = 0, ml = 0;
-	int sok = close_all(sg, sc, n, 0, 1e-5, "score", &mr);
+	struct helper_err e = {0, 0, 0};
+	double ml = 0;
+	int sok = helper_close_all(sg, sc, n, 0, 1e-5, "score", &e);
 	int lok = 1;
 	for (size_t j = 0; j < n; j++) {
 		double d = fabs((double)lg[j] - lc[j]) / (1 + fabs(lc[j]));
 		ml = fmax(ml, d);
 		lok &= d <= 1e-5;
 	}
-	tap_ok(ok && sok, "scores of %zu pairs: relative error %.2g <= 1e-5 (fp32)", n, mr);
+	tap_ok(ok && sok, "scores of %zu pairs: relative error %.2g <= 1e-5", n, e.rel);
 	tap_ok(ok && lok, "logits: |d| / (1 + |x|) = %.2g <= 1e-5", ml);
+	tap_diag("scores: relative error %.2g; logits: |d| / (1 + |x|) = %.2g", e.rel, ml);
 	free(us), free(is), free(lc), free(lg), free(sc), free(sg);
+}
 
-	/* evaluation */
+static void t_evaluation(struct ncf_backend *cpu, struct ncf_backend *gpu)
+{
 	uint32_t U = cache.users;
 	uint32_t *rc = ncf_xmalloc(U * 4), *rg = ncf_xmalloc(U * 4);
-	ok = !ncf_backend_eval_ranks(cpu, 0, U, rc) && !ncf_backend_eval_ranks(gpu, 0, U, rg);
+	int ok = !ncf_backend_eval_ranks(cpu, 0, U, rc) && !ncf_backend_eval_ranks(gpu, 0, U, rg);
 	uint32_t diff = 0;
 	for (uint32_t u = 0; u < U; u++)
 		diff += rc[u] != rg[u];
 	double hc, nc, hg, ng;
 	ncf_metrics_from_ranks(rc, U, 10, &hc, &nc);
 	ncf_metrics_from_ranks(rg, U, 10, &hg, &ng);
-	tap_ok(ok && fabs(hc - hg) <= 1e-3 && fabs(nc - ng) <= 1e-3 && diff <= U / 500,
-	       "evaluation: HR@10 %.5f (cpu %.5f), NDCG@10 %.5f (cpu %.5f), %u of %u ranks differ",
-	       hg, hc, ng, nc, diff, U);
+	tap_ok(ok && fabs(hc - hg) <= 1e-3, "HR@10 %.5f (cpu %.5f)", hg, hc);
+	tap_ok(ok && fabs(nc - ng) <= 1e-3, "NDCG@10 %.5f (cpu %.5f)", ng, nc);
+	tap_ok(ok && diff <= U / 500, "%u of %u ranks differ", diff, U);
+	tap_diag("HR@10 %.5f (cpu %.5f), NDCG@10 %.5f (cpu %.5f), %u of %u ranks differ", hg, hc, ng,
+		 nc, diff, U);
 	free(rc), free(rg);
 }
 
-static void test_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+/* The cpu backend's fp32 gradient of the batch (epoch 2, B..2B) at the
+ * initial parameters, which the other precisions are held to. */
+static float *grad_cpu;
+
+static void t_gradient(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
 {
 	size_t total = cpu->layout.total;
-	float *gc = ncf_xmalloc(total * 4), *gg = ncf_xmalloc(total * 4);
-	float *g2 = ncf_xmalloc(total * 4);
+	float *gg = ncf_xmalloc(total * 4), *g2 = ncf_xmalloc(total * 4);
 	double lc, lg, l2;
-	int ok = !ncf_backend_grad(cpu, 2, B, B, gc, &lc) &&
+	grad_cpu = ncf_xmalloc(total * 4);
+	int ok = !ncf_backend_grad(cpu, 2, B, B, grad_cpu, &lc) &&
 		 !ncf_backend_grad(gpu, 2, B, B, gg, &lg);
-	ok &= close_tensors(cpu, gg, gc, 1e-4, 1e-4, "grad") && tap_close(lg, lc, 0, 1e-5, "loss");
-	tap_ok(ok, "one batch of %llu: gradient per tensor within 1e-4, loss within 1e-5 (fp32)",
-	       (unsigned long long)B);
-	ok = !ncf_backend_grad(gpu, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4) && l2 == lg;
-	tap_ok(ok, "the same gradient twice, bit for bit (fp32)");
+	tap_ok(ok && close_tensors(cpu, gg, grad_cpu, 1e-4, 1e-4, "grad"),
+	       "the gradient per tensor within 1e-4");
+	tap_ok(ok && tap_close(lg, lc, 0, 1e-5, "loss"), "the loss within 1e-5");
+	tap_ok(ok && !ncf_backend_grad(gpu, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4) &&
+		       l2 == lg,
+	       "the same gradient twice, bit for bit");
+	free(gg), free(g2);
+}
 
-	/* one training step from the initial state, on the batch of (epoch 0,
-	 * positions 0..B): gc, gg its gradients, p0 the parameters before */
+/* The parameters pg after one step against the cpu backend's pc, per
+ * tensor: max |d| <= 1e-4 max |p| where |g| >= 1e-6 = 100 eps (sc: the cpu
+ * backend's gradient).  There the first Adam step moves p by lr g / (|g| +
+ * eps), within 1% of lr sign(g) whatever the rounding of g.  Where |g| is
+ * near eps, the step's derivative lr eps / (|g| + eps)^2 (up to lr / eps =
+ * 4.5e5) turns a rounding difference of g of 1e-11 into 1e-6 or more;
+ * there only |d| <= 2 lr (the sign) is required. */
+static void check_step_params(const struct ncf_backend *cpu, const float *pg, const float *pc,
+			      const float *sc, double lr)
+{
+	struct helper_tensor t[HELPER_MAX_TENSORS];
+	int nt = helper_tensors(&cpu->layout, &cpu->shape, t);
+	size_t loose = 0;
+	double worst = 0;
+	for (int q = 0; q < nt; q++) {
+		double mx = 0, md = 0;
+		int sign = 1;
+		for (size_t j = t[q].off; j < t[q].off + t[q].n; j++)
+			mx = fmax(mx, fabs(pc[j]));
+		for (size_t j = t[q].off; j < t[q].off + t[q].n; j++) {
+			double d = fabs((double)pg[j] - pc[j]);
+			if (!(d <= 2.0 * lr + 1e-7) && sign) {
+				tap_diag("param %s[%zu]: %.9g, cpu %.9g", t[q].name, j - t[q].off, pg[j],
+					 pc[j]);
+				sign = 0;
+			}
+			if (fabs(sc[j]) >= 1e-6)
+				md = fmax(md, d);
+			else
+				loose += d > 1e-4 * mx;
+		}
+		tap_ok(sign, "%s: within 2 lr everywhere", t[q].name);
+		tap_ok(md <= 1e-4 * mx, "params %s: max |d| %.3g <= 1e-4 max |p| = %.3g", t[q].name,
+		       md, 1e-4 * mx);
+		worst = fmax(worst, mx > 0 ? md / mx : md);
+	}
+	tap_diag("max |d| / max |p| = %.2g per tensor (%zu near-zero-gradient elements beyond)",
+		 worst, loose);
+}
+
+/* One training step from the initial state, on the batch of (epoch 0,
+ * positions 0..B). */
+static void t_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+{
+	size_t total = cpu->layout.total;
 	float *pc = ncf_xmalloc(total * 4), *pg = ncf_xmalloc(total * 4);
 	float *p0 = ncf_xmalloc(total * 4), *sc = ncf_xmalloc(total * 4), *sg = ncf_xmalloc(total * 4);
-	ok = !ncf_backend_get_state(gpu, p0, NULL, NULL) &&
-	     !ncf_backend_grad(cpu, 0, 0, B, sc, &lc) &&
-	     !ncf_backend_grad(gpu, 0, 0, B, sg, &lg);
+	double lc, lg;
+	int ok = !ncf_backend_get_state(gpu, p0, NULL, NULL) &&
+		 !ncf_backend_grad(cpu, 0, 0, B, sc, &lc) && !ncf_backend_grad(gpu, 0, 0, B, sg, &lg);
 	ok &= !ncf_backend_train_step(cpu, 0, 0, B, &lc) &&
 	      !ncf_backend_train_step(gpu, 0, 0, B, &lg);
 	ok &= !ncf_backend_get_state(cpu, pc, NULL, NULL) &&
 	      !ncf_backend_get_state(gpu, pg, NULL, NULL);
-	/* (a) the step is Adam on the GPU's gradient, exactly */
+	tap_ok(ok, "a step each");
+	/* the step is Adam on the GPU's gradient, exactly */
 	struct ncf_adam_k ak;
 	ncf_adam_constants(&gpu->hp, 1, &ak);
 	int exact = 1;
@@ -460,75 +459,46 @@ static void test_step(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t
 		ncf_adam_update(&p, &m, &v, sg[j], &ak);
 		exact &= !memcmp(&p, &pg[j], 4);
 	}
-	tap_ok(ok && exact, "one training step = Adam on the GPU's gradient, bit for bit");
-	/* (b) against the cpu backend, per tensor: max |d| <= 1e-4 max |p| where
-	 * |g| >= 1e-6 = 100 eps.  There the first Adam step moves p by
-	 * lr g / (|g| + eps), within 1% of lr sign(g) whatever the rounding of g.
-	 * Where |g| is near eps, the step's derivative lr eps / (|g| + eps)^2 (up
-	 * to lr / eps = 4.5e5) turns a rounding difference of g of 1e-11 into
-	 * 1e-6 or more; there only |d| <= 2 lr (the sign) is required. */
-	struct tensor t[4 + 2 * NCF_MAX_LAYERS + 2];
-	int nt = tensors(cpu, t), pok = 1;
-	size_t loose = 0;
-	double worst = 0;
-	for (int q = 0; q < nt; q++) {
-		double mx = 0, md = 0;
-		for (size_t j = t[q].off; j < t[q].off + t[q].n; j++)
-			mx = fmax(mx, fabs(pc[j]));
-		for (size_t j = t[q].off; j < t[q].off + t[q].n; j++) {
-			double d = fabs((double)pg[j] - pc[j]);
-			if (!(d <= 2.0 * ak.lr + 1e-7)) {
-				pok = 0;
-				tap_diag("param %s[%zu]: %.9g, cpu %.9g", t[q].name, j - t[q].off, pg[j], pc[j]);
-			}
-			if (fabs(sc[j]) >= 1e-6)
-				md = fmax(md, d);
-			else
-				loose += d > 1e-4 * mx;
-		}
-		if (!(md <= 1e-4 * mx)) {
-			pok = 0;
-			tap_diag("params %s: max |d| %.3g > 1e-4 max |p| = %.3g", t[q].name, md, 1e-4 * mx);
-		}
-		worst = fmax(worst, mx > 0 ? md / mx : md);
-	}
-	tap_ok(ok && pok, "parameters after one step: max |d| / max |p| = %.2g <= 1e-4 per tensor "
-			  "(%zu near-zero-gradient elements beyond)",
-	       worst, loose);
-	free(p0), free(sc), free(sg);
-
-	/* the other precisions against fp32 */
-	const enum ncf_precision precs[] = {NCF_PRECISION_TF32, NCF_PRECISION_BF16,
-					    NCF_PRECISION_FP16};
-	const double tol[] = {0.05, 0.10, 0.05};
-	struct ncf_hparams hp = hparams(B, 0);
-	for (int k = 0; k < 3; k++) {
-		const char *name = ncf_precision_name(precs[k]);
-		struct ncf_backend be;
-		uint8_t *mask = NULL;
-		if (open_be(&be, NCF_DEVICE_CUDA, precs[k], &hp, &mask)) {
-			tap_ok(0, "open the cuda backend in %s", name);
-			continue;
-		}
-		ok = !ncf_backend_grad(&be, 2, B, B, gg, &lg) &&
-		     l2_tensors(cpu, gg, gc, tol[k], name);
-		if (precs[k] == NCF_PRECISION_BF16)
-			ok &= !ncf_backend_grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4);
-		double loss = 0;
-		uint64_t S = (uint64_t)cache.train_positives * 5, pos = 0;
-		for (int st = 0; st < 3; st++) {
-			uint64_t nb = B < S - pos ? B : S - pos;
-			ok &= !ncf_backend_train_step(&be, 0, pos, nb, &loss) && isfinite(loss);
-			pos = (pos + nb) % S;
-		}
-		tap_ok(ok && be.step == 3, "%s: gradient within %g of fp32 (L2 per tensor)%s, three "
-					   "steps",
-		       name, tol[k], precs[k] == NCF_PRECISION_BF16 ? ", deterministic" : "");
-		ncf_backend_close(&be);
-		free(mask);
-	}
-	free(gc), free(gg), free(g2), free(pc), free(pg);
+	tap_ok(exact, "Adam on the GPU's gradient, bit for bit");
+	check_step_params(cpu, pg, pc, sc, ak.lr);
+	free(p0), free(sc), free(sg), free(pc), free(pg);
 }
+
+/* Precision p against fp32 (see the top): the gradient within tol, three
+ * steps; bf16 deterministic. */
+static void t_precision(const struct ncf_backend *cpu, enum ncf_precision p, double tol,
+			uint64_t B)
+{
+	const char *name = ncf_precision_name(p);
+	size_t total = cpu->layout.total;
+	struct ncf_hparams hp = hparams(B, 0);
+	struct ncf_backend be;
+	uint8_t *mask = NULL;
+	if (!tap_ok(!open_be(&be, NCF_DEVICE_CUDA, p, &hp, &mask), "open the cuda backend in %s",
+		    name))
+		return;
+	float *gg = ncf_xmalloc(total * 4), *g2 = ncf_xmalloc(total * 4);
+	double lg, l2;
+	tap_ok(!ncf_backend_grad(&be, 2, B, B, gg, &lg) && l2_tensors(cpu, gg, grad_cpu, tol, name),
+	       "the gradient within %g of fp32 (L2 per tensor)", tol);
+	if (p == NCF_PRECISION_BF16)
+		tap_ok(!ncf_backend_grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4),
+		       "the same gradient twice");
+	double loss = 0;
+	uint64_t S = (uint64_t)cache.train_positives * 5, pos = 0;
+	int ok = 1;
+	for (int st = 0; st < 3; st++) {
+		uint64_t nb = B < S - pos ? B : S - pos;
+		ok &= !ncf_backend_train_step(&be, 0, pos, nb, &loss) && isfinite(loss);
+		pos = (pos + nb) % S;
+	}
+	tap_ok(ok && be.step == 3, "three steps with finite losses");
+	free(gg), free(g2);
+	ncf_backend_close(&be);
+	free(mask);
+}
+
+/* ---- scoring ------------------------------------------------------------ */
 
 /* Scores of be and cpu on n pairs within the scores' tolerance above. */
 static int scores_close(struct ncf_backend *gpu, struct ncf_backend *cpu, const uint32_t *us,
@@ -536,61 +506,82 @@ static int scores_close(struct ncf_backend *gpu, struct ncf_backend *cpu, const 
 {
 	float *sg = ncf_xmalloc(n * 4), *sc = ncf_xmalloc(n * 4);
 	int ok = !ncf_backend_score(gpu, us, is, n, sg) && !ncf_backend_score(cpu, us, is, n, sc) &&
-		 close_all(sg, sc, n, 0, 1e-5, what, NULL);
+		 helper_close_all(sg, sc, n, 0, 1e-5, what, NULL);
 	free(sg), free(sc);
 	return ok;
 }
 
-/* The resident path against the host path; graphs after the tables change. */
-static void test_scoring(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+/* The pairs of the scoring tests. */
+static size_t score_n;
+static uint32_t *score_us, *score_is;
+
+static void score_pairs(void)
 {
-	size_t n = smoke ? 4096 : 1 << 18;
-	uint32_t *us = ncf_xmalloc(n * 4), *is = ncf_xmalloc(n * 4);
-	for (size_t j = 0; j < n; j++)
-		us[j] = rnd(12, j, cache.users), is[j] = rnd(13, j, cache.items);
+	score_n = smoke ? 4096 : 1 << 18;
+	score_us = ncf_xmalloc(score_n * 4), score_is = ncf_xmalloc(score_n * 4);
+	for (size_t j = 0; j < score_n; j++)
+		score_us[j] = rnd(12, j, cache.users), score_is[j] = rnd(13, j, cache.items);
+}
+
+/* The resident path against the host path. */
+static void t_resident(struct ncf_backend *gpu)
+{
+	size_t n = score_n;
 	float *h = ncf_xmalloc(n * 4), *r = ncf_xmalloc(n * 4);
-	int ok = !ncf_backend_score(gpu, us, is, n, h) &&
-		 !ncf_backend_resident_set(gpu, us, is, n) &&
-		 !ncf_backend_score_resident(gpu, n, NULL) &&
-		 !ncf_backend_score_resident(gpu, n, r);
+	int ok = !ncf_backend_score(gpu, score_us, score_is, n, h) &&
+		 !ncf_backend_resident_set(gpu, score_us, score_is, n) &&
+		 !ncf_backend_score_resident(gpu, n, NULL) && !ncf_backend_score_resident(gpu, n, r);
 	int prob = 1;
 	for (size_t j = 0; j < n; j++)
 		prob &= r[j] >= 0.0f && r[j] <= 1.0f;
-	ok &= close_all(r, h, n, 1e-6, 1e-5, "resident", NULL);
-	tap_ok(ok && prob, "%zu pairs kept on the device score as the host path does", n);
+	tap_ok(ok && helper_close_all(r, h, n, 1e-6, 1e-5, "resident", NULL),
+	       "the host path's scores");
+	tap_ok(ok && prob, "probabilities");
 	free(h), free(r);
+}
 
+/* Graphs after the tables change. */
+static void t_scoring_graphs(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+{
+	size_t n = score_n;
 	uint64_t c0, l0, c1, l1;
-	ok = scores_close(gpu, cpu, us, is, n, "before");
+	int ok = scores_close(gpu, cpu, score_us, score_is, n, "before");
 	ncf_cuda_debug_graphs(gpu, &c0, &l0);
 	float *p = ncf_xmalloc(gpu->layout.total * 4);
 	ncf_model_init(&shape, &gpu->layout, 2, p);
 	ok &= !ncf_backend_set_state(gpu, p, NULL, NULL) && !ncf_backend_set_state(cpu, p, NULL, NULL) &&
-	      scores_close(gpu, cpu, us, is, n, "after set_state");
+	      scores_close(gpu, cpu, score_us, score_is, n, "after set_state");
 	double loss;
 	ok &= !ncf_backend_train_step(gpu, 0, 0, B, &loss) &&
 	      !ncf_backend_get_state(gpu, p, NULL, NULL) &&
 	      !ncf_backend_set_state(cpu, p, NULL, NULL) &&
-	      scores_close(gpu, cpu, us, is, n, "after a step");
+	      scores_close(gpu, cpu, score_us, score_is, n, "after a step");
 	ncf_cuda_debug_graphs(gpu, &c1, &l1);
-	tap_ok(ok && c0 > 0 && c1 == c0 && l1 > l0,
-	       "scoring graphs after set_state and after a training step: the new parameters' "
-	       "scores, no new capture (%llu graphs, %llu more launches)",
+	tap_ok(ok, "the new parameters' scores");
+	tap_ok(c0 > 0 && c1 == c0 && l1 > l0, "no new capture (%llu graphs, %llu more launches)",
 	       (unsigned long long)c1, (unsigned long long)(l1 - l0));
-	free(p), free(us), free(is);
+	free(p);
 }
 
-/* fp16 overflow on the device: an overflowing loss scale, and a NaN made in
- * the forward pass (see test_cuda_emu.cc test_fp16_nan). */
-static void test_fp16_skips(uint64_t B)
+/* ---- fp16 overflow, an epoch -------------------------------------------- */
+
+/* The cuda backend in fp16 (batches of B) into be; 0, or -1 after a failed
+ * check. */
+static int open_fp16(struct ncf_backend *be, uint64_t B, uint8_t **mask)
 {
 	struct ncf_hparams hp = hparams(B, 0);
+	int rc = open_be(be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, mask);
+	tap_ok(rc == 0, "open the cuda backend in fp16");
+	return rc ? -1 : 0;
+}
+
+/* An overflowing loss scale on the device. */
+static void t_fp16_overflow(uint64_t B)
+{
 	struct ncf_backend be;
 	uint8_t *mask = NULL;
-	if (open_be(&be, NCF_DEVICE_CUDA, NCF_PRECISION_FP16, &hp, &mask)) {
-		tap_ok(0, "open the cuda backend in fp16");
+	if (open_fp16(&be, B, &mask))
 		return;
-	}
 	size_t total = be.layout.total;
 	float *p = ncf_xmalloc(total * 4), *after = ncf_xmalloc(total * 4);
 	double loss;
@@ -606,8 +597,41 @@ static void test_fp16_skips(uint64_t B)
 	      !ncf_backend_get_state(&be, after, NULL, NULL);
 	tap_ok(ok && be.step == 0 && !memcmp(p, after, total * 4) &&
 		       ncf_cuda_loss_scale(&be) == big / 2,
-	       "fp16 on the device: an overflowing loss scale (2^%d) skips the step and halves it",
-	       24 + lg);
+	       "a loss scale of 2^%d: the step skipped, the scale halved", 24 + lg);
+	free(p), free(after);
+	ncf_backend_close(&be);
+	free(mask);
+}
+
+/* The first batch of the stream (epoch 0, batches of B) with user 0 in it:
+ * its first position into *first; 0, or -1 when there is none. */
+static int batch_with_user0(struct ncf_backend *be, uint64_t B, uint64_t *first)
+{
+	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint32_t *u = ncf_xmalloc(B * 4), *it = ncf_xmalloc(B * 4);
+	uint8_t *lab = ncf_xmalloc(B);
+	int has0 = 0, ok = 1;
+	for (*first = 0; *first + B <= S && !has0; *first += B) {
+		ok &= !ncf_cuda_debug_samples(be, 0, *first, B, u, it, lab);
+		for (uint64_t j = 0; j < B; j++)
+			has0 |= u[j] == 0;
+		if (has0)
+			break;
+	}
+	free(u), free(it), free(lab);
+	return ok && has0 ? 0 : -1;
+}
+
+/* A NaN made in the forward pass (see test_cuda_emu.cc t_fp16_nan). */
+static void t_fp16_nan(uint64_t B)
+{
+	struct ncf_backend be;
+	uint8_t *mask = NULL;
+	if (open_fp16(&be, B, &mask))
+		return;
+	size_t total = be.layout.total;
+	float *p = ncf_xmalloc(total * 4), *after = ncf_xmalloc(total * 4);
+	int ok = !ncf_backend_get_state(&be, p, NULL, NULL);
 	const struct ncf_layout *L = &be.layout;
 	uint32_t M = ncf_shape_m(&shape), h = 3;
 	for (uint32_t k = 0; k < M; k++) {
@@ -618,42 +642,30 @@ static void test_fp16_skips(uint64_t B)
 	for (size_t e = 0; e < (size_t)cache.items * M; e++)
 		p[L->mlp_item + e] = 1.0f;
 	ncf_cuda_set_loss_scale(&be, 32768.0f, 2000);
-	uint64_t step = be.step;
-	ok = !ncf_backend_set_state(&be, p, NULL, NULL);
-	/* a batch with user 0 in it: positions of the stream until one is found */
-	uint64_t S = (uint64_t)cache.train_positives * 5, first = 0;
-	uint32_t *u = ncf_xmalloc(B * 4), *it = ncf_xmalloc(B * 4);
-	uint8_t *lab = ncf_xmalloc(B);
-	int has0 = 0;
-	for (; first + B <= S && !has0; first += B) {
-		ok &= !ncf_cuda_debug_samples(&be, 0, first, B, u, it, lab);
-		for (uint64_t j = 0; j < B; j++)
-			has0 |= u[j] == 0;
-		if (has0)
-			break;
-	}
-	ok &= has0 && !ncf_backend_train_step(&be, 0, first, B, &loss) &&
+	uint64_t step = be.step, first = 0;
+	double loss;
+	ok &= !ncf_backend_set_state(&be, p, NULL, NULL);
+	ok &= tap_ok(!batch_with_user0(&be, B, &first), "a batch with user 0");
+	ok = ok && !ncf_backend_train_step(&be, 0, first, B, &loss) &&
 	      !ncf_backend_get_state(&be, after, NULL, NULL);
 	tap_ok(ok && be.step == step && !memcmp(p, after, total * 4) &&
 		       ncf_cuda_loss_scale(&be) == 16384.0f,
-	       "fp16 on the device: a NaN made in the forward pass (inf - inf through the ReLU) "
-	       "skips the step and halves the scale");
-	free(u), free(it), free(lab), free(p), free(after);
+	       "the step skipped, the scale halved");
+	free(p), free(after);
 	ncf_backend_close(&be);
 	free(mask);
 }
 
 /* One whole epoch, fp32: mean loss and HR@10 after it (see the top). */
-static void test_epoch(uint64_t B)
+static void t_epoch(uint64_t B)
 {
 	struct ncf_hparams hp = hparams(B, 0);
 	struct ncf_backend cpu, gpu;
 	uint8_t *m1 = NULL, *m2 = NULL;
-	if (open_be(&cpu, NCF_DEVICE_CPU, NCF_PRECISION_FP32, &hp, &m1) ||
-	    open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2)) {
-		tap_ok(0, "open the backends");
+	if (!tap_ok(!open_be(&cpu, NCF_DEVICE_CPU, NCF_PRECISION_FP32, &hp, &m1) &&
+			    !open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2),
+		    "open the backends"))
 		return;
-	}
 	uint64_t S = (uint64_t)cache.train_positives * 5;
 	double tc = 0, tg = 0, lc, lg;
 	int ok = 1, steps = 0;
@@ -666,13 +678,56 @@ static void test_epoch(uint64_t B)
 	double hc, nc, hg, ng;
 	ok &= !ncf_evaluate(&cpu, &cache, 10, &hc, &nc) && !ncf_evaluate(&gpu, &cache, 10, &hg, &ng);
 	double p = hc, tol = 3 * sqrt(2 * p * (1 - p) / cache.users);
-	tap_ok(ok && fabs(tg - tc) <= 3e-3 * tc && fabs(hg - hc) <= tol,
-	       "one epoch (%d steps, fp32): mean loss %.6f (cpu %.6f), HR@10 %.4f (cpu %.4f, within "
-	       "%.4f)",
-	       steps, tg / S, tc / S, hg, hc, tol);
+	tap_ok(ok && fabs(tg - tc) <= 3e-3 * tc, "%d steps: mean loss %.6f (cpu %.6f)", steps,
+	       tg / S, tc / S);
+	tap_ok(ok && fabs(hg - hc) <= tol, "HR@10 %.4f (cpu %.4f, within %.4f)", hg, hc, tol);
+	tap_diag("one epoch (%d steps): mean loss %.6f (cpu %.6f), HR@10 %.4f (cpu %.4f)", steps,
+		 tg / S, tc / S, hg, hc);
 	ncf_backend_close(&cpu);
 	ncf_backend_close(&gpu);
 	free(m1), free(m2);
+}
+
+static void t_fault(struct ncf_backend *gpu)
+{
+	tap_ok(ncf_cuda_debug_fault(gpu) == -1, "ncf_cuda_debug_fault returns -1");
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+/* The cases on one cpu and one cuda backend, which the step and the
+ * scoring change in turn. */
+static void shared_cases(struct ncf_backend *cpu, struct ncf_backend *gpu, uint64_t B)
+{
+	TEST(t_dropout(gpu), "bias + ReLU + dropout bit-exact on the GPU (widths 256, 128, 64, 13)");
+	TEST(t_adam(gpu), "dense Adam pass bit-exact on the GPU against ncf_adam_update");
+	TEST(t_segsum(gpu),
+	     "segment sums through the CUB sort: bit-exact within a chunk, 1e-6 across chunks");
+	TEST(t_scores(cpu, gpu), "scores of random pairs: relative error <= 1e-5, logits |d| <= "
+				 "1e-5 (1 + |x|) (fp32)");
+	TEST(t_evaluation(cpu, gpu), "evaluation: HR@10 and NDCG@10 within 1e-3, at most 0.2%% of "
+				     "the ranks differ");
+	TEST(t_gradient(cpu, gpu, B),
+	     "one batch of %llu: gradient per tensor within 1e-4, loss within 1e-5, twice the same "
+	     "(fp32)",
+	     (unsigned long long)B);
+	TEST(t_step(cpu, gpu, B), "one training step = Adam on the GPU's gradient, bit for bit; the "
+				  "parameters within 1e-4 per tensor");
+	static const struct {
+		enum ncf_precision p;
+		double tol;
+	} precs[] = {{NCF_PRECISION_TF32, 0.05}, {NCF_PRECISION_BF16, 0.10},
+		     {NCF_PRECISION_FP16, 0.05}};
+	for (size_t k = 0; k < 3; k++)
+		TEST(t_precision(cpu, precs[k].p, precs[k].tol, B),
+		     "%s: gradient within %g of fp32 (L2 per tensor)%s, three steps",
+		     ncf_precision_name(precs[k].p), precs[k].tol,
+		     precs[k].p == NCF_PRECISION_BF16 ? ", deterministic" : "");
+	score_pairs();
+	TEST(t_resident(gpu), "%zu pairs kept on the device score as the host path does", score_n);
+	TEST(t_scoring_graphs(cpu, gpu, B), "scoring graphs after set_state and after a training "
+					    "step: the new parameters' scores, no new capture");
+	free(score_us), free(score_is), free(grad_cpu);
 }
 
 int main(int argc, char **argv)
@@ -695,8 +750,10 @@ int main(int argc, char **argv)
 	shape = (struct ncf_shape){.users = cache.users, .items = cache.items, .factors = 64,
 				   .n_layers = 4, .layers = {256, 256, 128, 64}};
 	uint64_t B = smoke ? 2048 : 65536;
-	if (!fault)
-		test_samples();
+	if (!fault) {
+		TEST(t_samples(0), "sample stream bit-exact on the GPU, 2 epochs");
+		TEST(t_samples(1), "sample stream bit-exact on the GPU, 2 epochs, --true-negatives");
+	}
 	struct ncf_hparams hp = hparams(B, 0);
 	struct ncf_backend cpu, gpu;
 	uint8_t *m1 = NULL, *m2 = NULL;
@@ -708,19 +765,19 @@ int main(int argc, char **argv)
 	ncf_backend_describe(&gpu, stderr);
 	if (fault) {
 		/* the device is lost after this: nothing else in this process */
-		tap_ok(ncf_cuda_debug_fault(&gpu) == -1, "a kernel that faults is reported");
+		TEST(t_fault(&gpu), "a kernel that faults is reported");
 		return tap_done();
 	}
-	test_ops(&gpu);
-	test_forward(&cpu, &gpu);
-	test_step(&cpu, &gpu, B);
-	test_scoring(&cpu, &gpu, B);
+	shared_cases(&cpu, &gpu, B);
 	ncf_backend_close(&cpu);
 	ncf_backend_close(&gpu);
 	free(m1), free(m2);
-	test_fp16_skips(B);
+	TEST(t_fp16_overflow(B), "fp16 on the device: an overflowing loss scale skips the step and "
+				 "halves it");
+	TEST(t_fp16_nan(B), "fp16 on the device: a NaN made in the forward pass (inf - inf through "
+			    "the ReLU) skips the step and halves the scale");
 	if (!smoke)
-		test_epoch(B);
+		TEST(t_epoch(B), "one epoch (fp32): mean loss within 3e-3, HR@10 within three sigmas");
 	ncf_cache_free(&cache);
 	return tap_done();
 }

@@ -296,7 +296,9 @@ static void model_write(struct model_img *mi, const char *name)
 #define U64(off, v) ncf_put_u64(c.meta + (off), (v))
 #define F64(off, v) ncf_put_f64(c.meta + (off), (v))
 
-static void cache_cases(void)
+/* The cache that every reader accepts, and caches whose counts are 0, at
+ * their maximum, next to an overflow, or disagree with each other. */
+static void cache_count_cases(void)
 {
 	struct cache_img c;
 	cache_base(&c);
@@ -328,6 +330,12 @@ static void cache_cases(void)
 	cache_base(&c), U64(88, 4), cache_write(&c, "c-test-only-over");
 	cache_base(&c), U64(88, 0), cache_write(&c, "c-test-only-wrong");
 	cache_base(&c), U64(96, UINT64_MAX), cache_write(&c, "c-ties-max");
+}
+
+/* Caches with a bad format, name, oracle, reserved byte, row offset or id. */
+static void cache_field_cases(void)
+{
+	struct cache_img c;
 	/* format, name, oracle, reserved */
 	cache_base(&c), U32(32, 0), cache_write(&c, "c-format-0");
 	cache_base(&c), U32(32, 6), cache_write(&c, "c-format-6");
@@ -355,6 +363,13 @@ static void cache_cases(void)
 	cache_base(&c), c.neg[5] = 5, cache_write(&c, "c-negative-at-count");
 	cache_base(&c), c.uids[2] = 11, cache_write(&c, "c-user-ids-repeated");
 	cache_base(&c), c.iids[4] = 101, cache_write(&c, "c-item-ids-repeated");
+}
+
+/* Caches whose sections disagree with meta or each other, forged frames,
+ * sizes claimed beyond the bytes. */
+static void cache_layout_cases(void)
+{
+	struct cache_img c;
 	/* shapes that disagree with their blobs */
 	cache_base(&c), c.nu = 2, cache_write(&c, "c-userids-short");
 	cache_base(&c), c.noff = 3, cache_write(&c, "c-offsets-short");
@@ -386,7 +401,9 @@ static void cache_cases(void)
 #define F32(off, v) put_f32(mi.meta + (off), (v))
 #define F64(off, v) ncf_put_f64(mi.meta + (off), (v))
 
-static void model_cases(void)
+/* The checkpoint that every reader accepts, and checkpoints with a bad
+ * shape or hyperparameter. */
+static void model_shape_cases(void)
 {
 	struct model_img mi;
 	model_base(&mi), model_write(&mi, "good");
@@ -418,6 +435,12 @@ static void model_cases(void)
 	model_base(&mi), U64(88, ((uint64_t)1 << 40) + 1), model_write(&mi, "m-batch-over");
 	model_base(&mi), U32(156, 0), model_write(&mi, "m-topk-0");
 	model_base(&mi), U32(156, 100001), model_write(&mi, "m-topk-over");
+}
+
+/* Checkpoints with a bad cache size, place in the run, metric or array. */
+static void model_run_cases(void)
+{
+	struct model_img mi;
 	/* the cache's size */
 	model_base(&mi), U64(176, 0), model_write(&mi, "m-positives-0");
 	model_base(&mi), U64(176, UINT64_MAX), model_write(&mi, "m-positives-max");
@@ -465,8 +488,11 @@ int main(int argc, char **argv)
 	cases = fopen(path, "w");
 	if (!cases)
 		die("%s: cannot create", path);
-	cache_cases();
-	model_cases();
+	cache_count_cases();
+	cache_field_cases();
+	cache_layout_cases();
+	model_shape_cases();
+	model_run_cases();
 	if (fclose(cases) != 0)
 		die("%s: write failed", path);
 	return 0;

@@ -26,80 +26,15 @@
 #include "crc32c.h"
 #include "err.h"
 #include "io.h"
+#include "helpers.h"
 #include "ncf_hd.h"
 #include "tap.h"
 
-static char dir[256];	    /* the temporary directory of this test */
-static int saved_stderr = -1;
+static char dir[256]; /* the temporary directory of this test */
 
 static void path_in(char *buf, size_t n, const char *name)
 {
 	snprintf(buf, n, "%s/%s", dir, name);
-}
-
-/* ---- files ---------------------------------------------------------- */
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		return NULL;
-	size_t cap = 4096, n = 0;
-	unsigned char *b = malloc(cap);
-	size_t got;
-	while ((got = fread(b + n, 1, cap - n, fp)) > 0) {
-		n += got;
-		if (n == cap)
-			b = realloc(b, cap *= 2);
-	}
-	fclose(fp);
-	*len = n;
-	return b;
-}
-
-static void spill(const char *path, const void *buf, size_t len)
-{
-	FILE *fp = fopen(path, "wb");
-	if (!fp || (len && fwrite(buf, 1, len, fp) != len) || fclose(fp) != 0) {
-		printf("Bail out! cannot write %s\n", path);
-		exit(1);
-	}
-}
-
-/* ---- stderr capture (through a pipe: messages are one short line) ---- */
-
-static int capture_pipe[2] = {-1, -1};
-
-static void capture_begin(void)
-{
-	fflush(stderr);
-	saved_stderr = dup(2);
-	if (pipe(capture_pipe) != 0) {
-		printf("Bail out! pipe failed\n");
-		exit(1);
-	}
-	fcntl(capture_pipe[1], F_SETFL, O_NONBLOCK); /* never block on a full pipe */
-	dup2(capture_pipe[1], 2);
-	close(capture_pipe[1]);
-}
-
-/* The captured text (malloc'd, NUL-terminated). */
-static char *capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	size_t cap = 4096, n = 0;
-	char *b = malloc(cap);
-	ssize_t got;
-	while ((got = read(capture_pipe[0], b + n, cap - 1 - n)) > 0) {
-		n += (size_t)got;
-		if (n == cap - 1)
-			b = realloc(b, cap *= 2);
-	}
-	close(capture_pipe[0]);
-	b[n] = 0;
-	return b;
 }
 
 /*
@@ -110,9 +45,9 @@ static char *capture_end(void)
 static int refused(const char *path, const char *want, int quiet)
 {
 	struct ncf_cache c;
-	capture_begin();
+	helper_capture_begin();
 	int rc = ncf_cache_read(path, &c);
-	char *msg = capture_end();
+	char *msg = helper_capture_end();
 	int lines = 0;
 	for (const char *s = msg; *s; s++)
 		lines += *s == '\n';
@@ -351,12 +286,6 @@ static int round_trip(const struct ncf_cache *c, const char *name)
 	return ok;
 }
 
-/* Free a hand-built cache (entry_user is never set on these). */
-static void free_built(struct ncf_cache *c)
-{
-	ncf_cache_free(c);
-}
-
 /* The names in dir, sorted, joined by spaces (for the no-leftover check). */
 static void list_dir(char *out, size_t n)
 {
@@ -438,7 +367,7 @@ static int refused_copy(const unsigned char *b, size_t len, const char *name, co
 	}
 	char path[400];
 	path_in(path, sizeof path, name);
-	spill(path, b, len);
+	helper_write_file(path, b, len);
 	int ok = refused(path, want, quiet);
 	if (ok)
 		unlink(path);
@@ -477,398 +406,542 @@ static void meta_of(unsigned char *m, uint32_t U, uint32_t I, uint64_t P, uint32
 	ncf_put_f64(m + 104, NAN);
 }
 
+/* ---- the cases ---------------------------------------------------------- */
+
+/* The hand-built caches, their files, and the bytes of a for the corruptions
+ * (read once the round trips have written it; sec its sections). */
+static struct ncf_cache ca, cb, cc;
+static char pa[400], pb[400], pc[400];
+static unsigned char *orig, *buf;
+static size_t len;
+static struct section sec[16];
+static int nsec;
+
+static void t_round_trip_a(void)
+{
+	tap_ok(round_trip(&ca, "a.ncfc"), "a.ncfc reads back as written");
+}
+
+static void t_round_trip_b(void)
+{
+	tap_ok(round_trip(&cb, "b.ncfc"), "b.ncfc reads back as written");
+}
+
+static void t_round_trip_c(void)
+{
+	tap_ok(round_trip(&cc, "c.ncfc"), "c.ncfc reads back as written");
+}
+
+/* The atomic write leaves only the final names. */
+static void t_no_temporaries(void)
+{
+	char names[4096];
+	list_dir(names, sizeof names);
+	if (!tap_ok(!strcmp(names, "a.ncfc b.ncfc c.ncfc"), "only the three caches are left"))
+		tap_diag("directory holds: %s", names);
+}
+
+/* Files are reproducible byte for byte, and write_fp writes the same bytes
+ * as write. */
+static void t_reproducible(void)
+{
+	size_t n1, n2;
+	unsigned char *f1 = helper_read_file(pa, &n1);
+	char *mem = NULL;
+	size_t mlen = 0;
+	FILE *ms = open_memstream(&mem, &mlen);
+	int rc = ncf_cache_write_fp(&ca, ms, "<memory>");
+	fclose(ms);
+	char p2[400];
+	path_in(p2, sizeof p2, "a2.ncfc");
+	ncf_cache_write(&ca, p2);
+	unsigned char *f2 = helper_read_file(p2, &n2);
+	tap_ok(rc == 0 && f1 && f2 && n1 == n2 && n1 == mlen && !memcmp(f1, f2, n1) &&
+		       !memcmp(f1, mem, n1),
+	       "file, file again and stream hold the same bytes");
+	unlink(p2);
+	free(f1);
+	free(f2);
+	free(mem);
+}
+
+static void t_read_stdin(void)
+{
+	struct ncf_cache r;
+	int ok = freopen(pa, "rb", stdin) != NULL && ncf_cache_read("-", &r) == 0;
+	if (ok) {
+		ok = same_cache(&r, &ca);
+		ncf_cache_free(&r);
+	}
+	tap_ok(ok, "a.ncfc read from stdin (\"-\") is cache a");
+	if (!freopen("/dev/null", "rb", stdin))
+		tap_diag("cannot reopen stdin");
+}
+
+/* The header starts as documented at the top of cache.c. */
+static void t_layout(void)
+{
+	size_t n;
+	unsigned char *f = helper_read_file(pa, &n);
+	int ok = f && n > 68 && !memcmp(f, "NCFCACHE\1\0\0\0", 12) &&
+		 ncf_get_u32(f + 28) == ncf_crc32c(0, f, 28) && !memcmp(f + 32, "meta\0\0\0\0", 8) &&
+		 ncf_get_u64(f + 40) == 256 && !memcmp(f + 64, "\x28\xb5\x2f\xfd", 4);
+	tap_ok(ok, "magic, version 1, header CRC, meta section of 256 bytes, zstd frame");
+	free(f);
+}
+
+static void t_fingerprint(void)
+{
+	uint32_t f0 = ncf_cache_fingerprint(&ca);
+	ca.item_ids[3]++;
+	uint32_t f1 = ncf_cache_fingerprint(&ca);
+	ca.item_ids[3]--;
+	tap_ok(f0 != f1 && f0 == ncf_cache_fingerprint(&ca), "the fingerprint follows the item ids");
+	tap_ok(ncf_cache_train_users(&ca) == 3 && ncf_cache_train_users(&cb) == 0,
+	       "train users: 3 of a's 4 rows, none of b's");
+}
+
+/* The --info text of c (malloc'd). */
+static char *info_of(const struct ncf_cache *c)
+{
+	char *txt = NULL;
+	size_t tlen = 0;
+	FILE *ms = open_memstream(&txt, &tlen);
+	ncf_cache_print_info(c, ms);
+	fclose(ms);
+	return txt;
+}
+
+static void t_info_a(void)
+{
+	char *txt = info_of(&ca);
+	tap_ok(strstr(txt, "format\tsynthetic\n") && strstr(txt, "synthetic\tml-latest-smallx1000\n") &&
+		       strstr(txt, "users\t4\n") && strstr(txt, "items\t7\n") &&
+		       strstr(txt, "train_positives\t6\n") && strstr(txt, "test_positives\t4\n") &&
+		       strstr(txt, "eval_negatives_per_user\t3\n") &&
+		       strstr(txt, "seed\t18369614218089748088\n") &&
+		       strstr(txt, "source_crc32c\tdeadbeef\n") &&
+		       strstr(txt, "oracle_hr@10\t0.250000\n"),
+	       "--info lines of cache a");
+	free(txt);
+}
+
+static void t_info_b(void)
+{
+	char *txt = info_of(&cb);
+	tap_ok(strstr(txt, "format\tml-1m\n") && !strstr(txt, "synthetic") &&
+		       !strstr(txt, "oracle_hr") && strstr(txt, "test_only_users\t3\n"),
+	       "--info of cache b: no synthetic or oracle line");
+	free(txt);
+}
+
+static void t_write_missing_dir(void)
+{
+	char bad[400];
+	path_in(bad, sizeof bad, "no/such/dir.ncfc");
+	helper_capture_begin();
+	int rc = ncf_cache_write(&ca, bad);
+	char *msg = helper_capture_end();
+	tap_ok(rc == -1 && strstr(msg, "cannot create"), "-1 and \"cannot create\"");
+	free(msg);
+}
+
+static void t_sections(void)
+{
+	if (!tap_ok(nsec == 8 && !strcmp(sec[0].tag, "meta") && !strcmp(sec[7].tag, "end") &&
+			    sec[7].hdr + 32 == len,
+		    "8 sections from meta to end, the last ending the file"))
+		tap_diag("found %d sections", nsec);
+}
+
+static void t_empty(void)
+{
+	tap_ok(refused_copy(orig, 0, "empty.ncfc", "empty file", 0), "refused as an empty file");
+}
+
+static void t_five_bytes(void)
+{
+	tap_ok(refused_copy(orig, 5, "five.ncfc", NULL, 0), "refused");
+}
+
+static void t_cut_file_header(void)
+{
+	tap_ok(refused_copy(orig, 20, "t-hdr.ncfc", "truncated", 0), "refused as truncated");
+}
+
+static void t_cut_section_header(void)
+{
+	tap_ok(refused_copy(orig, sec[2].hdr + 13, "t-sec.ncfc", "truncated", 0),
+	       "refused as truncated");
+}
+
+static void t_cut_payload(void)
+{
+	tap_ok(refused_copy(orig, sec[4].payload + sec[4].comp / 2, "t-pay.ncfc", "truncated", 0),
+	       "refused as truncated");
+}
+
+static void t_cut_end(void)
+{
+	tap_ok(refused_copy(orig, sec[7].hdr, "t-end.ncfc", "section 'end'", 0),
+	       "refused, naming section 'end'");
+}
+
+static void t_every_truncation(void)
+{
+	int bad = 0;
+	for (size_t cut = 0; cut < len; cut++)
+		if (!refused_copy(orig, cut, NULL, NULL, bad > 3))
+			bad++;
+	tap_ok(bad == 0, "every truncation (0 to %zu bytes) refused (%d were not)", len - 1, bad);
+}
+
+/* A copy of orig with bit (of the whole file) flipped into buf. */
+static void flip(size_t bit)
+{
+	memcpy(buf, orig, len);
+	buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+}
+
+static void t_file_header_bits(void)
+{
+	int bad = 0;
+	for (size_t bit = 0; bit < 32 * 8; bit++) {
+		flip(bit);
+		bad += !refused_copy(buf, len, NULL, NULL, bad > 3);
+	}
+	tap_ok(bad == 0, "each of the 256 bits of the file header flipped: refused (%d not)", bad);
+}
+
+static void t_section_header_bits(void)
+{
+	int bad = 0;
+	for (int s = 0; s < nsec; s++)
+		for (size_t bit = 0; bit < 32 * 8; bit++) {
+			flip(sec[s].hdr * 8 + bit);
+			bad += !refused_copy(buf, len, NULL, "checksum mismatch", bad > 3);
+		}
+	tap_ok(bad == 0, "each bit of each of the %d section headers flipped: refused as a "
+			 "checksum mismatch (%d not)",
+	       nsec, bad);
+}
+
+/* The middle and the last byte (zstd's content checksum) of each payload. */
+static void t_payload_bits(void)
+{
+	int bad = 0, tried = 0;
+	for (int s = 0; s < nsec; s++) {
+		if (!sec[s].comp)
+			continue;
+		size_t at[2] = {sec[s].payload + sec[s].comp / 2, sec[s].payload + sec[s].comp - 1};
+		for (int j = 0; j < 2; j++)
+			for (int bit = 0; bit < 8; bit++) {
+				flip(at[j] * 8 + (size_t)bit);
+				tried++;
+				bad += !refused_copy(buf, len, NULL, NULL, bad > 3);
+			}
+	}
+	tap_ok(bad == 0 && tried > 0,
+	       "bit flips in the middle and the checksum of every payload refused (%d of %d not)",
+	       bad, tried);
+}
+
+/* Read buf (len bytes) through the scratch file after a bit flip: 1 when it
+ * is refused with the hint or read back as exactly cache a (a bit zstd
+ * ignores; *harmless counts those), 0 (with a diagnostic while quiet is 0)
+ * otherwise. */
+static int flip_refused_or_harmless(size_t bit, int quiet, int *harmless)
+{
+	scratch_set(buf, len);
+	struct ncf_cache r;
+	helper_capture_begin();
+	int rc = ncf_cache_read(scratch, &r);
+	char *msg = helper_capture_end();
+	int ok = 1;
+	if (rc == 0) {
+		if (same_cache(&r, &ca))
+			(*harmless)++;
+		else {
+			if (!quiet)
+				tap_diag("flipping bit %zu of byte %zu gives another cache", bit % 8,
+					 bit / 8);
+			ok = 0;
+		}
+		ncf_cache_free(&r);
+	} else if (!strstr(msg, "re-run ncf-prep")) {
+		if (!quiet)
+			tap_diag("bit %zu: message without the hint: %s", bit, msg);
+		ok = 0;
+	}
+	free(msg);
+	return ok;
+}
+
+/* Under the sanitizers (slow allocations), one bit per byte. */
+static void t_every_bit(void)
+{
+	int bad = 0, harmless = 0;
+	size_t step = helper_sanitizer() ? 8 : 1;
+	for (size_t bit = 0; bit < len * 8; bit += step) {
+		if (step == 8)
+			bit = (bit & ~(size_t)7) | ((bit / 8) % 8);
+		flip(bit);
+		bad += !flip_refused_or_harmless(bit, bad >= 4, &harmless);
+	}
+	if (harmless)
+		tap_diag("%d bit flips were ignored by zstd and read back the original", harmless);
+	tap_ok(bad == 0, "%s single-bit flip of the %zu-byte file is refused or harmless",
+	       step == 1 ? "every" : "one", len);
+}
+
+/* A copy of orig with version v in the file header, its CRC fixed. */
+static void t_version(uint32_t v)
+{
+	char name[32], want[32];
+	snprintf(name, sizeof name, "v%u.ncfc", v);
+	snprintf(want, sizeof want, "format version %u", v);
+	memcpy(buf, orig, len);
+	ncf_put_u32(buf + 8, v);
+	fix_crc(buf);
+	tap_ok(refused_copy(buf, len, name, want, 0), "refused as %s", want);
+}
+
+/* A copy of orig with magic m, the header CRC fixed: refused (with want). */
+static void t_magic(const char *m, const char *name, const char *want)
+{
+	memcpy(buf, orig, len);
+	memcpy(buf, m, 8);
+	fix_crc(buf);
+	tap_ok(refused_copy(buf, len, name, want, 0), "magic %.8s refused", m);
+}
+
+static void t_ratings_csv(void)
+{
+	static const char text[] = "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n";
+	tap_ok(refused_copy((const unsigned char *)text, sizeof text - 1, "ratings.csv", "bad magic",
+			    0),
+	       "refused as a bad magic");
+}
+
+/* A copy of orig whose section s has the 64-bit field at byte at of its
+ * header set to v, the header CRC fixed: refused (with want). */
+static void t_forged_size(int s, size_t at, uint64_t v, const char *name, const char *want)
+{
+	memcpy(buf, orig, len);
+	ncf_put_u64(buf + sec[s].hdr + at, v);
+	fix_crc(buf + sec[s].hdr);
+	tap_ok(refused_copy(buf, len, name, want, 0), "section %s with %llu at header byte %zu refused",
+	       sec[s].tag, (unsigned long long)v, at);
+}
+
+static void t_section_misplaced(void)
+{
+	memcpy(buf, orig, len);
+	memcpy(buf + sec[1].hdr, "itemids\0", 8);
+	fix_crc(buf + sec[1].hdr);
+	tap_ok(refused_copy(buf, len, "tag.ncfc", "expected section 'userids'", 0),
+	       "itemids where userids belongs refused");
+}
+
+static void t_unknown_filter(void)
+{
+	memcpy(buf, orig, len);
+	ncf_put_u32(buf + sec[1].hdr + 24, ncf_get_u32(buf + sec[1].hdr + 24) | 4);
+	fix_crc(buf + sec[1].hdr);
+	tap_ok(refused_copy(buf, len, "filt.ncfc", NULL, 0), "filter bit 4 refused");
+}
+
+/* A forged cache whose meta says U users, I items, P positives and N
+ * negatives, followed by a's id sections (nothing but end without ids). */
+static void t_forged_meta(uint32_t U, uint32_t I, uint64_t P, uint32_t N, int ids,
+			  const char *want)
+{
+	unsigned char meta[256];
+	char path[400];
+	path_in(path, sizeof path, "forged.ncfc");
+	meta_of(meta, U, I, P, N);
+	forge(path, meta, ids ? &ca : NULL);
+	tap_ok(refused(path, want, 0), "refused: %s", want);
+	unlink(path);
+}
+
+/* x (a cache a with one array changed) written and read: refused (with
+ * want). */
+static int refused_built(const struct ncf_cache *x, const char *want)
+{
+	char path[400];
+	path_in(path, sizeof path, "bad.ncfc");
+	ncf_cache_write(x, path);
+	int ok = refused(path, want, 0);
+	if (ok)
+		unlink(path);
+	return ok;
+}
+
+static void t_bad_offsets(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.offsets[0] = 1;
+	tap_ok(refused_built(&x, "first row offset"), "a first offset of 1 refused");
+	x.offsets[0] = 0;
+	x.offsets[2] = 2;
+	tap_ok(refused_built(&x, "row offsets decrease at user 1"), "decreasing offsets refused");
+	x.offsets[2] = 3;
+	x.offsets[4] = 5;
+	tap_ok(refused_built(&x, "do not end"), "offsets ending short of P refused");
+	ncf_cache_free(&x);
+}
+
+static void t_bad_train_items(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.train_items[2] = 7;
+	tap_ok(refused_built(&x, "training items"), "training item 7 of 7 refused");
+	x.train_items[2] = 4; /* equal to its predecessor */
+	tap_ok(refused_built(&x, "training items"), "a repeated training item refused");
+	ncf_cache_free(&x);
+}
+
+static void t_bad_test_item(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.test_items[3] = 7;
+	tap_ok(refused_built(&x, "test item"), "test item 7 of 7 refused");
+	ncf_cache_free(&x);
+}
+
+static void t_bad_eval_neg(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.eval_neg[11] = 0xFFFFFFFFu;
+	tap_ok(refused_built(&x, "evaluation negative"), "evaluation negative 2^32-1 refused");
+	ncf_cache_free(&x);
+}
+
+static void t_zero_users(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.users = 0;
+	tap_ok(refused_built(&x, "impossible sizes"), "0 users refused as impossible sizes");
+	x.users = 4;
+	ncf_cache_free(&x);
+}
+
+static void t_zero_items(void)
+{
+	struct ncf_cache x;
+	make_a(&x);
+	x.items = 0;
+	tap_ok(refused_built(&x, "impossible sizes"), "0 items refused as impossible sizes");
+	x.items = 7;
+	ncf_cache_free(&x);
+}
+
+static void t_missing_and_dir(void)
+{
+	struct ncf_cache r;
+	char path[400];
+	path_in(path, sizeof path, "missing.ncfc");
+	helper_capture_begin();
+	int r1 = ncf_cache_read(path, &r);
+	int r2 = ncf_cache_read(dir, &r);
+	char *msg = helper_capture_end();
+	tap_ok(r1 == -1 && r2 == -1 && strstr(msg, "is a directory"),
+	       "both -1, the directory said to be one");
+	free(msg);
+}
+
+static void round_trips(void)
+{
+	TEST(t_round_trip_a(), "round trip: every field and array, a user with no training positives");
+	TEST(t_round_trip_b(), "round trip: no training positives at all (P = 0), NaN oracle");
+	TEST(t_round_trip_c(), "round trip: 300 users, 5000 items, %lld positives",
+	     (long long)cc.train_positives);
+	TEST(t_no_temporaries(), "no temporary files left after writes");
+	TEST(t_reproducible(), "the same cache gives the same bytes (file, file again, stream)");
+	TEST(t_read_stdin(), "read from stdin (\"-\")");
+	TEST(t_layout(), "layout: magic, version 1, header CRC, meta section of 256 bytes, zstd frame");
+	TEST(t_fingerprint(), "fingerprint follows the id maps; train users counts non-empty rows");
+	TEST(t_info_a(), "--info lines of cache a");
+	TEST(t_info_b(), "--info of cache b: no synthetic or oracle line");
+	TEST(t_write_missing_dir(), "write into a missing directory: -1");
+}
+
+static void corruptions(void)
+{
+	TEST(t_sections(), "cache a has 8 sections ending at the end of the file");
+	TEST(t_empty(), "empty file refused");
+	TEST(t_five_bytes(), "5-byte file refused");
+	TEST(t_cut_file_header(), "truncated inside the file header (byte 20)");
+	TEST(t_cut_section_header(), "truncated inside the header of section %s", sec[2].tag);
+	TEST(t_cut_payload(), "truncated inside the payload of section %s", sec[4].tag);
+	TEST(t_cut_end(), "truncated before the end section");
+	TEST(t_every_truncation(), "every truncation refused");
+	TEST(t_file_header_bits(), "each bit of the file header flipped: refused");
+	TEST(t_section_header_bits(), "each bit of each section header flipped: a checksum mismatch");
+	TEST(t_payload_bits(), "bit flips in the middle and the checksum of every payload refused");
+	TEST(t_every_bit(), "a single-bit flip anywhere is refused or harmless");
+	TEST(t_version(2), "version 2 (header CRC fixed) refused");
+	TEST(t_version(0), "version 0 (header CRC fixed) refused");
+	TEST(t_magic("NCFCACHF", "magic.ncfc", NULL), "wrong magic NCFCACHF refused");
+	TEST(t_magic("NCFMODEL", "model.ncfm", "NCFMODEL"),
+	     "a checkpoint's magic NCFMODEL refused as another kind of file");
+	TEST(t_ratings_csv(), "a ratings CSV refused (bad magic)");
+}
+
+static void forgeries(void)
+{
+	TEST(t_forged_size(6, 8, (uint64_t)1 << 60, "raw.ncfc", "section 'evalneg'"),
+	     "section raw size 2^60 (CRC fixed) refused before allocating");
+	TEST(t_forged_size(6, 16, (uint64_t)1 << 62, "comp.ncfc", NULL),
+	     "section compressed size 2^62 (CRC fixed) refused");
+	TEST(t_forged_size(6, 16, sec[6].comp - 1, "comp1.ncfc", NULL),
+	     "section compressed size one short (CRC fixed) refused");
+	TEST(t_section_misplaced(), "a section in the wrong place (CRC fixed) refused");
+	TEST(t_unknown_filter(), "an unknown filter bit (CRC fixed) refused");
+	TEST(t_forged_meta(0xFFFFFFFFu, 7, 0, 1, 1, "more than the rest of the file can hold"),
+	     "meta claims 2^32-1 users: refused before any section, no huge allocation");
+	TEST(t_forged_meta(4, 7, (uint64_t)1 << 41, 3, 1, "impossible sizes"),
+	     "meta claims 2^41 positives: refused");
+	TEST(t_forged_meta(4, 7, 6, 100001, 1, "impossible sizes"),
+	     "meta claims 100001 negatives per user: refused");
+	TEST(t_forged_meta(4, 7, 6, 3, 0, "expected section 'userids'"),
+	     "a cache with only meta and end: refused");
+	TEST(t_bad_offsets(), "bad row offsets refused (first, decreasing, last)");
+	TEST(t_bad_train_items(), "training item out of range, and a repeated one, refused");
+	TEST(t_bad_test_item(), "test item out of range refused");
+	TEST(t_bad_eval_neg(), "evaluation negative out of range refused");
+	TEST(t_zero_users(), "zero users refused");
+	TEST(t_zero_items(), "zero items refused");
+	TEST(t_missing_and_dir(), "a missing file and a directory: -1");
+}
+
 int main(void)
 {
 	ncf_set_progname("test_cache");
-	const char *tmp = getenv("TMPDIR");
-	snprintf(dir, sizeof dir, "%s/ncf-test-cache.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) {
-		printf("Bail out! mkdtemp %s failed\n", dir);
-		return 1;
-	}
-	tap_plan(44);
-
-	struct ncf_cache a, b, cc;
-	make_a(&a);
-	make_b(&b);
+	helper_make_tmpdir(dir, sizeof dir, "ncf-test-cache");
+	make_a(&ca);
+	make_b(&cb);
 	make_c(&cc);
-	char pa[400], pb[400], pc[400], names[4096];
 	path_in(pa, sizeof pa, "a.ncfc");
 	path_in(pb, sizeof pb, "b.ncfc");
 	path_in(pc, sizeof pc, "c.ncfc");
+	round_trips();
 
-	/* 1-3: round trips. */
-	tap_ok(round_trip(&a, "a.ncfc"),
-	       "round trip: every field and array, a user with no training positives");
-	tap_ok(round_trip(&b, "b.ncfc"), "round trip: no training positives at all (P = 0), NaN oracle");
-	tap_ok(round_trip(&cc, "c.ncfc"), "round trip: 300 users, 5000 items, %lld positives",
-	       (long long)cc.train_positives);
-
-	/* 4: atomic write leaves only the final names. */
-	list_dir(names, sizeof names);
-	if (!tap_ok(!strcmp(names, "a.ncfc b.ncfc c.ncfc"), "no temporary files left after writes"))
-		tap_diag("directory holds: %s", names);
-
-	/* 5: files are reproducible byte for byte, and write_fp writes the
-	 * same bytes as write. */
-	{
-		size_t n1, n2;
-		unsigned char *f1 = slurp(pa, &n1);
-		char *mem = NULL;
-		size_t mlen = 0;
-		FILE *ms = open_memstream(&mem, &mlen);
-		int rc = ncf_cache_write_fp(&a, ms, "<memory>");
-		fclose(ms);
-		char p2[400];
-		path_in(p2, sizeof p2, "a2.ncfc");
-		ncf_cache_write(&a, p2);
-		unsigned char *f2 = slurp(p2, &n2);
-		tap_ok(rc == 0 && f1 && f2 && n1 == n2 && n1 == mlen && !memcmp(f1, f2, n1) &&
-			       !memcmp(f1, mem, n1),
-		       "the same cache gives the same bytes (file, file again, stream)");
-		unlink(p2);
-		free(f1);
-		free(f2);
-		free(mem);
+	orig = helper_read_file(pa, &len);
+	if (!orig) {
+		printf("Bail out! cannot read %s\n", pa);
+		return 1;
 	}
-
-	/* 6: reading from stdin ("-"). */
-	{
-		struct ncf_cache r;
-		int ok = freopen(pa, "rb", stdin) != NULL && ncf_cache_read("-", &r) == 0;
-		if (ok) {
-			ok = same_cache(&r, &a);
-			ncf_cache_free(&r);
-		}
-		tap_ok(ok, "read from stdin (\"-\")");
-		if (!freopen("/dev/null", "rb", stdin))
-			tap_diag("cannot reopen stdin");
-	}
-
-	/* 7: the header starts as documented at the top of cache.c. */
-	{
-		size_t n;
-		unsigned char *f = slurp(pa, &n);
-		int ok = f && n > 68 && !memcmp(f, "NCFCACHE\1\0\0\0", 12) &&
-			 ncf_get_u32(f + 28) == ncf_crc32c(0, f, 28) && !memcmp(f + 32, "meta\0\0\0\0", 8) &&
-			 ncf_get_u64(f + 40) == 256 && !memcmp(f + 64, "\x28\xb5\x2f\xfd", 4);
-		tap_ok(ok, "layout: magic, version 1, header CRC, meta section of 256 bytes, zstd frame");
-		free(f);
-	}
-
-	/* 8: fingerprint, train users and --info text. */
-	{
-		uint32_t f0 = ncf_cache_fingerprint(&a);
-		a.item_ids[3]++;
-		uint32_t f1 = ncf_cache_fingerprint(&a);
-		a.item_ids[3]--;
-		tap_ok(f0 != f1 && f0 == ncf_cache_fingerprint(&a) && ncf_cache_train_users(&a) == 3 &&
-			       ncf_cache_train_users(&b) == 0,
-		       "fingerprint follows the id maps; train users counts non-empty rows");
-	}
-	/* 9-10 */
-	{
-		char *txt = NULL;
-		size_t tlen = 0;
-		FILE *ms = open_memstream(&txt, &tlen);
-		ncf_cache_print_info(&a, ms);
-		fclose(ms);
-		tap_ok(strstr(txt, "format\tsynthetic\n") && strstr(txt, "synthetic\tml-latest-smallx1000\n") &&
-			       strstr(txt, "users\t4\n") && strstr(txt, "items\t7\n") &&
-			       strstr(txt, "train_positives\t6\n") && strstr(txt, "test_positives\t4\n") &&
-			       strstr(txt, "eval_negatives_per_user\t3\n") &&
-			       strstr(txt, "seed\t18369614218089748088\n") &&
-			       strstr(txt, "source_crc32c\tdeadbeef\n") &&
-			       strstr(txt, "oracle_hr@10\t0.250000\n"),
-		       "--info lines of cache a");
-		free(txt);
-		txt = NULL;
-		ms = open_memstream(&txt, &tlen);
-		ncf_cache_print_info(&b, ms);
-		fclose(ms);
-		tap_ok(strstr(txt, "format\tml-1m\n") && !strstr(txt, "synthetic") &&
-			       !strstr(txt, "oracle_hr") && strstr(txt, "test_only_users\t3\n"),
-		       "--info of cache b: no synthetic or oracle line");
-		free(txt);
-	}
-
-	/* 11: writing into a missing directory fails and says why. */
-	{
-		char bad[400];
-		path_in(bad, sizeof bad, "no/such/dir.ncfc");
-		capture_begin();
-		int rc = ncf_cache_write(&a, bad);
-		char *msg = capture_end();
-		tap_ok(rc == -1 && strstr(msg, "cannot create"), "write into a missing directory: -1");
-		free(msg);
-	}
-
-	/* The bytes of a, for the corruptions. */
-	size_t len;
-	unsigned char *orig = slurp(pa, &len);
-	unsigned char *buf = malloc(len);
-	struct section sec[16];
-	int nsec = walk(orig, len, sec, 16);
-	if (!tap_ok(nsec == 8 && !strcmp(sec[0].tag, "meta") && !strcmp(sec[7].tag, "end") &&
-			    sec[7].hdr + 32 == len,
-		    "cache a has 8 sections ending at the end of the file")) /* 12 */
-		tap_diag("found %d sections", nsec);
-
-	/* 13-14: an empty file, a file shorter than the magic. */
-	tap_ok(refused_copy(orig, 0, "empty.ncfc", "empty file", 0), "empty file refused");
-	tap_ok(refused_copy(orig, 5, "five.ncfc", NULL, 0), "5-byte file refused");
-
-	/* 15-17: truncations at named places. */
-	tap_ok(refused_copy(orig, 20, "t-hdr.ncfc", "truncated", 0),
-	       "truncated inside the file header (byte 20)");
-	tap_ok(refused_copy(orig, sec[2].hdr + 13, "t-sec.ncfc", "truncated", 0),
-	       "truncated inside the header of section %s", sec[2].tag);
-	tap_ok(refused_copy(orig, sec[4].payload + sec[4].comp / 2, "t-pay.ncfc", "truncated", 0),
-	       "truncated inside the payload of section %s", sec[4].tag);
-	/* 18: without the end section. */
-	tap_ok(refused_copy(orig, sec[7].hdr, "t-end.ncfc", "section 'end'", 0),
-	       "truncated before the end section");
-
-	/* 19: every truncation. */
-	{
-		int bad = 0;
-		for (size_t cut = 0; cut < len; cut++)
-			if (!refused_copy(orig, cut, NULL, NULL, bad > 3))
-				bad++;
-		tap_ok(bad == 0, "every truncation (0 to %zu bytes) refused (%d were not)", len - 1,
-		       bad);
-	}
-
-	/* 20-21: bit flips in the file header and in every section header. */
-	{
-		int bad = 0;
-		for (size_t bit = 0; bit < 32 * 8; bit++) {
-			memcpy(buf, orig, len);
-			buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
-			bad += !refused_copy(buf, len, NULL, NULL, bad > 3);
-		}
-		tap_ok(bad == 0, "each of the 256 bits of the file header flipped: refused (%d not)",
-		       bad);
-		bad = 0;
-		for (int s = 0; s < nsec; s++)
-			for (size_t bit = 0; bit < 32 * 8; bit++) {
-				memcpy(buf, orig, len);
-				buf[sec[s].hdr + bit / 8] ^= (unsigned char)(1u << (bit % 8));
-				bad += !refused_copy(buf, len, NULL, "checksum mismatch", bad > 3);
-			}
-		tap_ok(bad == 0, "each bit of each of the %d section headers flipped: refused as a "
-				 "checksum mismatch (%d not)",
-		       nsec, bad);
-	}
-
-	/* 22: bit flips in the data of each payload: the middle and the last
-	 * byte (zstd's content checksum). */
-	{
-		int bad = 0, tried = 0;
-		for (int s = 0; s < nsec; s++) {
-			if (!sec[s].comp)
-				continue;
-			size_t at[2] = {sec[s].payload + sec[s].comp / 2,
-					sec[s].payload + sec[s].comp - 1};
-			for (int j = 0; j < 2; j++)
-				for (int bit = 0; bit < 8; bit++) {
-					memcpy(buf, orig, len);
-					buf[at[j]] ^= (unsigned char)(1u << bit);
-					tried++;
-					bad += !refused_copy(buf, len, NULL, NULL, bad > 3);
-				}
-		}
-		tap_ok(bad == 0 && tried > 0,
-		       "bit flips in the middle and the checksum of every payload refused (%d of %d "
-		       "not)",
-		       bad, tried);
-	}
-
-	/* 23: every bit of the file: refused, or (a bit zstd ignores) read
-	 * back as exactly the original.  Under the sanitizers (slow
-	 * allocations), one bit per byte. */
-	{
-		int bad = 0, harmless = 0;
-		const char *san = getenv("NCF_SANITIZER");
-		size_t step = san && *san && strcmp(san, "0") ? 8 : 1;
-		for (size_t bit = 0; bit < len * 8; bit += step) {
-			if (step == 8)
-				bit = (bit & ~(size_t)7) | ((bit / 8) % 8);
-			memcpy(buf, orig, len);
-			buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
-			scratch_set(buf, len);
-			struct ncf_cache r;
-			capture_begin();
-			int rc = ncf_cache_read(scratch, &r);
-			char *msg = capture_end();
-			if (rc == 0) {
-				if (same_cache(&r, &a))
-					harmless++;
-				else {
-					if (bad < 4)
-						tap_diag("flipping bit %zu of byte %zu gives another cache",
-							 bit % 8, bit / 8);
-					bad++;
-				}
-				ncf_cache_free(&r);
-			} else if (!strstr(msg, "re-run ncf-prep")) {
-				if (bad < 4)
-					tap_diag("bit %zu: message without the hint: %s", bit, msg);
-				bad++;
-			}
-			free(msg);
-		}
-		if (harmless)
-			tap_diag("%d bit flips were ignored by zstd and read back the original",
-				 harmless);
-		tap_ok(bad == 0, "%s single-bit flip of the %zu-byte file is refused or harmless",
-		       step == 1 ? "every" : "one", len);
-	}
-
-	/* 24-25: version 2 and 0 with a valid header CRC. */
-	memcpy(buf, orig, len);
-	ncf_put_u32(buf + 8, 2);
-	fix_crc(buf);
-	tap_ok(refused_copy(buf, len, "v2.ncfc", "format version 2", 0),
-	       "version 2 (header CRC fixed) refused");
-	ncf_put_u32(buf + 8, 0);
-	fix_crc(buf);
-	tap_ok(refused_copy(buf, len, "v0.ncfc", "format version 0", 0),
-	       "version 0 (header CRC fixed) refused");
-
-	/* 26-28: magics. */
-	memcpy(buf, orig, len);
-	memcpy(buf, "NCFCACHF", 8);
-	fix_crc(buf);
-	tap_ok(refused_copy(buf, len, "magic.ncfc", NULL, 0), "wrong magic NCFCACHF refused");
-	memcpy(buf, "NCFMODEL", 8);
-	fix_crc(buf);
-	tap_ok(refused_copy(buf, len, "model.ncfm", "NCFMODEL", 0),
-	       "a checkpoint's magic NCFMODEL refused as another kind of file");
-	{
-		static const char text[] = "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n";
-		tap_ok(refused_copy((const unsigned char *)text, sizeof text - 1, "ratings.csv",
-				    "bad magic", 0),
-		       "a ratings CSV refused (bad magic)");
-	}
-
-	/* 29-33: forged section headers with valid CRCs. */
-	{
-		struct section *en = &sec[6]; /* evalneg */
-		memcpy(buf, orig, len);
-		ncf_put_u64(buf + en->hdr + 8, (uint64_t)1 << 60);
-		fix_crc(buf + en->hdr);
-		tap_ok(refused_copy(buf, len, "raw.ncfc", "section 'evalneg'", 0),
-		       "section raw size 2^60 (CRC fixed) refused before allocating");
-		memcpy(buf, orig, len);
-		ncf_put_u64(buf + en->hdr + 16, (uint64_t)1 << 62);
-		fix_crc(buf + en->hdr);
-		tap_ok(refused_copy(buf, len, "comp.ncfc", NULL, 0),
-		       "section compressed size 2^62 (CRC fixed) refused");
-		memcpy(buf, orig, len);
-		ncf_put_u64(buf + en->hdr + 16, en->comp - 1);
-		fix_crc(buf + en->hdr);
-		tap_ok(refused_copy(buf, len, "comp1.ncfc", NULL, 0),
-		       "section compressed size one short (CRC fixed) refused");
-		memcpy(buf, orig, len);
-		memcpy(buf + sec[1].hdr, "itemids\0", 8);
-		fix_crc(buf + sec[1].hdr);
-		tap_ok(refused_copy(buf, len, "tag.ncfc", "expected section 'userids'", 0),
-		       "a section in the wrong place (CRC fixed) refused");
-		memcpy(buf, orig, len);
-		ncf_put_u32(buf + sec[1].hdr + 24, ncf_get_u32(buf + sec[1].hdr + 24) | 4);
-		fix_crc(buf + sec[1].hdr);
-		tap_ok(refused_copy(buf, len, "filt.ncfc", NULL, 0),
-		       "an unknown filter bit (CRC fixed) refused");
-	}
-
-	/* 34-37: impossible sizes in meta, missing sections. */
-	{
-		unsigned char meta[256];
-		char path[400];
-		path_in(path, sizeof path, "forged.ncfc");
-		meta_of(meta, 0xFFFFFFFFu, 7, 0, 1);
-		forge(path, meta, &a);
-		tap_ok(refused(path, "more than the rest of the file can hold", 0),
-		       "meta claims 2^32-1 users: refused before any section, no huge allocation");
-		meta_of(meta, 4, 7, (uint64_t)1 << 41, 3);
-		forge(path, meta, &a);
-		tap_ok(refused(path, "impossible sizes", 0), "meta claims 2^41 positives: refused");
-		meta_of(meta, 4, 7, 6, 100001);
-		forge(path, meta, &a);
-		tap_ok(refused(path, "impossible sizes", 0),
-		       "meta claims 100001 negatives per user: refused");
-		meta_of(meta, 4, 7, 6, 3);
-		forge(path, meta, NULL);
-		tap_ok(refused(path, "expected section 'userids'", 0),
-		       "a cache with only meta and end: refused");
-		unlink(path);
-	}
-
-	/* 38-43: well-formed files whose arrays break the cache's invariants. */
-	{
-		struct ncf_cache x;
-		char path[400];
-		path_in(path, sizeof path, "bad.ncfc");
-		make_a(&x);
-		x.offsets[0] = 1;
-		ncf_cache_write(&x, path);
-		int ok = refused(path, "first row offset", 0);
-		x.offsets[0] = 0;
-		x.offsets[2] = 2;
-		ncf_cache_write(&x, path);
-		ok &= refused(path, "row offsets decrease at user 1", 0);
-		x.offsets[2] = 3;
-		x.offsets[4] = 5;
-		ncf_cache_write(&x, path);
-		ok &= refused(path, "do not end", 0);
-		x.offsets[4] = 6;
-		tap_ok(ok, "bad row offsets refused (first, decreasing, last)");
-
-		x.train_items[2] = 7;
-		ncf_cache_write(&x, path);
-		ok = refused(path, "training items", 0);
-		x.train_items[2] = 4; /* equal to its predecessor */
-		ncf_cache_write(&x, path);
-		ok &= refused(path, "training items", 0);
-		x.train_items[2] = 6;
-		tap_ok(ok, "training item out of range, and a repeated one, refused");
-
-		x.test_items[3] = 7;
-		ncf_cache_write(&x, path);
-		tap_ok(refused(path, "test item", 0), "test item out of range refused");
-		x.test_items[3] = 0;
-
-		x.eval_neg[11] = 0xFFFFFFFFu;
-		ncf_cache_write(&x, path);
-		tap_ok(refused(path, "evaluation negative", 0), "evaluation negative out of range refused");
-		x.eval_neg[11] = 3;
-
-		x.users = 0;
-		ncf_cache_write(&x, path);
-		tap_ok(refused(path, "impossible sizes", 0), "zero users refused");
-		x.users = 4;
-		x.items = 0;
-		ncf_cache_write(&x, path);
-		tap_ok(refused(path, "impossible sizes", 0), "zero items refused");
-		x.items = 7;
-		free_built(&x);
-		unlink(path);
-	}
-
-	/* 44: a missing file and a directory. */
-	{
-		struct ncf_cache r;
-		char path[400];
-		path_in(path, sizeof path, "missing.ncfc");
-		capture_begin();
-		int r1 = ncf_cache_read(path, &r);
-		int r2 = ncf_cache_read(dir, &r);
-		char *msg = capture_end();
-		tap_ok(r1 == -1 && r2 == -1 && strstr(msg, "is a directory"),
-		       "a missing file and a directory: -1");
-		free(msg);
-	}
+	buf = malloc(len);
+	nsec = walk(orig, len, sec, 16);
+	corruptions();
+	forgeries();
 
 	free(orig);
 	free(buf);
@@ -876,9 +949,9 @@ int main(void)
 		close(scratch_fd);
 		unlink(scratch);
 	}
-	free_built(&a);
-	free_built(&b);
-	free_built(&cc);
+	ncf_cache_free(&ca);
+	ncf_cache_free(&cb);
+	ncf_cache_free(&cc);
 	unlink(pa);
 	unlink(pb);
 	unlink(pc);

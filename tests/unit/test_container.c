@@ -129,29 +129,59 @@ static void t_stream_equals_section(void)
 	free(x);
 }
 
-int main(void)
+/* A 24 MB section of N(0, 0.01)-ish floats, as a model's weights, written
+ * with 0, 1, 2 and 3 workers: f[w], len[w] bytes. */
+static size_t count = 6u << 20, n;
+static float *x;
+static char *f[4];
+static size_t len[4];
+
+static void write_with_workers(void)
 {
-	tap_plan(7);
-	TEST(t_stream_equals_section(), "a streamed section: the bytes of the section from the array");
-	size_t count = 6u << 20, n = count * sizeof(float);
-	float *x = malloc(n);
+	n = count * sizeof(float);
+	x = malloc(n);
 	uint32_t s = 12345;
-	for (size_t i = 0; i < count; i++) { /* N(0, 0.01)-ish, as a model's weights */
+	for (size_t i = 0; i < count; i++) {
 		s = s * 1664525u + 1013904223u;
 		x[i] = (float)((int32_t)(s >> 8) - (1 << 23)) / (float)(1 << 23) * 0.01f;
 	}
-	size_t len[4] = {0};
-	char *f[4];
 	for (int w = 0; w < 4; w++)
 		f[w] = write_file(x, n, w, &len[w]);
-	tap_ok(f[0] && f[1] && f[2] && f[3], "a 24 MB section written with 0, 1, 2 and 3 workers");
+}
+
+static void t_written(void)
+{
+	for (int w = 0; w < 4; w++)
+		tap_ok(f[w] != NULL, "written with %d workers", w);
+}
+
+static void t_same_bytes(void)
+{
 	int same = f[1] && f[2] && f[3] && len[1] == len[2] && len[1] == len[3] &&
 		   !memcmp(f[1], f[2], len[1]) && !memcmp(f[1], f[3], len[1]);
-	tap_ok(same, "1, 2 and 3 workers: the same bytes (%zu, %zu, %zu)", len[1], len[2], len[3]);
-	tap_ok(f[0] && reads_back(f[0], len[0], x, n), "no workers: reads back to the data");
-	tap_ok(f[1] && reads_back(f[1], len[1], x, n), "1 worker: reads back to the data");
-	tap_ok(f[3] && reads_back(f[3], len[3], x, n), "3 workers: reads back to the data");
-	tap_ok(len[1] < n, "the shuffled section compresses (%zu of %zu bytes)", len[1], n);
+	tap_ok(same, "1, 2 and 3 workers: %zu, %zu, %zu bytes", len[1], len[2], len[3]);
+}
+
+static void t_reads_back(int w)
+{
+	tap_ok(f[w] && reads_back(f[w], len[w], x, n), "%d workers' file", w);
+}
+
+static void t_compresses(void)
+{
+	tap_ok(len[1] < n, "%zu of %zu bytes", len[1], n);
+}
+
+int main(void)
+{
+	TEST(t_stream_equals_section(), "a streamed section: the bytes of the section from the array");
+	write_with_workers();
+	TEST(t_written(), "a 24 MB section written with 0, 1, 2 and 3 workers");
+	TEST(t_same_bytes(), "1, 2 and 3 workers: the same bytes");
+	TEST(t_reads_back(0), "no workers: reads back to the data");
+	TEST(t_reads_back(1), "1 worker: reads back to the data");
+	TEST(t_reads_back(3), "3 workers: reads back to the data");
+	TEST(t_compresses(), "the shuffled section compresses");
 	for (int w = 0; w < 4; w++)
 		free(f[w]);
 	free(x);

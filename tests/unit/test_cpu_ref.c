@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "helpers.h"
 #include "metrics.h"
 #include "model.h"
 #include "ncf_hd.h"
@@ -69,46 +70,25 @@ static uint8_t *counted;
 
 static uint32_t rnd(uint32_t a, uint64_t idx, uint32_t n)
 {
-	return ncf_uniform_below(ncf_rng(17, NCF_RNG_BENCH, a, idx, 0).v[0], n);
+	return helper_rnd(17, a, idx, n);
 }
 
-/* Users with 3..60 positives, half of them among the 20 most popular items
- * (so that item gradients sum many samples); N negatives each. */
+/* The shared random rows (helpers.h), a test item off each user's row and N
+ * negatives each. */
 static void make_data(void)
 {
-	uint8_t has[I];
-	size_t cap = (size_t)U * 64, n = 0;
-	items = malloc(cap * sizeof *items);
-	entry_user = malloc(cap * sizeof *entry_user);
+	helper_make_rows(17, U, I, offsets, &items, &entry_user);
 	for (uint32_t u = 0; u < U; u++) {
-		memset(has, 0, sizeof has);
-		uint32_t k = 3 + rnd(1, u, 58);
-		for (uint32_t t = 0; t < k; t++) {
-			uint32_t it = rnd(2, (uint64_t)u * 100 + t, I);
-			has[t % 2 ? it : it % 20] = 1;
-		}
-		offsets[u] = (int64_t)n;
-		for (uint32_t it = 0; it < I; it++)
-			if (has[it]) {
-				items[n] = it;
-				entry_user[n++] = u;
-			}
+		const uint32_t *row = items + offsets[u];
+		int64_t len = offsets[u + 1] - offsets[u];
 		uint32_t t = rnd(3, u, I);
-		while (has[t])
+		while (ncf_row_has(row, len, t))
 			t = (t + 1) % I;
 		test_items[u] = t;
 		for (uint32_t q = 0; q < N; q++)
 			neg[u * N + q] = rnd(4, (uint64_t)u * N + q, I);
 	}
-	offsets[U] = (int64_t)n;
 	counted = ncf_eval_mask(test_items, neg, U, N, I);
-}
-
-/* Run by make check-asan (NCF_SANITIZER=1)? */
-static int sanitizer(void)
-{
-	const char *san = getenv("NCF_SANITIZER");
-	return san && *san && strcmp(san, "0");
 }
 
 static uint64_t epoch_samples(void)
@@ -142,119 +122,93 @@ static int open_be(struct ncf_backend *be, const struct ncf_backend_i *impl,
 	return rc ? -1 : 0;
 }
 
-/* The tensors of a layout, by role. */
-struct tensor {
-	char name[16];
-	size_t off, n;
-};
-
-static int tensors(const struct ncf_backend *be, struct tensor *t)
-{
-	const struct ncf_layout *L = &be->layout;
-	const struct ncf_shape *s = &be->shape;
-	size_t F = s->factors, M = ncf_shape_m(s);
-	int k = 0;
-	t[k++] = (struct tensor){"gmf_user", L->gmf_user, (size_t)U * F};
-	t[k++] = (struct tensor){"gmf_item", L->gmf_item, (size_t)I * F};
-	t[k++] = (struct tensor){"mlp_user", L->mlp_user, (size_t)U * M};
-	t[k++] = (struct tensor){"mlp_item", L->mlp_item, (size_t)I * M};
-	for (uint32_t l = 1; l < s->n_layers; l++) {
-		t[k] = (struct tensor){"", L->w[l], (size_t)s->layers[l] * s->layers[l - 1]};
-		snprintf(t[k++].name, 16, "W%u", l);
-		t[k] = (struct tensor){"", L->b[l], s->layers[l]};
-		snprintf(t[k++].name, 16, "b%u", l);
-	}
-	t[k++] = (struct tensor){"head_w", L->head_w, F + ncf_shape_last(s)};
-	t[k++] = (struct tensor){"head_b", L->head_b, 1};
-	return k;
-}
-
-/* |got - want| <= atol + rtol |want| elementwise (first mismatches shown);
- * *worst gets the largest |d| / (atol + rtol |want|) seen.  Returns 1 when
- * all are close. */
-static int close_all(const float *got, const float *want, size_t n, double atol, double rtol,
-		     const char *what, double *worst)
-{
-	int bad = 0;
-	for (size_t j = 0; j < n; j++) {
-		double d = fabs((double)got[j] - want[j]), tol = atol + rtol * fabs(want[j]);
-		if (isnan(d) || d > tol) {
-			if (bad < 5)
-				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
-			bad++;
-		}
-		if (tol > 0 && d / tol > *worst)
-			*worst = isnan(d) ? INFINITY : d / tol;
-	}
-	if (bad)
-		tap_diag("%s: %d of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
-	return bad == 0;
-}
-
-/* Per tensor: |d| <= rel_max max|want| + rtol |want|. */
+/* Per tensor of be's layout: |d| <= rel_max max|want| + rtol |want|. */
 static int close_tensors(const struct ncf_backend *be, const float *got, const float *want,
-			 double rel_max, double rtol, const char *what, double *worst)
+			 double rel_max, double rtol, const char *what, struct helper_err *e)
 {
-	struct tensor t[4 + 2 * NCF_MAX_LAYERS + 2];
-	int nt = tensors(be, t), ok = 1;
-	for (int k = 0; k < nt; k++) {
-		double mx = 0;
-		for (size_t j = 0; j < t[k].n; j++)
-			mx = fmax(mx, fabs((double)want[t[k].off + j]));
-		char name[64];
-		snprintf(name, sizeof name, "%.40s %.15s", what, t[k].name);
-		ok &= close_all(got + t[k].off, want + t[k].off, t[k].n, rel_max * mx, rtol, name,
-				worst);
-	}
-	return ok;
+	return helper_close_tensors(&be->layout, &be->shape, got, want, rel_max, rtol, what, e);
 }
 
-static void test_gradient(const struct ncf_shape *s, float dropout, const char *label)
+/* ---- the cases ---------------------------------------------------------- */
+
+/* The reference and the fast backend on the same data and parameters, as
+ * rank d of its ranks; 0, or -1 after a failed check. */
+static int open_pair(struct ncf_backend *ref, struct ncf_backend *cpu, const struct ncf_shape *s,
+		     const struct ncf_hparams *hp, struct ncf_dist *d)
+{
+	int rr = open_be(ref, &ncf_backend_reference, s, hp, d);
+	int rc = open_be(cpu, &ncf_backend_cpu, s, hp, d);
+	if (!tap_ok(rr == 0 && rc == 0, "open the backends")) {
+		if (rr == 0)
+			ncf_backend_close(ref);
+		if (rc == 0)
+			ncf_backend_close(cpu);
+		return -1;
+	}
+	return 0;
+}
+
+static void close_pair(struct ncf_backend *ref, struct ncf_backend *cpu)
+{
+	ncf_backend_close(ref);
+	ncf_backend_close(cpu);
+}
+
+static struct ncf_dist one = {.rank = 0, .size = 1, .local_size = 1};
+
+static void t_gradient(const struct ncf_shape *s, float dropout)
 {
 	struct ncf_hparams hp = hparams(dropout);
-	struct ncf_dist one = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend ref, cpu;
-	if (open_be(&ref, &ncf_backend_reference, s, &hp, &one) ||
-	    open_be(&cpu, &ncf_backend_cpu, s, &hp, &one)) {
-		tap_ok(0, "%s: open the backends", label);
+	if (open_pair(&ref, &cpu, s, &hp, &one))
 		return;
-	}
 	size_t T = ref.layout.total;
 	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc);
 	uint64_t S = epoch_samples();
-	double worst = 0;
-	int ok = 1;
+	struct helper_err worst = {0};
 	/* three chunks of 2048 (the last short), and a short last batch */
 	const uint64_t first[2] = {1000, S - 300}, n[2] = {4200, 300};
 	for (int k = 0; k < 2; k++) {
 		double lr, lc;
-		ok &= ncf_backend_grad(&ref, 1, first[k], n[k], gr, &lr) == 0 &&
-		      ncf_backend_grad(&cpu, 1, first[k], n[k], gc, &lc) == 0;
-		ok &= close_tensors(&ref, gc, gr, 1e-5, 1e-4, "grad", &worst);
-		ok &= tap_close(lc, lr, 0, 1e-6, "loss sum");
+		int ok = ncf_backend_grad(&ref, 1, first[k], n[k], gr, &lr) == 0 &&
+			 ncf_backend_grad(&cpu, 1, first[k], n[k], gc, &lc) == 0;
+		tap_ok(ok, "batch %d: both gradients computed", k);
+		tap_ok(ok && close_tensors(&ref, gc, gr, 1e-5, 1e-4, "grad", &worst),
+		       "batch %d: gradients", k);
+		tap_ok(ok && tap_close(lc, lr, 0, 1e-6, "loss sum"), "batch %d: loss sums", k);
 	}
-	tap_ok(ok, "%s: gradients and losses of two batches equal the reference's (worst %.3g of "
-	       "the bound)", label, worst);
+	tap_diag("gradients: worst %.3g of the bound", worst.tol);
 	free(gr), free(gc);
-	ncf_backend_close(&ref), ncf_backend_close(&cpu);
+	close_pair(&ref, &cpu);
 }
 
-static void test_steps(const struct ncf_shape *s, float dropout, const char *label)
+/* The fast step is Adam (ncf_adam_update) on its own gradient gc from the
+ * parameters p0, bit for bit. */
+static int step_is_adam(const float *p0, const float *gc, const float *pc, size_t T,
+			const struct ncf_adam_k *ak)
+{
+	int exact = 1;
+	for (size_t j = 0; j < T; j++) {
+		float p = p0[j], m = 0, v = 0;
+		ncf_adam_update(&p, &m, &v, gc[j], ak);
+		exact &= memcmp(&p, &pc[j], sizeof p) == 0;
+	}
+	return exact;
+}
+
+static void t_one_step(const struct ncf_shape *s, float dropout)
 {
 	struct ncf_hparams hp = hparams(dropout);
-	struct ncf_dist one = {.rank = 0, .size = 1, .local_size = 1};
 	struct ncf_backend ref, cpu;
-	if (open_be(&ref, &ncf_backend_reference, s, &hp, &one) ||
-	    open_be(&cpu, &ncf_backend_cpu, s, &hp, &one)) {
-		tap_ok(0, "%s: open the backends", label);
+	if (open_pair(&ref, &cpu, s, &hp, &one))
 		return;
-	}
 	size_t T = ref.layout.total;
 	float *pr = malloc(T * sizeof *pr), *pc = malloc(T * sizeof *pc);
 	float *p0 = malloc(T * sizeof *p0), *gr = malloc(T * sizeof *gr);
 	float *gc = malloc(T * sizeof *gc), *mr = malloc(T * sizeof *mr), *mc = malloc(T * sizeof *mc);
-	uint64_t S = epoch_samples(), B = hp.batch, pos = 0;
-	double lr, lc, worst = 0, wm = 0;
+	uint64_t B = hp.batch;
+	double lr, lc;
+	struct helper_err worst = {0}, wm = {0};
 	int ok = ncf_backend_get_state(&cpu, p0, NULL, NULL) == 0 &&
 		 ncf_backend_grad(&ref, 0, 0, B, gr, &lr) == 0 &&
 		 ncf_backend_grad(&cpu, 0, 0, B, gc, &lc) == 0;
@@ -262,132 +216,134 @@ static void test_steps(const struct ncf_shape *s, float dropout, const char *lab
 	      ncf_backend_train_step(&cpu, 0, 0, B, &lc) == 0;
 	ok &= ncf_backend_get_state(&ref, pr, mr, NULL) == 0 &&
 	      ncf_backend_get_state(&cpu, pc, mc, NULL) == 0;
-	/* (a) the fast step is Adam (ncf_adam_update) on its own gradient, bit
-	 * for bit */
+	tap_ok(ok && ref.step == 1 && cpu.step == 1, "one step each");
 	struct ncf_adam_k ak;
 	ncf_adam_constants(&hp, 1, &ak);
-	int exact = 1;
-	for (size_t j = 0; j < T; j++) {
-		float p = p0[j], m = 0, v = 0;
-		ncf_adam_update(&p, &m, &v, gc[j], &ak);
-		exact &= memcmp(&p, &pc[j], sizeof p) == 0;
-	}
-	/* (b) against the reference's step: both are lr * f(g), f(g) = g / (|g|
-	 * + eps) (step 1), so they differ by lr |f(gc) - f(gr)| <= lr |gc - gr|
-	 * eps / (m + eps)^2, m the smaller |g| (0 when the signs differ), plus
-	 * the rounding of p - step */
-	int bad = 0;
-	for (size_t j = 0; j < T; j++) {
-		double a = fabs((double)gc[j]), b = fabs((double)gr[j]);
-		double m = (gc[j] < 0) != (gr[j] < 0) ? 0 : fmin(a, b), e = ak.eps;
-		double tol = 1e-6 + 1e-5 * fabs(pr[j]) +
-			     ak.lr * fabs((double)gc[j] - gr[j]) * e / ((m + e) * (m + e));
-		double d = fabs((double)pc[j] - pr[j]);
-		if (!(d <= tol) && bad++ < 5)
-			tap_diag("params after 1 step[%zu]: %.9g, reference %.9g (gradients %.9g, %.9g)",
-				 j, pc[j], pr[j], gc[j], gr[j]);
-		worst = fmax(worst, d / tol);
-	}
-	ok &= exact && bad == 0;
-	ok &= close_tensors(&ref, mc, mr, 1e-5, 1e-4, "Adam m", &wm);
-	tap_ok(ok && ref.step == 1 && cpu.step == 1,
-	       "%s: one Adam step: exact on the fast gradient, the reference's within the bound its "
-	       "gradient implies (worst %.3g of it), Adam m (worst %.3g)", label, worst, wm);
-	if (sanitizer()) { /* slow there, and the same numbers as without */
-		tap_skip(1, "five steps: not under the sanitizers");
-		goto out;
-	}
-	ok = 1;
-	pos = B;
-	for (int k = 0; k < 4; k++) { /* four more, into the next epoch */
-		uint32_t e = pos >= S ? 1 : 0;
-		uint64_t f = pos % S, nb = B < S - f ? B : S - f;
-		ok &= ncf_backend_train_step(&ref, e, f, nb, &lr) == 0 &&
-		      ncf_backend_train_step(&cpu, e, f, nb, &lc) == 0;
-		ok &= tap_close(lc, lr, 0, 1e-5, "loss sum");
-		pos += nb;
-	}
-	ok &= ncf_backend_get_state(&ref, pr, NULL, NULL) == 0 &&
-	      ncf_backend_get_state(&cpu, pc, NULL, NULL) == 0;
-	worst = 0;
-	ok &= close_all(pc, pr, T, 1e-4, 0, "params after 5 steps", &worst);
-	tap_ok(ok, "%s: parameters after five steps within 1e-4 (worst %.3g of the bound)", label,
-	       worst);
-out:
+	tap_ok(ok && step_is_adam(p0, gc, pc, T, &ak), "exact on the fast gradient");
+	tap_ok(ok && helper_adam_step_close(pc, pr, gc, gr, T, ak.lr, ak.eps, "params after 1 step",
+					    &worst),
+	       "the reference's within the bound its gradient implies (worst %.3g of it)",
+	       worst.tol);
+	tap_ok(ok && close_tensors(&ref, mc, mr, 1e-5, 1e-4, "Adam m", &wm), "Adam m (worst %.3g)",
+	       wm.tol);
+	tap_diag("one step: worst %.3g of the bound, Adam m %.3g", worst.tol, wm.tol);
 	free(pr), free(pc), free(p0), free(gr), free(gc), free(mr), free(mc);
-	ncf_backend_close(&ref), ncf_backend_close(&cpu);
+	close_pair(&ref, &cpu);
 }
 
-static void test_scoring(const struct ncf_shape *s, const char *label)
+static void t_five_steps(const struct ncf_shape *s, float dropout)
 {
-	struct ncf_hparams hp = hparams(0.5f);
-	struct ncf_dist one = {.rank = 0, .size = 1, .local_size = 1};
-	struct ncf_backend ref, cpu;
-	if (open_be(&ref, &ncf_backend_reference, s, &hp, &one) ||
-	    open_be(&cpu, &ncf_backend_cpu, s, &hp, &one)) {
-		tap_ok(0, "%s: open the backends", label);
+	if (helper_sanitizer()) { /* slow there, and the same numbers as without */
+		tap_skip_case("five steps: not under the sanitizers");
 		return;
 	}
-	/* a step first (the fast one), so that the parameters are not the
-	 * initial ones; both score the same parameters */
+	struct ncf_hparams hp = hparams(dropout);
+	struct ncf_backend ref, cpu;
+	if (open_pair(&ref, &cpu, s, &hp, &one))
+		return;
+	size_t T = ref.layout.total;
+	float *pr = malloc(T * sizeof *pr), *pc = malloc(T * sizeof *pc);
+	uint64_t S = epoch_samples(), B = hp.batch, pos = 0;
+	double lr, lc;
+	struct helper_err worst = {0};
+	for (int k = 0; k < 5; k++) { /* into the next epoch */
+		uint32_t e = pos >= S ? 1 : 0;
+		uint64_t f = pos % S, nb = B < S - f ? B : S - f;
+		int ok = ncf_backend_train_step(&ref, e, f, nb, &lr) == 0 &&
+			 ncf_backend_train_step(&cpu, e, f, nb, &lc) == 0;
+		tap_ok(ok, "step %d taken", k + 1);
+		tap_ok(ok && tap_close(lc, lr, 0, 1e-5, "loss sum"), "step %d: loss sums", k + 1);
+		pos += nb;
+	}
+	int ok = ncf_backend_get_state(&ref, pr, NULL, NULL) == 0 &&
+		 ncf_backend_get_state(&cpu, pc, NULL, NULL) == 0;
+	tap_ok(ok && helper_close_all(pc, pr, T, 1e-4, 0, "params after 5 steps", &worst),
+	       "parameters within 1e-4 (worst %.3g of the bound)", worst.tol);
+	tap_diag("five steps: worst %.3g of the bound", worst.tol);
+	free(pr), free(pc);
+	close_pair(&ref, &cpu);
+}
+
+/* Both backends after a step of the fast one, so that the parameters are
+ * not the initial ones; both score the same parameters. */
+static int open_stepped(struct ncf_backend *ref, struct ncf_backend *cpu,
+			const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(0.5f);
+	if (open_pair(ref, cpu, s, &hp, &one))
+		return -1;
 	double l;
-	int ok = ncf_backend_train_step(&cpu, 0, 0, hp.batch, &l) == 0;
-	float *p = malloc(ref.layout.total * sizeof *p);
-	ok &= ncf_backend_get_state(&cpu, p, NULL, NULL) == 0 &&
-	      ncf_backend_set_state(&ref, p, NULL, NULL) == 0;
+	float *p = malloc(ref->layout.total * sizeof *p);
+	int ok = ncf_backend_train_step(cpu, 0, 0, hp.batch, &l) == 0 &&
+		 ncf_backend_get_state(cpu, p, NULL, NULL) == 0 &&
+		 ncf_backend_set_state(ref, p, NULL, NULL) == 0;
 	free(p);
+	tap_ok(ok, "a step, its parameters given to the reference");
+	return 0;
+}
+
+static void t_scores(const struct ncf_shape *s)
+{
+	struct ncf_backend ref, cpu;
+	if (open_stepped(&ref, &cpu, s))
+		return;
 	size_t n = 6000;
 	uint32_t *us = malloc(n * sizeof *us), *is = malloc(n * sizeof *is);
 	float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
 	for (size_t j = 0; j < n; j++)
 		us[j] = rnd(5, j, U), is[j] = rnd(6, j, I);
-	double worst = 0, ws = 0;
-	ok &= ncf_backend_logits(&ref, us, is, n, a) == 0 &&
-	      ncf_backend_logits(&cpu, us, is, n, b) == 0 &&
-	      close_all(b, a, n, 1e-6, 1e-5, "logit", &worst);
-	ok &= ncf_backend_score(&ref, us, is, n, a) == 0 &&
-	      ncf_backend_score(&cpu, us, is, n, b) == 0 &&
-	      close_all(b, a, n, 1e-6, 1e-5, "score", &ws);
-	tap_ok(ok, "%s: logits and scores of %zu pairs equal the reference's (worst %.3g, %.3g of "
-	       "the bound)", label, n, worst, ws);
+	struct helper_err worst = {0}, ws = {0};
+	tap_ok(ncf_backend_logits(&ref, us, is, n, a) == 0 &&
+		       ncf_backend_logits(&cpu, us, is, n, b) == 0 &&
+		       helper_close_all(b, a, n, 1e-6, 1e-5, "logit", &worst),
+	       "logits of %zu pairs (worst %.3g of the bound)", n, worst.tol);
+	tap_ok(ncf_backend_score(&ref, us, is, n, a) == 0 &&
+		       ncf_backend_score(&cpu, us, is, n, b) == 0 &&
+		       helper_close_all(b, a, n, 1e-6, 1e-5, "score", &ws),
+	       "scores of %zu pairs (worst %.3g of the bound)", n, ws.tol);
+	tap_diag("logits: worst %.3g of the bound, scores %.3g", worst.tol, ws.tol);
+	free(us), free(is), free(a), free(b);
+	close_pair(&ref, &cpu);
+}
+
+static void t_ranks(const struct ncf_shape *s)
+{
+	struct ncf_backend ref, cpu;
+	if (open_stepped(&ref, &cpu, s))
+		return;
 	uint32_t rr[U], rc[U];
-	ok = ncf_backend_eval_ranks(&ref, 0, U, rr) == 0 &&
-	     ncf_backend_eval_ranks(&cpu, 0, U, rc) == 0;
+	int ok = ncf_backend_eval_ranks(&ref, 0, U, rr) == 0 &&
+		 ncf_backend_eval_ranks(&cpu, 0, U, rc) == 0;
 	int diff = 0;
-	for (uint32_t u = 0; u < U; u++)
+	for (uint32_t u = 0; ok && u < U; u++)
 		if (rr[u] != rc[u]) {
-			tap_diag("%s: user %u: rank %u, reference %u (a near tie?)", label, u, rc[u],
-				 rr[u]);
+			tap_diag("user %u: rank %u, reference %u (a near tie?)", u, rc[u], rr[u]);
 			diff++;
 		}
-	tap_ok(ok && diff <= 1, "%s: evaluation ranks of all %u users equal (%d differ)", label, U,
-	       diff);
-	free(us), free(is), free(a), free(b);
-	ncf_backend_close(&ref), ncf_backend_close(&cpu);
+	tap_ok(ok && diff <= 1, "%d of %u users' ranks differ", diff, U);
+	close_pair(&ref, &cpu);
 }
 
 /* Rank 1 of 2: both take the same slice of the global batch. */
-static void test_slice(const struct ncf_shape *s)
+static void t_slice(const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(0.5f);
 	struct ncf_dist r1 = {.rank = 1, .size = 2, .local_rank = 1, .local_size = 2};
 	struct ncf_backend ref, cpu;
-	if (open_be(&ref, &ncf_backend_reference, s, &hp, &r1) ||
-	    open_be(&cpu, &ncf_backend_cpu, s, &hp, &r1)) {
-		tap_ok(0, "rank 1 of 2: open the backends");
+	if (open_pair(&ref, &cpu, s, &hp, &r1))
 		return;
-	}
 	size_t T = ref.layout.total;
 	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc);
-	double lr, lc, worst = 0;
+	double lr, lc;
+	struct helper_err worst = {0};
 	int ok = ncf_backend_grad(&ref, 0, 333, 8333, gr, &lr) == 0 &&
 		 ncf_backend_grad(&cpu, 0, 333, 8333, gc, &lc) == 0;
-	ok &= close_tensors(&ref, gc, gr, 1e-5, 1e-4, "rank 1 grad", &worst) &&
-	      tap_close(lc, lr, 0, 1e-6, "loss sum");
-	tap_ok(ok, "rank 1 of 2: the gradient of its slice equals the reference's (worst %.3g of "
-	       "the bound)", worst);
+	tap_ok(ok && close_tensors(&ref, gc, gr, 1e-5, 1e-4, "rank 1 grad", &worst),
+	       "gradients (worst %.3g of the bound)", worst.tol);
+	tap_ok(ok && tap_close(lc, lr, 0, 1e-6, "loss sum"), "loss sums");
+	tap_diag("rank 1: worst %.3g of the bound", worst.tol);
 	free(gr), free(gc);
-	ncf_backend_close(&ref), ncf_backend_close(&cpu);
+	close_pair(&ref, &cpu);
 }
 
 int main(void)
@@ -396,14 +352,21 @@ int main(void)
 	const struct ncf_shape s8 = {U, I, 8, 4, {32, 24, 16, 8}};
 	const struct ncf_shape s5 = {U, I, 6, 4, {14, 13, 10, 5}};
 	const struct ncf_shape s2 = {U, I, 8, 2, {16, 8}};
-	test_gradient(&s8, 0.5f, "widths of 8");
-	test_gradient(&s5, 0.5f, "odd widths");
-	test_gradient(&s2, 0.0f, "one hidden layer, no dropout");
-	test_steps(&s8, 0.5f, "widths of 8");
-	test_steps(&s5, 0.5f, "odd widths");
-	test_scoring(&s8, "widths of 8");
-	test_scoring(&s5, "odd widths");
-	test_slice(&s8);
+	static const char *const what = "gradients and losses of two batches equal the reference's";
+	TEST(t_gradient(&s8, 0.5f), "widths of 8: %s", what);
+	TEST(t_gradient(&s5, 0.5f), "odd widths: %s", what);
+	TEST(t_gradient(&s2, 0.0f), "one hidden layer, no dropout: %s", what);
+	TEST(t_one_step(&s8, 0.5f), "widths of 8: one Adam step: exact on the fast gradient, the "
+				    "reference's within the bound its gradient implies, Adam m");
+	TEST(t_five_steps(&s8, 0.5f), "widths of 8: parameters after five steps within 1e-4");
+	TEST(t_one_step(&s5, 0.5f), "odd widths: one Adam step: exact on the fast gradient, the "
+				    "reference's within the bound its gradient implies, Adam m");
+	TEST(t_five_steps(&s5, 0.5f), "odd widths: parameters after five steps within 1e-4");
+	TEST(t_scores(&s8), "widths of 8: logits and scores equal the reference's");
+	TEST(t_ranks(&s8), "widths of 8: evaluation ranks of all %u users equal", U);
+	TEST(t_scores(&s5), "odd widths: logits and scores equal the reference's");
+	TEST(t_ranks(&s5), "odd widths: evaluation ranks of all %u users equal", U);
+	TEST(t_slice(&s8), "rank 1 of 2: the gradient of its slice equals the reference's");
 	free(items), free(entry_user), free(counted);
 	return tap_done();
 }

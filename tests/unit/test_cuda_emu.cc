@@ -38,13 +38,13 @@
  *  - the rank slices of a two-rank job: each rank's gradient against the cpu
  *    backend's for the same rank, and their sum against one rank's;
  *  - bf16 and fp16 steps: the gradient within 10% and 2% (relative L2 norm
- *    per tensor) of the fp32 cpu backend's (see test_low_precision for
+ *    per tensor) of the fp32 cpu backend's (see t_low_precision for
  *    why so loose), logits within 2e-2; fp16 dynamic loss scaling: a step with
  *    an overflowing scale is skipped and halves the scale, good steps double
  *    it after the growth interval;
  *  - bad input (ids outside the model, positions past the epoch) refused;
  *  - a short training run: both backends' HR@10 after two epochs equal;
- *  - against the reference directly (test_oracle), for the three shapes:
+ *  - against the reference directly (t_oracle), for the three shapes:
  *    the gradient of two batches per tensor |d| <= 1e-5 max|g| + 1e-4 |g|
  *    and loss sums rel 1e-6, the logits of every pair |d| <= 1e-6 +
  *    1e-5 |x|, evaluation ranks equal (at most one near tie), one Adam step
@@ -79,14 +79,15 @@
  *    uninterrupted one bit for bit.
  *  - the fused dense layers (mlp.cu, wmma tiles emulated, the threads of a
  *    block as fibers) against their definition: fp32 bit for bit, tf32,
- *    bf16 and fp16 within the bounds argued at test_linear and
- *    test_linear_w;
- *  - the two training steps (NCF_CUDA_PATH=fused, the default, and
- *    unfused): the step tests above run on each (training, ranks, low
+ *    bf16 and fp16 within the bounds argued at t_linear and
+ *    t_linear_w;
+ *  - the three training steps (NCF_CUDA_PATH=fused, the default, unfused,
+ *    and lt, whose cuBLASLt products the emulation stands in for): the step
+ *    tests above run on each (training, ranks, low
  *    precision, a run, the reference, NCF_CUDA_SYNC and faults, the fp16
- *    NaN, the whole epoch and the resume), and the two against each other
- *    (test_paths); losses kept on the device and taken at once
- *    (test_deferred_loss);
+ *    NaN, the whole epoch and the resume), and fused and unfused against each other
+ *    (t_paths); losses kept on the device and taken at once
+ *    (t_deferred_loss);
  *  - the cost recorder (cost.cuh): a live step notes every launch that the
  *    emulation runs, the dry run (bench_gpu --cost) the same launches and
  *    bytes;
@@ -108,8 +109,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -122,6 +121,7 @@ extern "C" {
 }
 #include "cuda/cuda.h"
 #include "cuda/test_hooks.h"
+#include "helpers.h"
 #include "ncf_hd.h"
 #include "tap.h"
 
@@ -163,7 +163,7 @@ struct data {
 
 static uint32_t rnd(uint64_t seed, uint32_t a, uint64_t idx, uint32_t n)
 {
-	return ncf_uniform_below(ncf_rng(seed, NCF_RNG_BENCH, a, idx, 0).v[0], n);
+	return helper_rnd(seed, a, idx, n);
 }
 
 /* U users with 2..2+spread positives each (items skewed towards low ids
@@ -281,133 +281,89 @@ static fvec get_params(struct ncf_backend *be)
 	return p;
 }
 
-/* ---- comparisons -------------------------------------------------------- */
-
-struct tensor {
-	const char *name;
-	size_t off, n;
-};
-
-static std::vector<struct tensor> tensors(const struct ncf_backend *be)
+/* Open the emulated cuda backend in precision p (one rank); 0, or -1 after
+ * a failed check. */
+static int open_emu(struct ncf_backend *be, const struct ncf_shape *s,
+		    const struct ncf_hparams *hp, const struct data *d,
+		    enum ncf_precision p = NCF_PRECISION_FP32)
 {
-	const struct ncf_layout *L = &be->layout;
-	const struct ncf_shape *s = &be->shape;
-	static char names[NCF_MAX_LAYERS][2][16];
-	std::vector<struct tensor> t;
-	size_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
-	t.push_back({"gmf_user", L->gmf_user, U * F});
-	t.push_back({"gmf_item", L->gmf_item, I * F});
-	t.push_back({"mlp_user", L->mlp_user, U * M});
-	t.push_back({"mlp_item", L->mlp_item, I * M});
-	for (uint32_t k = 1; k < s->n_layers; k++) {
-		snprintf(names[k][0], 16, "W%u", k);
-		snprintf(names[k][1], 16, "b%u", k);
-		t.push_back({names[k][0], L->w[k], (size_t)s->layers[k] * s->layers[k - 1]});
-		t.push_back({names[k][1], L->b[k], s->layers[k]});
-	}
-	t.push_back({"head_w", L->head_w, F + ncf_shape_last(s)});
-	t.push_back({"head_b", L->head_b, 1});
-	return t;
+	int rc = open_be(be, &ncf_backend_cuda, s, hp, p, &one, d);
+	tap_ok(rc == 0, "open the emulated cuda backend in %s", ncf_precision_name(p));
+	return rc ? -1 : 0;
 }
 
-/* |got - want| <= atol + rtol |want| elementwise; the first mismatches go
- * to the TAP diagnostics.  Returns 1 when all are close. */
-static int close_all(const float *got, const float *want, size_t n, double atol, double rtol,
-		     const char *what, double *maxdiff)
+/* Open impl (the cpu backend or the reference) into a and the emulated
+ * backend into emu, fp32, one rank; 0, or -1 after a failed check. */
+static int open_two(struct ncf_backend *a, const struct ncf_backend_i *impl,
+		    struct ncf_backend *emu, const struct ncf_shape *s,
+		    const struct ncf_hparams *hp, const struct data *d)
 {
-	int bad = 0;
-	double md = 0;
-	for (size_t j = 0; j < n; j++) {
-		double d = fabs((double)got[j] - want[j]);
-		if (d > md || isnan(d))
-			md = isnan(d) ? INFINITY : d;
-		if (!(d <= atol + rtol * fabs(want[j]))) {
-			if (bad < 5)
-				tap_diag("%s[%zu]: got %.9g, want %.9g", what, j, got[j], want[j]);
-			bad++;
-		}
-	}
-	if (bad)
-		tap_diag("%s: %d of %zu beyond %g + %g |x|", what, bad, n, atol, rtol);
-	if (maxdiff)
-		*maxdiff = md;
-	return bad == 0;
+	int rc = open_be(a, impl, s, hp, NCF_PRECISION_FP32, &one, d) ||
+		 open_be(emu, &ncf_backend_cuda, s, hp, NCF_PRECISION_FP32, &one, d);
+	tap_ok(rc == 0, "open the %s and the emulated cuda backend", impl->name);
+	return rc ? -1 : 0;
 }
+
+/* ---- comparisons (helpers.h), on a backend's layout ---------------------- */
 
 /* Per tensor: |d| <= rel_max * max|want| + rtol |want|. */
 static int close_tensors(const struct ncf_backend *be, const float *got, const float *want,
-			 double rel_max, double rtol, const char *what)
+			 double rel_max, double rtol, const char *what,
+			 struct helper_err *e = NULL)
 {
-	int ok = 1;
-	for (const struct tensor &t : tensors(be)) {
-		double mx = 0;
-		for (size_t j = 0; j < t.n; j++)
-			mx = std::max(mx, (double)fabsf(want[t.off + j]));
-		char name[64];
-		snprintf(name, sizeof name, "%s %s", what, t.name);
-		ok &= close_all(got + t.off, want + t.off, t.n, rel_max * mx, rtol, name, NULL);
-	}
-	return ok;
+	return helper_close_tensors(&be->layout, &be->shape, got, want, rel_max, rtol, what, e);
 }
 
 /* Relative L2 error per tensor <= tol. */
 static int l2_tensors(const struct ncf_backend *be, const float *got, const float *want,
 		      double tol, const char *what)
 {
-	int ok = 1;
-	for (const struct tensor &t : tensors(be)) {
-		double num = 0, den = 0;
-		for (size_t j = 0; j < t.n; j++) {
-			double d = (double)got[t.off + j] - want[t.off + j];
-			num += d * d;
-			den += (double)want[t.off + j] * want[t.off + j];
-		}
-		double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-		if (!(rel <= tol) && !(den == 0 && num < 1e-20)) {
-			tap_diag("%s %s: relative L2 error %.3g > %g", what, t.name, rel, tol);
-			ok = 0;
-		}
-		if (getenv("NCF_TEST_VERBOSE"))
-			tap_diag("%s %s: relative L2 error %.3g", what, t.name, rel);
-	}
-	return ok;
+	return helper_l2_tensors(&be->layout, &be->shape, got, want, tol, what);
 }
 
-/* ---- the tests ---------------------------------------------------------- */
-
-static void test_samples(const struct data *d, const struct ncf_shape *s)
+/* What was written to stderr since helper_capture_begin. */
+static std::string capture_end(void)
 {
-	for (int tn = 0; tn < 2; tn++) {
-		struct ncf_hparams hp = hparams(256, 0.5f, tn);
-		struct ncf_backend be;
-		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-			tap_ok(0, "open the emulated cuda backend");
-			return;
-		}
-		int64_t P = (int64_t)d->items.size();
-		uint64_t S = (uint64_t)P * 5;
-		std::vector<uint32_t> u(S), it(S);
-		std::vector<uint8_t> lab(S);
-		int ok = 1;
-		for (uint32_t e = 0; e < 3 && ok; e++) {
-			ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
-			ncf_perm perm = ncf_perm_make(S, hp.seed, e);
-			for (uint64_t t = 0; t < S && ok; t++) {
-				uint32_t wu, wi;
-				int y = ncf_sample_at(&perm, t, hp.seed, e, P, d->I, tn,
-						      d->entry_user.data(), d->offsets.data(),
-						      d->items.data(), &wu, &wi);
-				if (wu != u[t] || wi != it[t] || y != lab[t]) {
-					tap_diag("epoch %u position %llu: (%u, %u, %d), want (%u, %u, %d)",
-						 e, (unsigned long long)t, u[t], it[t], lab[t], wu, wi, y);
-					ok = 0;
-				}
+	char *m = helper_capture_end();
+	std::string s(m);
+	free(m);
+	return s;
+}
+
+static int lines_of(const std::string &s)
+{
+	return (int)std::count(s.begin(), s.end(), '\n');
+}
+
+/* ---- the sample stream, dropout, Adam, segment sums ---------------------- */
+
+static void t_samples(const struct data *d, const struct ncf_shape *s, int tn)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, tn);
+	struct ncf_backend be;
+	if (open_emu(&be, s, &hp, d))
+		return;
+	int64_t P = (int64_t)d->items.size();
+	uint64_t S = (uint64_t)P * 5;
+	std::vector<uint32_t> u(S), it(S);
+	std::vector<uint8_t> lab(S);
+	int ok = 1;
+	for (uint32_t e = 0; e < 3 && ok; e++) {
+		ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
+		ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+		for (uint64_t t = 0; t < S && ok; t++) {
+			uint32_t wu, wi;
+			int y = ncf_sample_at(&perm, t, hp.seed, e, P, d->I, tn, d->entry_user.data(),
+					      d->offsets.data(), d->items.data(), &wu, &wi);
+			if (wu != u[t] || wi != it[t] || y != lab[t]) {
+				tap_diag("epoch %u position %llu: (%u, %u, %d), want (%u, %u, %d)", e,
+					 (unsigned long long)t, u[t], it[t], lab[t], wu, wi, y);
+				ok = 0;
 			}
 		}
-		tap_ok(ok, "sample stream bit-exact, 3 epochs of %llu samples%s",
-		       (unsigned long long)S, tn ? ", --true-negatives" : "");
-		close_be(&be);
 	}
+	tap_ok(ok, "3 epochs of %llu samples", (unsigned long long)S);
+	close_be(&be);
 }
 
 /* Bias (zero) + ReLU + dropout written from its definition (reference.c
@@ -429,16 +385,13 @@ static void dropout_ref(const float *z, float *out, size_t n, uint32_t H, float 
 		}
 }
 
-static void test_dropout(const struct data *d, const struct ncf_shape *s)
+static void t_dropout(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend be;
-	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
+	if (open_emu(&be, s, &hp, d))
 		return;
-	}
 	const uint32_t widths[] = {24, 13, 5};
-	int ok = 1;
 	size_t kept = 0, total = 0;
 	for (uint32_t w = 0; w < 3; w++) {
 		uint32_t H = widths[w];
@@ -448,30 +401,28 @@ static void test_dropout(const struct data *d, const struct ncf_shape *s)
 			z[j] = (float)((int)rnd(9, w, j, 2001) - 500) * 0.01f;
 		for (uint32_t layer = 0; layer < 3; layer++) {
 			uint64_t pos0 = 1000003ull * layer + 17;
-			ok &= ncf_cuda_debug_dropout(&be, 2, pos0, layer, n, H, z.data(), got.data()) ==
-			      0;
+			int ok = ncf_cuda_debug_dropout(&be, 2, pos0, layer, n, H, z.data(),
+							got.data()) == 0;
 			dropout_ref(z.data(), want.data(), n, H, hp.dropout, hp.seed, 2, pos0, layer);
-			ok &= memcmp(got.data(), want.data(), n * H * sizeof(float)) == 0;
+			tap_ok(ok && !memcmp(got.data(), want.data(), n * H * sizeof(float)),
+			       "width %u, layer %u: bit-exact", H, layer);
 			for (size_t j = 0; j < n * H; j++) {
 				kept += z[j] > 0 && want[j] != 0;
 				total += z[j] > 0;
 			}
 		}
 	}
-	tap_ok(ok, "bias + ReLU + dropout bit-exact (widths 24, 13, 5; layers 0-2)");
 	tap_ok(kept > total * 4 / 10 && kept < total * 6 / 10,
 	       "dropout keeps about half (%zu of %zu)", kept, total);
 	close_be(&be);
 }
 
-static void test_adam(const struct data *d, const struct ncf_shape *s)
+static void t_adam(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend be;
-	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
+	if (open_emu(&be, s, &hp, d))
 		return;
-	}
 	size_t n = 20000;
 	fvec p(n), m(n), v(n), g(n);
 	for (size_t j = 0; j < n; j++) {
@@ -480,43 +431,30 @@ static void test_adam(const struct data *d, const struct ncf_shape *s)
 		v[j] = (float)rnd(11, 2, j, 1 << 20) * 1e-14f;
 		g[j] = ((float)rnd(11, 3, j, 1 << 20) - 524288.0f) * powf(10.0f, -(float)(j % 12));
 	}
-	int ok = 1;
 	for (uint64_t step = 1; step < 40; step += 13) {
 		fvec p2 = p, m2 = m, v2 = v, p3 = p, m3 = m, v3 = v;
-		ok &= ncf_cuda_debug_adam(&be, p2.data(), m2.data(), v2.data(), g.data(), n, step) == 0;
+		int ok = ncf_cuda_debug_adam(&be, p2.data(), m2.data(), v2.data(), g.data(), n,
+					     step) == 0;
 		struct ncf_adam_k k;
 		ncf_adam_constants(&hp, step, &k);
 		for (size_t j = 0; j < n; j++)
 			ncf_adam_update(&p3[j], &m3[j], &v3[j], g[j], &k);
-		ok &= !memcmp(p2.data(), p3.data(), n * 4) && !memcmp(m2.data(), m3.data(), n * 4) &&
-		      !memcmp(v2.data(), v3.data(), n * 4);
+		tap_ok(ok && !memcmp(p2.data(), p3.data(), n * 4) &&
+			       !memcmp(m2.data(), m3.data(), n * 4) &&
+			       !memcmp(v2.data(), v3.data(), n * 4),
+		       "step %llu: p, m and v bit-exact", (unsigned long long)step);
 	}
-	tap_ok(ok, "dense Adam pass bit-exact against ncf_adam_update (steps 1, 14, 27)");
 	close_be(&be);
 }
 
-static void test_segsum(const struct data *d, const struct ncf_shape *s)
+/* The segment sums got (K x H) of src (n x H) by key against sums in
+ * sample order: bit for bit for keys whose sorted rows lie in one chunk of
+ * 32, 0 for absent keys, within 1e-6 of the sum of magnitudes otherwise;
+ * *multi counts the keys over several chunks. */
+static void check_segsum(const std::vector<uint32_t> &key, const fvec &src, const fvec &got,
+			 uint32_t K, uint32_t H, int *multi)
 {
-	struct ncf_hparams hp = hparams(256, 0.5f, 0);
-	struct ncf_backend be;
-	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
-		return;
-	}
-	/* keys: 0 very often (many chunks), 1..9 often, the rest of 0..199 rarely,
-	 * 200..299 never */
-	size_t n = 1500;
-	uint32_t K = 300, H = 5;
-	std::vector<uint32_t> key(n);
-	fvec src(n * H), got((size_t)K * H);
-	for (size_t j = 0; j < n; j++) {
-		uint32_t r = rnd(13, 0, j, 100);
-		key[j] = r < 30 ? 0 : r < 70 ? 1 + rnd(13, 1, j, 9) : rnd(13, 2, j, 200);
-		for (uint32_t h = 0; h < H; h++)
-			src[j * H + h] = ((float)rnd(13, 3, j * H + h, 20001) - 10000.0f) * 1e-3f;
-	}
-	int ok = ncf_cuda_debug_segsum(&be, key.data(), n, K, src.data(), H, got.data()) == 0;
-	/* the reference: sums in sample order */
+	size_t n = key.size();
 	fvec want((size_t)K * H, 0.0f), mag((size_t)K * H, 0.0f);
 	std::vector<size_t> count(K), first(K, n), last(K);
 	for (size_t j = 0; j < n; j++) {
@@ -533,38 +471,210 @@ static void test_segsum(const struct data *d, const struct ncf_shape *s)
 		first[sorted[e]] = std::min(first[sorted[e]], e);
 		last[sorted[e]] = e;
 	}
-	int exact = 1, near = 1, multi = 0;
 	for (uint32_t k = 0; k < K; k++)
 		for (uint32_t h = 0; h < H; h++) {
 			size_t o = (size_t)k * H + h;
-			if (count[k] == 0) {
-				exact &= got[o] == 0.0f;
-				continue;
-			}
-			if (first[k] / 32 == last[k] / 32) {
-				if (got[o] != want[o]) {
-					tap_diag("key %u col %u: %.9g, want %.9g (one chunk)", k, h, got[o],
-						 want[o]);
-					exact = 0;
-				}
-			} else {
-				multi += h == 0;
-				if (!(fabsf(got[o] - want[o]) <= 1e-6f * mag[o])) {
-					tap_diag("key %u col %u: %.9g, want %.9g", k, h, got[o], want[o]);
-					near = 0;
-				}
+			if (count[k] == 0)
+				tap_ok(got[o] == 0.0f, "absent key %u col %u: %.9g", k, h, got[o]);
+			else if (first[k] / 32 == last[k] / 32)
+				tap_ok(got[o] == want[o], "key %u col %u: %.9g, want %.9g (one chunk)", k,
+				       h, got[o], want[o]);
+			else {
+				*multi += h == 0;
+				tap_ok(fabsf(got[o] - want[o]) <= 1e-6f * mag[o],
+				       "key %u col %u: %.9g, want %.9g", k, h, got[o], want[o]);
 			}
 		}
-	tap_ok(ok && exact, "segment sums bit-exact for keys within one chunk, 0 for absent keys");
-	tap_ok(ok && near && multi >= 2, "segment sums over several chunks (%d keys) within 1e-6",
-	       multi);
+}
+
+static void t_segsum(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend be;
+	if (open_emu(&be, s, &hp, d))
+		return;
+	/* keys: 0 very often (many chunks), 1..9 often, the rest of 0..199 rarely,
+	 * 200..299 never */
+	size_t n = 1500;
+	uint32_t K = 300, H = 5;
+	std::vector<uint32_t> key(n);
+	fvec src(n * H), got((size_t)K * H);
+	for (size_t j = 0; j < n; j++) {
+		uint32_t r = rnd(13, 0, j, 100);
+		key[j] = r < 30 ? 0 : r < 70 ? 1 + rnd(13, 1, j, 9) : rnd(13, 2, j, 200);
+		for (uint32_t h = 0; h < H; h++)
+			src[j * H + h] = ((float)rnd(13, 3, j * H + h, 20001) - 10000.0f) * 1e-3f;
+	}
+	tap_ok(ncf_cuda_debug_segsum(&be, key.data(), n, K, src.data(), H, got.data()) == 0,
+	       "the segment sums computed");
+	int multi = 0;
+	check_segsum(key, src, got, K, H, &multi);
+	tap_ok(multi >= 2, "%d keys over several chunks", multi);
 	close_be(&be);
 }
+
+/* ---- the fused dense layers ------------------------------------------------ */
 
 /* A value in [-1, 1) from Philox (purpose a, index j). */
 static float urand(uint32_t a, uint64_t j)
 {
 	return ((float)rnd(21, a, j, 1u << 20) - 524288.0f) / 524288.0f;
+}
+
+static const char *const mode_name[] = {"fp32", "tf32", "bf16", "fp16"};
+
+/* v as the kernel sees it in mode (bf16 and fp16 round on the host). */
+static fvec rounded(fvec v, int mode)
+{
+	for (float &x : v)
+		x = mode == 2 ? ncf_test_bf16(x) : mode == 3 ? ncf_test_f16(x) : x;
+	return v;
+}
+
+/* One sum of products of the dense layers' definition: sum_k a[k sa] b[k
+ * sb] over n terms, in float in k order (*acc), in double (*dacc) and the
+ * sum of the terms' magnitudes (*S). */
+static void dot(const float *a, size_t sa, const float *b, size_t sb, uint32_t n, float *acc,
+		double *dacc, double *S)
+{
+	*acc = 0.0f, *dacc = 0, *S = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		*acc += a[k * sa] * b[k * sb];
+		*dacc += (double)a[k * sa] * b[k * sb];
+		*S += fabs((double)a[k * sa] * b[k * sb]);
+	}
+}
+
+/* The backward's dX[j][q] against its definition (mask from h > 0, the
+ * dropout's scale): *err its error, fp32 (mode 0) against the float sum in
+ * k order (0 or infinite), the other modes against the sum in double; *S
+ * the sum of the products' magnitudes. */
+static void dx_error(const fvec &dZr, const fvec &Wr, const fvec &Hr, const fvec &dX, size_t j,
+		     uint32_t q, uint32_t in, uint32_t out, float scale, int mode, double *err,
+		     double *dwant, double *S)
+{
+	float acc;
+	double dacc;
+	dot(&dZr[j * out], 1, &Wr[q], in, out, &acc, &dacc, S);
+	float h = Hr[j * in + q];
+	float want = h > 0.0f ? acc * scale : 0.0f;
+	*dwant = h > 0.0f ? dacc * scale : 0;
+	float got = dX[j * in + q];
+	*err = mode == 0 ? (got == want ? 0 : INFINITY) : fabs(got - *dwant);
+	if (mode == 0)
+		*dwant = want;
+}
+
+/* The inputs of one fused layer of in -> out on rows rows, from Philox. */
+struct layer_case {
+	uint32_t in, out;
+	size_t rows;
+	fvec X, W, b, dZ, H;
+};
+
+/* v filled with urand(a, .) * mul. */
+static void fill(fvec &v, uint32_t a, float mul)
+{
+	for (size_t j = 0; j < v.size(); j++)
+		v[j] = urand(a, j) * mul;
+}
+
+/* Activations: urand(a + 1, .), with some units off (where urand(a, .) <=
+ * 0.2). */
+static void fill_h(fvec &v, uint32_t a)
+{
+	for (size_t j = 0; j < v.size(); j++)
+		v[j] = urand(a, j) > 0.2f ? urand(a + 1, j) : 0.0f;
+}
+
+static void size_layer(struct layer_case *c, uint32_t in, uint32_t out, size_t rows)
+{
+	c->in = in, c->out = out, c->rows = rows;
+	c->X.resize(rows * in), c->W.resize((size_t)out * in), c->b.resize(out);
+	c->dZ.resize(rows * out), c->H.resize(rows * in);
+}
+
+/* The bounds of t_linear's fused layers, by mode (see there). */
+static const double lin_rel[] = {0, 0, 1.0 / 256, 1.0 / 2048};
+static const double lin_sum_tol[] = {0, 1.0 / 1024, 2e-5, 2e-5};
+
+/* The forward's Y (rows x out) against its definition: product, bias,
+ * ReLU, dropout of (seed, epoch 2, pos0 + row, layer 1). *worst: the worst
+ * error over its bound. */
+static int check_forward(const struct layer_case *c, const fvec &Y, int mode, uint64_t seed,
+			 uint64_t pos0, float p, double *worst)
+{
+	float scale = 1.0f / (1.0f - p);
+	uint32_t drop16 = ncf_dropout_threshold(p), in = c->in, out = c->out;
+	fvec Xr = rounded(c->X, mode), Wr = rounded(c->W, mode);
+	for (size_t j = 0; j < c->rows; j++)
+		for (uint32_t o = 0; o < out; o++) {
+			float acc;
+			double dacc, S;
+			dot(&Xr[j * in], 1, &Wr[(size_t)o * in], 1, in, &acc, &dacc, &S);
+			ncf_u32x4 bits = ncf_dropout_bits(seed, 2, pos0 + j, 1, o / 8);
+			float mult = ncf_dropout_keep(bits, o % 8, drop16) ? scale : 0.0f;
+			float z = acc + c->b[o];
+			float want = (z > 0.0f ? z : 0.0f) * mult;
+			double dz = dacc + c->b[o];
+			double dwant = (dz > 0 ? dz : 0) * mult;
+			float got = Y[j * out + o];
+			double err = mode == 0 ? (got == want ? 0 : INFINITY) : fabs(got - dwant);
+			double tol = lin_rel[mode] * fabs(dwant) + lin_sum_tol[mode] * S * scale +
+				     (mode ? 1e-6 : 0);
+			*worst = std::max(*worst, tol > 0 ? err / tol : err);
+			if (!(err <= tol)) {
+				tap_diag("%s fwd %ux%u [%zu][%u]: %.9g, want %.9g", mode_name[mode], out,
+					 in, j, o, got, mode ? dwant : want);
+				return 0;
+			}
+		}
+	return 1;
+}
+
+/* The backward's dX (rows x in) against its definition. */
+static int check_backward(const struct layer_case *c, const fvec &dX, int mode, float p,
+			  double *worst)
+{
+	float scale = 1.0f / (1.0f - p);
+	uint32_t in = c->in, out = c->out;
+	fvec Wr = rounded(c->W, mode), dZr = rounded(c->dZ, mode), Hr = rounded(c->H, mode);
+	for (size_t j = 0; j < c->rows; j++)
+		for (uint32_t q = 0; q < in; q++) {
+			double err, dwant, S;
+			dx_error(dZr, Wr, Hr, dX, j, q, in, out, scale, mode, &err, &dwant, &S);
+			double tol = lin_rel[mode] * fabs(dwant) + lin_sum_tol[mode] * S * scale +
+				     (mode ? 1e-6 : 0);
+			*worst = std::max(*worst, tol > 0 ? err / tol : err);
+			if (!(err <= tol)) {
+				tap_diag("%s bwd %ux%u [%zu][%u]: %.9g, want %.9g", mode_name[mode], out,
+					 in, j, q, dX[j * in + q], dwant);
+				return 0;
+			}
+		}
+	return 1;
+}
+
+/* The per-block (128 rows) column sums part of the kernel's own dX: order
+ * only. */
+static int check_partials(const struct layer_case *c, const fvec &dX, const fvec &part, int mode)
+{
+	size_t nb = (c->rows + 127) / 128;
+	for (size_t p = 0; p < nb; p++)
+		for (uint32_t q = 0; q < c->in; q++) {
+			double want = 0, mag = 0;
+			for (size_t j = p * 128; j < std::min(c->rows, (p + 1) * 128); j++) {
+				want += dX[j * c->in + q];
+				mag += fabs(dX[j * c->in + q]);
+			}
+			double tol = (mode >= 2 ? 1.0 / 256 : 1e-6) * mag + 1e-7;
+			if (!(fabs(part[p * c->in + q] - want) <= tol)) {
+				tap_diag("%s partial %u of %ux%u: %.9g, want %.9g", mode_name[mode], q,
+					 c->out, c->in, part[p * c->in + q], want);
+				return 0;
+			}
+		}
+	return 1;
 }
 
 /*
@@ -587,125 +697,91 @@ static float urand(uint32_t a, uint64_t j)
  *    256 products in another order (256 x 2^-24 < 2e-5).
  * Widths: multiples of 16, of 8, neither; rows not a multiple of 64.
  */
-static void test_linear(const struct data *d, const struct ncf_shape *s)
+static void t_linear(const struct data *d, const struct ncf_shape *s, int mode)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend be;
-	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
+	if (open_emu(&be, s, &hp, d))
 		return;
-	}
 	const uint32_t dims[][2] = {{32, 24}, {13, 10}, {40, 256}, {256, 128}, {24, 5}};
-	const char *mname[] = {"fp32", "tf32", "bf16", "fp16"};
-	const double rel[] = {0, 0, 1.0 / 256, 1.0 / 2048}, sum_tol[] = {0, 1.0 / 1024, 2e-5, 2e-5};
-	float scale = 1.0f / (1.0f - hp.dropout);
-	uint32_t drop16 = ncf_dropout_threshold(hp.dropout);
-	for (int mode = 0; mode < 4; mode++) {
-		int okf = 1, okb = 1, okp = 1;
-		double worst_f = 0, worst_b = 0;
-		for (const auto &dm : dims) {
-			uint32_t in = dm[0], out = dm[1], layer = 1;
-			size_t rows = 150, nb = (rows + 127) / 128;
-			uint64_t pos0 = 77;
-			fvec X(rows * in), W((size_t)out * in), b(out), Y(rows * out);
-			fvec dZ(rows * out), H(rows * in), dX(rows * in), part(nb * in);
-			for (size_t j = 0; j < X.size(); j++)
-				X[j] = urand(1, j);
-			for (size_t j = 0; j < W.size(); j++)
-				W[j] = urand(2, j) * 0.3f;
-			for (size_t j = 0; j < out; j++)
-				b[j] = urand(3, j) * 0.1f;
-			for (size_t j = 0; j < dZ.size(); j++)
-				dZ[j] = urand(4, j);
-			for (size_t j = 0; j < H.size(); j++)
-				H[j] = urand(5, j) > 0.2f ? urand(6, j) : 0.0f; /* some units off */
-			/* the inputs as the kernel sees them */
-			auto rounded = [&](fvec v) {
-				for (float &x : v)
-					x = mode == 2 ? ncf_test_bf16(x) : mode == 3 ? ncf_test_f16(x) : x;
-				return v;
-			};
-			fvec Xr = rounded(X), Wr = rounded(W), dZr = rounded(dZ), Hr = rounded(H);
-			okf &= !ncf_cuda_debug_linear(&be, 0, mode, 2, pos0, layer, rows, in, out,
-						      X.data(), W.data(), b.data(), Y.data(), NULL);
-			okb &= !ncf_cuda_debug_linear(&be, 1, mode, 2, pos0, layer, rows, in, out,
-						      dZ.data(), W.data(), H.data(), dX.data(),
-						      part.data());
-			for (size_t j = 0; j < rows; j++) {
-				for (uint32_t o = 0; o < out; o++) {
-					float acc = 0.0f;
-					double dacc = 0, S = 0;
-					for (uint32_t q = 0; q < in; q++) {
-						acc += Xr[j * in + q] * Wr[(size_t)o * in + q];
-						dacc += (double)Xr[j * in + q] * Wr[(size_t)o * in + q];
-						S += fabs((double)Xr[j * in + q] * Wr[(size_t)o * in + q]);
-					}
-					ncf_u32x4 bits = ncf_dropout_bits(hp.seed, 2, pos0 + j, layer, o / 8);
-					float mult = ncf_dropout_keep(bits, o % 8, drop16) ? scale : 0.0f;
-					float z = acc + b[o];
-					float want = (z > 0.0f ? z : 0.0f) * mult;
-					double dz = dacc + b[o];
-					double dwant = (dz > 0 ? dz : 0) * mult;
-					float got = Y[j * out + o];
-					double err = mode == 0 ? (got == want ? 0 : INFINITY)
-							       : fabs(got - dwant);
-					double tol = rel[mode] * fabs(dwant) + sum_tol[mode] * S * scale +
-						     (mode ? 1e-6 : 0);
-					if (!(err <= tol) && okf) {
-						tap_diag("%s fwd %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
-							 out, in, j, o, got, mode ? dwant : want);
-						okf = 0;
-					}
-					worst_f = std::max(worst_f, tol > 0 ? err / tol : err);
-				}
-				for (uint32_t q = 0; q < in; q++) {
-					float acc = 0.0f;
-					double dacc = 0, S = 0;
-					for (uint32_t o = 0; o < out; o++) {
-						acc += dZr[j * out + o] * Wr[(size_t)o * in + q];
-						dacc += (double)dZr[j * out + o] * Wr[(size_t)o * in + q];
-						S += fabs((double)dZr[j * out + o] * Wr[(size_t)o * in + q]);
-					}
-					float h = Hr[j * in + q];
-					float want = h > 0.0f ? acc * scale : 0.0f;
-					double dwant = h > 0.0f ? dacc * scale : 0;
-					float got = dX[j * in + q];
-					double err = mode == 0 ? (got == want ? 0 : INFINITY)
-							       : fabs(got - dwant);
-					double tol = rel[mode] * fabs(dwant) + sum_tol[mode] * S * scale +
-						     (mode ? 1e-6 : 0);
-					if (!(err <= tol) && okb) {
-						tap_diag("%s bwd %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
-							 out, in, j, q, got, mode ? dwant : want);
-						okb = 0;
-					}
-					worst_b = std::max(worst_b, tol > 0 ? err / tol : err);
-				}
-			}
-			/* partials against the kernel's own dX: order only */
-			for (size_t p = 0; p < nb; p++)
-				for (uint32_t q = 0; q < in; q++) {
-					double want = 0, mag = 0;
-					for (size_t j = p * 128; j < std::min(rows, (p + 1) * 128); j++) {
-						want += dX[j * in + q];
-						mag += fabs(dX[j * in + q]);
-					}
-					double tol = (mode >= 2 ? 1.0 / 256 : 1e-6) * mag + 1e-7;
-					if (!(fabs(part[p * in + q] - want) <= tol) && okp) {
-						tap_diag("%s partial %u of %ux%u: %.9g, want %.9g", mname[mode],
-							 q, out, in, part[p * in + q], want);
-						okp = 0;
-					}
-				}
-		}
-		tap_ok(okf, "%s: fused forward (matrix product, bias, ReLU, dropout) %s (worst %.3g of "
-			    "the bound)",
-		       mname[mode], mode ? "within its bound" : "bit for bit", worst_f);
-		tap_ok(okb, "%s: fused backward (product, mask from h > 0, scale) %s (worst %.3g)",
-		       mname[mode], mode ? "within its bound" : "bit for bit", worst_b);
-		tap_ok(okp, "%s: per-block column sums of the backward's output", mname[mode]);
+	double worst_f = 0, worst_b = 0;
+	for (const auto &dm : dims) {
+		struct layer_case c;
+		size_layer(&c, dm[0], dm[1], 150);
+		fill(c.X, 1, 1.0f), fill(c.W, 2, 0.3f), fill(c.b, 3, 0.1f), fill(c.dZ, 4, 1.0f);
+		fill_h(c.H, 5);
+		uint64_t pos0 = 77;
+		size_t nb = (c.rows + 127) / 128;
+		fvec Y(c.rows * c.out), dX(c.rows * c.in), part(nb * c.in);
+		int okf = !ncf_cuda_debug_linear(&be, 0, mode, 2, pos0, 1, c.rows, c.in, c.out,
+						 c.X.data(), c.W.data(), c.b.data(), Y.data(), NULL);
+		int okb = !ncf_cuda_debug_linear(&be, 1, mode, 2, pos0, 1, c.rows, c.in, c.out,
+						 c.dZ.data(), c.W.data(), c.H.data(), dX.data(),
+						 part.data());
+		tap_ok(okf && check_forward(&c, Y, mode, hp.seed, pos0, hp.dropout, &worst_f),
+		       "%ux%u: forward (matrix product, bias, ReLU, dropout)", c.out, c.in);
+		tap_ok(okb && check_backward(&c, dX, mode, hp.dropout, &worst_b),
+		       "%ux%u: backward (product, mask from h > 0, scale)", c.out, c.in);
+		tap_ok(okb && check_partials(&c, dX, part, mode),
+		       "%ux%u: per-block column sums of the backward's output", c.out, c.in);
 	}
+	tap_diag("%s: worst forward error %.3g of the bound, backward %.3g", mode_name[mode], worst_f,
+		 worst_b);
 	close_be(&be);
+}
+
+/* The bounds of t_linear_w by mode: dX, and dW and db (see there). */
+static const double lw_tolx[] = {0, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
+static const double lw_tolw[] = {1e-5, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
+
+/* linear_bwdw's dX against its definition; its column sums (the bias
+ * gradient's definition) and their magnitudes into sdb, mdb. */
+static int check_bwdw_dx(const struct layer_case *c, const fvec &dX, int mode, float p,
+			 std::vector<double> &sdb, std::vector<double> &mdb)
+{
+	float scale = 1.0f / (1.0f - p);
+	uint32_t in = c->in, out = c->out;
+	fvec Wr = rounded(c->W, mode), dZr = rounded(c->dZ, mode), Hr = rounded(c->H, mode);
+	sdb.assign(in, 0), mdb.assign(in, 0);
+	for (size_t j = 0; j < c->rows; j++)
+		for (uint32_t q = 0; q < in; q++) {
+			double err, dwant, S;
+			dx_error(dZr, Wr, Hr, dX, j, q, in, out, scale, mode, &err, &dwant, &S);
+			double tol = lw_tolx[mode] * (fabs(dwant) + 2 * S * scale) + (mode ? 1e-6 : 0);
+			if (!(err <= tol)) {
+				tap_diag("%s bwdw dX %ux%u [%zu][%u]: %.9g, want %.9g", mode_name[mode],
+					 out, in, j, q, dX[j * in + q], dwant);
+				return 0;
+			}
+			sdb[q] += dX[j * in + q];
+			mdb[q] += fabs(dX[j * in + q]);
+		}
+	return 1;
+}
+
+/* dW = dZ^T H against the sums in double; *worst: the worst error over its
+ * terms' magnitude. */
+static int check_bwdw_dw(const struct layer_case *c, const fvec &dW, int mode, double *worst)
+{
+	uint32_t in = c->in, out = c->out;
+	fvec dZr = rounded(c->dZ, mode), Hr = rounded(c->H, mode);
+	for (uint32_t o = 0; o < out; o++)
+		for (uint32_t q = 0; q < in; q++) {
+			double want = 0, S = 0;
+			for (size_t j = 0; j < c->rows; j++) {
+				double t = (double)dZr[j * out + o] * Hr[j * in + q];
+				want += t;
+				S += fabs(t);
+			}
+			double err = fabs(dW[(size_t)o * in + q] - want);
+			*worst = std::max(*worst, S > 0 ? err / S : err);
+			if (!(err <= lw_tolw[mode] * S + 1e-7)) {
+				tap_diag("%s bwdw dW %ux%u [%u][%u]: %.9g, want %.9g", mode_name[mode],
+					 out, in, o, q, dW[(size_t)o * in + q], want);
+				return 0;
+			}
+		}
+	return 1;
 }
 
 /*
@@ -713,7 +789,7 @@ static void test_linear(const struct data *d, const struct ncf_shape *s)
  * gives dX, the bias gradient's and dW's per-group partials; then
  * reduce_partials adds the groups) against the definitions in double:
  *  - dX: fp32 bit for bit (the same k order as linear_backward's din), the
- *    other modes within test_linear's bounds;
+ *    other modes within t_linear's bounds;
  *  - dW = dZ^T H and db = column sums of dX: |d| <= 1e-6 S (fp32: sums of
  *    up to 2000 terms in other orders, 2000 x 2^-24 < 1.2e-4 of S at worst,
  *    in practice ~sqrt(2000) x 2^-24 = 3e-6: the bound allows 1e-5 S), TF32
@@ -723,113 +799,51 @@ static void test_linear(const struct data *d, const struct ncf_shape *s)
  * Rows span several row groups of a block (rows > 64 x groups) and blocks
  * of two column groups (in > 128).
  */
-static void test_linear_w(const struct data *d, const struct ncf_shape *s)
+static void t_linear_w(const struct data *d, const struct ncf_shape *s, int mode)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend be;
-	if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
+	if (open_emu(&be, s, &hp, d))
 		return;
-	}
 	const uint32_t dims[][2] = {{32, 24}, {13, 10}, {200, 64}, {24, 5}};
-	const char *mname[] = {"fp32", "tf32", "bf16", "fp16"};
-	const double tolx[] = {0, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
-	const double tolw[] = {1e-5, 1.0 / 1024, 1.0 / 256, 1.0 / 2048};
-	float scale = 1.0f / (1.0f - hp.dropout);
-	for (int mode = 0; mode < 4; mode++) {
-		int okx = 1, okw = 1;
-		double worst = 0;
-		for (const auto &dm : dims) {
-			uint32_t in = dm[0], out = dm[1];
-			/* 13 x 10 (not tf32): more than 256 groups of 64
-			 * rows (a group sums two tiles); 200 x 64: two column
-			 * groups */
-			size_t rows = in == 13 && mode != 1 ? 16700 : in > 100 ? 150 : 700;
-			fvec dZ(rows * out), W((size_t)out * in), H(rows * in), dX(rows * in);
-			fvec db(in), dW((size_t)out * in);
-			for (size_t j = 0; j < dZ.size(); j++)
-				dZ[j] = urand(7, j);
-			for (size_t j = 0; j < W.size(); j++)
-				W[j] = urand(8, j) * 0.3f;
-			for (size_t j = 0; j < H.size(); j++)
-				H[j] = urand(9, j) > 0.2f ? urand(10, j) : 0.0f;
-			auto rounded = [&](fvec v) {
-				for (float &x : v)
-					x = mode == 2 ? ncf_test_bf16(x) : mode == 3 ? ncf_test_f16(x) : x;
-				return v;
-			};
-			fvec dZr = rounded(dZ), Wr = rounded(W), Hr = rounded(H);
-			int ok = !ncf_cuda_debug_linear_w(&be, mode, rows, in, out, dZ.data(), W.data(),
-							  H.data(), dX.data(), db.data(), dW.data());
-			okx &= ok;
-			okw &= ok;
-			std::vector<double> sdb(in, 0), mdb(in, 0);
-			for (size_t j = 0; j < rows && okx; j++)
-				for (uint32_t q = 0; q < in; q++) {
-					float acc = 0.0f;
-					double dacc = 0, S = 0;
-					for (uint32_t o = 0; o < out; o++) {
-						acc += dZr[j * out + o] * Wr[(size_t)o * in + q];
-						dacc += (double)dZr[j * out + o] * Wr[(size_t)o * in + q];
-						S += fabs((double)dZr[j * out + o] * Wr[(size_t)o * in + q]);
-					}
-					float h = Hr[j * in + q];
-					float want = h > 0.0f ? acc * scale : 0.0f;
-					double dwant = h > 0.0f ? dacc * scale : 0;
-					float got = dX[j * in + q];
-					double err = mode == 0 ? (got == want ? 0 : INFINITY) : fabs(got - dwant);
-					double tol = tolx[mode] * (fabs(dwant) + 2 * S * scale) + (mode ? 1e-6 : 0);
-					if (!(err <= tol)) {
-						tap_diag("%s bwdw dX %ux%u [%zu][%u]: %.9g, want %.9g", mname[mode],
-							 out, in, j, q, got, mode ? dwant : want);
-						okx = 0;
-						break;
-					}
-					sdb[q] += got;
-					mdb[q] += fabs(got);
-				}
-			for (uint32_t q = 0; q < in && okw; q++)
-				if (!(fabs(db[q] - sdb[q]) <= tolw[mode] * mdb[q] + 1e-7)) {
-					tap_diag("%s bwdw db[%u]: %.9g, want %.9g", mname[mode], q, db[q],
-						 sdb[q]);
-					okw = 0;
-				}
-			for (uint32_t o = 0; o < out && okw; o++)
-				for (uint32_t q = 0; q < in && okw; q++) {
-					double want = 0, S = 0;
-					for (size_t j = 0; j < rows; j++) {
-						double t = (double)dZr[j * out + o] * Hr[j * in + q];
-						want += t;
-						S += fabs(t);
-					}
-					double err = fabs(dW[(size_t)o * in + q] - want);
-					worst = std::max(worst, S > 0 ? err / S : err);
-					if (!(err <= tolw[mode] * S + 1e-7)) {
-						tap_diag("%s bwdw dW %ux%u [%u][%u]: %.9g, want %.9g", mname[mode],
-							 out, in, o, q, dW[(size_t)o * in + q], want);
-						okw = 0;
-					}
-				}
-		}
-		tap_ok(okx, "%s: fused backward with dW: dX %s", mname[mode],
-		       mode ? "within its bound" : "bit for bit");
-		tap_ok(okw, "%s: fused backward with dW: dW and the bias gradient after the "
-			    "fixed-order reduction (worst dW error %.2g of its terms' magnitude)",
-		       mname[mode], worst);
+	double worst = 0;
+	for (const auto &dm : dims) {
+		uint32_t in = dm[0], out = dm[1];
+		/* 13 x 10 (not tf32): more than 256 groups of 64 rows (a group
+		 * sums two tiles); 200 x 64: two column groups */
+		size_t rows = in == 13 && mode != 1 ? 16700 : in > 100 ? 150 : 700;
+		struct layer_case c;
+		size_layer(&c, in, out, rows);
+		fill(c.dZ, 7, 1.0f), fill(c.W, 8, 0.3f), fill_h(c.H, 9);
+		fvec dX(rows * in), db(in), dW((size_t)out * in);
+		int ok = !ncf_cuda_debug_linear_w(&be, mode, rows, in, out, c.dZ.data(), c.W.data(),
+						  c.H.data(), dX.data(), db.data(), dW.data());
+		std::vector<double> sdb, mdb;
+		tap_ok(ok && check_bwdw_dx(&c, dX, mode, hp.dropout, sdb, mdb), "%ux%u, %zu rows: dX",
+		       out, in, rows);
+		int okb = ok;
+		for (uint32_t q = 0; q < in && okb; q++)
+			if (!(fabs(db[q] - sdb[q]) <= lw_tolw[mode] * mdb[q] + 1e-7)) {
+				tap_diag("%s bwdw db[%u]: %.9g, want %.9g", mode_name[mode], q, db[q],
+					 sdb[q]);
+				okb = 0;
+			}
+		tap_ok(okb, "%ux%u, %zu rows: the bias gradient", out, in, rows);
+		tap_ok(ok && check_bwdw_dw(&c, dW, mode, &worst), "%ux%u, %zu rows: dW", out, in, rows);
 	}
+	tap_diag("%s: worst dW error %.2g of its terms' magnitude", mode_name[mode], worst);
 	close_be(&be);
 }
 
+/* ---- forward, steps, ranks, precisions ------------------------------------- */
+
 /* Logits, scores and ranks of emu against cpu on the same parameters. */
-static void test_forward(const struct data *d, const struct ncf_shape *s, const char *label)
+static void t_forward(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
 	size_t n = (size_t)d->U * d->I;
 	std::vector<uint32_t> us(n), is(n);
 	for (size_t j = 0; j < n; j++)
@@ -837,14 +851,13 @@ static void test_forward(const struct data *d, const struct ncf_shape *s, const 
 	fvec lc(n), le(n), sc(n), se(n);
 	int ok = !ncf_backend_logits(&cpu, us.data(), is.data(), n, lc.data()) &&
 		 !ncf_backend_logits(&emu, us.data(), is.data(), n, le.data());
-	double md = 0;
-	tap_ok(ok && close_all(le.data(), lc.data(), n, 1e-6, 1e-5, "logit", &md),
-	       "%s: logits of all %zu pairs equal to the cpu backend's (max |d| %.2g)", label, n,
-	       md);
+	struct helper_err e = {0, 0, 0};
+	tap_ok(ok && helper_close_all(le.data(), lc.data(), n, 1e-6, 1e-5, "logit", &e),
+	       "logits of all %zu pairs equal to the cpu backend's (max |d| %.2g)", n, e.abs);
 	ok = !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
 	     !ncf_backend_score(&emu, us.data(), is.data(), n, se.data());
-	tap_ok(ok && close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL),
-	       "%s: scores equal to the cpu backend's", label);
+	tap_ok(ok && helper_close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL),
+	       "scores equal to the cpu backend's");
 	std::vector<uint32_t> rc(d->U), re(d->U);
 	ok = !ncf_backend_eval_ranks(&cpu, 0, d->U, rc.data()) &&
 	     !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
@@ -854,67 +867,84 @@ static void test_forward(const struct data *d, const struct ncf_shape *s, const 
 			tap_diag("user %u: rank %u, cpu %u", u, re[u], rc[u]);
 		same += rc[u] == re[u];
 	}
-	tap_ok(ok && same == (int)d->U, "%s: evaluation ranks equal for all %u users", label, d->U);
+	tap_ok(ok && same == (int)d->U, "evaluation ranks equal for all %u users", d->U);
 	/* a slice of users, as ranks get them */
 	std::vector<uint32_t> part(d->U);
 	ok = !ncf_backend_eval_ranks(&emu, 5, d->U - 3, part.data());
 	tap_ok(ok && std::equal(part.begin(), part.begin() + (d->U - 8), re.begin() + 5),
-	       "%s: ranks of a slice of users equal those of all", label);
+	       "ranks of a slice of users equal those of all");
 	close_be(&cpu);
 	close_be(&emu);
 }
 
-/* One step's gradient, one and five steps' parameters. */
-static void test_training(const struct data *d, const struct ncf_shape *s, float dropout,
-			  const char *label)
+/* The gradients and loss sums of emu against want (the cpu backend or the
+ * reference) on two batches of 512, the first and a short last one of 300:
+ * per tensor |d| <= 1e-5 max|g| + rtol |g|, loss sums rel 1e-6. */
+static void check_two_batches(struct ncf_backend *want, struct ncf_backend *emu,
+			      const struct data *d, double rtol, struct helper_err *e)
+{
+	size_t total = want->layout.total;
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	fvec gw(total), ge(total);
+	for (int k = 0; k < 2; k++) {
+		double lw = 0, le = 0;
+		uint64_t first = k ? S - 300 : 0, n = k ? 300 : 512;
+		int ok = !ncf_backend_grad(want, 1, first, n, gw.data(), &lw) &&
+			 !ncf_backend_grad(emu, 1, first, n, ge.data(), &le);
+		tap_ok(ok && close_tensors(want, ge.data(), gw.data(), 1e-5, rtol, "grad", e),
+		       "batch at %llu: the gradient per tensor", (unsigned long long)first);
+		tap_ok(ok && tap_close(le, lw, 0, 1e-6, "loss sum"), "batch at %llu: the loss sum",
+		       (unsigned long long)first);
+	}
+}
+
+static void t_training_grad(const struct data *d, const struct ncf_shape *s, float dropout)
+{
+	struct ncf_hparams hp = hparams(512, dropout, 0);
+	struct ncf_backend cpu, emu;
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
+		return;
+	check_two_batches(&cpu, &emu, d, 1e-5, NULL);
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/* One and five steps' parameters, then the ranks. */
+static void t_training_steps(const struct data *d, const struct ncf_shape *s, float dropout)
 {
 	uint64_t B = 512;
 	struct ncf_hparams hp = hparams(B, dropout, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
 	size_t total = cpu.layout.total;
 	uint64_t S = (uint64_t)d->items.size() * 5;
-	fvec gc(total), ge(total);
 	double lc = 0, le = 0;
-	int ok = 1;
-	for (int k = 0; k < 2; k++) {
-		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B; /* a short last batch too */
-		ok &= !ncf_backend_grad(&cpu, 1, first, n, gc.data(), &lc) &&
-		      !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
-		ok &= close_tensors(&cpu, ge.data(), gc.data(), 1e-5, 1e-5, "grad");
-		ok &= tap_close(le, lc, 0, 1e-6, "loss sum");
-	}
-	tap_ok(ok, "%s: gradients of two batches equal to the cpu backend's per tensor", label);
-	/* one step */
-	ok = !ncf_backend_train_step(&cpu, 0, 0, B, &lc) &&
-	     !ncf_backend_train_step(&emu, 0, 0, B, &le);
+	int ok = !ncf_backend_train_step(&cpu, 0, 0, B, &lc) &&
+		 !ncf_backend_train_step(&emu, 0, 0, B, &le);
 	fvec pc = get_params(&cpu), pe = get_params(&emu);
-	double md = 0;
-	ok &= close_all(pe.data(), pc.data(), total, 1e-6, 1e-5, "params after 1 step", &md);
-	tap_ok(ok && cpu.step == 1 && emu.step == 1,
-	       "%s: parameters after one Adam step equal (max |d| %.2g)", label, md);
+	struct helper_err e1 = {0, 0, 0}, e5 = {0, 0, 0};
+	tap_ok(ok && helper_close_all(pe.data(), pc.data(), total, 1e-6, 1e-5,
+				      "params after 1 step", &e1) &&
+		       cpu.step == 1 && emu.step == 1,
+	       "parameters after one Adam step equal (max |d| %.2g)", e1.abs);
 	/* four more, crossing into the next epoch */
-	ok = 1;
 	uint64_t pos = B;
 	for (int k = 0; k < 4; k++) {
-		uint32_t e = pos >= S ? 1 : 0;
+		uint32_t ep = pos >= S ? 1 : 0;
 		uint64_t first = pos % S, n = std::min<uint64_t>(B, S - first);
-		ok &= !ncf_backend_train_step(&cpu, e, first, n, &lc) &&
-		      !ncf_backend_train_step(&emu, e, first, n, &le);
-		ok &= tap_close(le, lc, 0, 1e-5, "loss sum");
+		ok = !ncf_backend_train_step(&cpu, ep, first, n, &lc) &&
+		     !ncf_backend_train_step(&emu, ep, first, n, &le);
+		tap_ok(ok && tap_close(le, lc, 0, 1e-5, "loss sum"), "step %d: the loss sum", k + 2);
 		pos += n;
 	}
 	pc = get_params(&cpu), pe = get_params(&emu);
-	ok &= close_all(pe.data(), pc.data(), total, 1e-4, 0, "params after 5 steps", &md);
+	tap_ok(helper_close_all(pe.data(), pc.data(), total, 1e-4, 0, "params after 5 steps", &e5),
+	       "parameters after five steps within 1e-4 (max |d| %.2g)", e5.abs);
 	fvec mc(total), me(total), vc(total), ve(total);
 	ncf_backend_get_state(&cpu, NULL, mc.data(), vc.data());
 	ncf_backend_get_state(&emu, NULL, me.data(), ve.data());
-	ok &= close_tensors(&cpu, me.data(), mc.data(), 1e-4, 1e-4, "Adam m");
-	tap_ok(ok, "%s: parameters after five steps within 1e-4 (max |d| %.2g)", label, md);
+	tap_ok(close_tensors(&cpu, me.data(), mc.data(), 1e-4, 1e-4, "Adam m"), "Adam m");
 	/* evaluation after training: the tables follow the parameters */
 	std::vector<uint32_t> rc(d->U), re(d->U);
 	ok = !ncf_backend_eval_ranks(&cpu, 0, d->U, rc.data()) &&
@@ -922,27 +952,25 @@ static void test_training(const struct data *d, const struct ncf_shape *s, float
 	int diff = 0;
 	for (uint32_t u = 0; u < d->U; u++)
 		diff += rc[u] != re[u];
-	tap_ok(ok && diff <= 1, "%s: ranks after five steps equal (%d of %u differ)", label, diff,
-	       d->U);
+	tap_ok(ok && diff <= 1, "ranks after five steps equal (%d of %u differ)", diff, d->U);
 	close_be(&cpu);
 	close_be(&emu);
 }
 
 /* Two ranks: each takes its slice; the sum of their gradients is one
  * rank's. */
-static void test_ranks(const struct data *d, const struct ncf_shape *s)
+static void t_ranks(const struct data *d, const struct ncf_shape *s)
 {
 	uint64_t B = 333;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
 	struct ncf_dist r0 = {0, 2, 0, 2, 0, 0.0}, r1 = {1, 2, 1, 2, 0, 0.0};
 	struct ncf_backend c0, e0, e1, e;
-	if (open_be(&c0, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &r0, d) ||
-	    open_be(&e0, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r0, d) ||
-	    open_be(&e1, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r1, d) ||
-	    open_be(&e, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (!tap_ok(!open_be(&c0, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &r0, d) &&
+			    !open_be(&e0, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r0, d) &&
+			    !open_be(&e1, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &r1, d) &&
+			    !open_be(&e, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d),
+		    "open the backends"))
 		return;
-	}
 	size_t total = c0.layout.total;
 	fvec g0c(total), g0(total), g1(total), g(total);
 	double l0c, l0, l1, l;
@@ -950,318 +978,294 @@ static void test_ranks(const struct data *d, const struct ncf_shape *s)
 		 !ncf_backend_grad(&e0, 0, 100, B, g0.data(), &l0) &&
 		 !ncf_backend_grad(&e1, 0, 100, B, g1.data(), &l1) &&
 		 !ncf_backend_grad(&e, 0, 100, B, g.data(), &l);
-	ok &= close_tensors(&c0, g0.data(), g0c.data(), 1e-5, 1e-5, "rank 0 grad");
-	tap_ok(ok, "%s: rank 0 of 2: gradient of its slice equal to the cpu backend's", g_path);
+	tap_ok(ok && close_tensors(&c0, g0.data(), g0c.data(), 1e-5, 1e-5, "rank 0 grad"),
+	       "rank 0 of 2: gradient of its slice equal to the cpu backend's");
 	for (size_t j = 0; j < total; j++)
 		g0[j] += g1[j];
-	ok = close_tensors(&e, g0.data(), g.data(), 1e-5, 1e-5, "rank sum") &&
-	     tap_close(l0 + l1, l, 0, 1e-6, "loss");
-	tap_ok(ok, "%s: ranks 0 + 1 of 2: gradients and losses sum to one rank's", g_path);
+	tap_ok(ok && close_tensors(&e, g0.data(), g.data(), 1e-5, 1e-5, "rank sum") &&
+		       tap_close(l0 + l1, l, 0, 1e-6, "loss"),
+	       "ranks 0 + 1 of 2: gradients and losses sum to one rank's");
 	close_be(&c0), close_be(&e0), close_be(&e1), close_be(&e);
 }
 
-static void test_low_precision(const struct data *d, const struct ncf_shape *s)
+/* Bounds on the relative L2 error of each gradient tensor in precision p
+ * on the step path under test.  bf16 keeps 8 significant bits, fp16 and
+ * TF32 11: besides the rounding itself (2^-9, 2^-12 relative), a
+ * pre-activation near 0 may change sign, switching a ReLU unit off or on
+ * for one sample, which changes that sample's whole contribution; in this
+ * tiny model at initialisation, where a tensor's gradient is a sum of
+ * largely cancelling terms (one sample's share of 512 is ~1/sqrt(512) =
+ * 4%), a handful of such switches moves it by up to a few percent; how many
+ * happen is luck (seen: bf16 5.6% unfused, 4.1% fused; fp16 0.6%, 0.06%;
+ * TF32 5.0% fused).  The unfused path's emulated TF32 is fp32 (its GEMMs
+ * are OpenBLAS), the fused path's dense layers round their inputs to TF32
+ * (emu.h's wmma), as on a GPU. */
+static double low_precision_tol(enum ncf_precision p)
+{
+	int fused = !strcmp(g_path, "fused");
+	return p == NCF_PRECISION_TF32 ? (fused ? 0.10 : 1e-4)
+	       : p == NCF_PRECISION_BF16 ? 0.10
+					 : (fused ? 0.10 : 0.02);
+}
+
+/* The gradient and logits in precision p against the cpu backend's fp32,
+ * then three training steps. */
+static void t_low_precision(const struct data *d, const struct ncf_shape *s, enum ncf_precision p)
 {
 	uint64_t B = 512;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	struct ncf_backend cpu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the cpu backend");
+	struct ncf_backend cpu, emu;
+	if (!tap_ok(!open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d),
+		    "open the cpu backend"))
+		return;
+	if (open_emu(&emu, s, &hp, d, p)) {
+		close_be(&cpu);
 		return;
 	}
-	size_t total = cpu.layout.total;
-	fvec gc(total), ge(total);
-	double lc, le;
-	ncf_backend_grad(&cpu, 0, 0, B, gc.data(), &lc);
-	size_t n = (size_t)d->U * 3;
+	const char *name = ncf_precision_name(p);
+	size_t total = cpu.layout.total, n = (size_t)d->U * 3;
+	fvec gc(total), ge(total), lgc(n), lge(n);
 	std::vector<uint32_t> us(n), is(n);
 	for (size_t j = 0; j < n; j++)
 		us[j] = (uint32_t)(j / 3), is[j] = (uint32_t)((j * 7) % d->I);
-	fvec lgc(n), lge(n);
-	ncf_backend_logits(&cpu, us.data(), is.data(), n, lgc.data());
-	/* Bounds on the relative L2 error of each gradient tensor.  bf16 keeps
-	 * 8 significant bits, fp16 and TF32 11: besides the rounding itself
-	 * (2^-9, 2^-12 relative), a pre-activation near 0 may change sign,
-	 * switching a ReLU unit off or on for one sample, which changes that
-	 * sample's whole contribution; in this tiny model at initialisation,
-	 * where a tensor's gradient is a sum of largely cancelling terms (one
-	 * sample's share of 512 is ~1/sqrt(512) = 4%), a handful of such
-	 * switches moves it by up to a few percent; how many happen is luck
-	 * (seen: bf16 5.6% unfused, 4.1% fused; fp16 0.6%, 0.06%; TF32 5.0%
-	 * fused).  The unfused path's emulated TF32 is fp32 (its GEMMs are
-	 * OpenBLAS), the fused path's dense layers round their inputs to TF32
-	 * (emu.h's wmma), as on a GPU. */
-	const enum ncf_precision precs[] = {NCF_PRECISION_TF32, NCF_PRECISION_BF16,
-					    NCF_PRECISION_FP16};
-	int fused = !strcmp(g_path, "fused");
-	const double tol[] = {fused ? 0.10 : 1e-4, 0.10, fused ? 0.10 : 0.02};
-	for (int k = 0; k < 3; k++) {
-		const char *name = ncf_precision_name(precs[k]);
-		struct ncf_backend emu;
-		if (open_be(&emu, &ncf_backend_cuda, s, &hp, precs[k], &one, d)) {
-			tap_ok(0, "open the emulated backend in %s", name);
-			continue;
-		}
-		int ok = !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le) &&
-			 l2_tensors(&cpu, ge.data(), gc.data(), tol[k], name) &&
-			 tap_close(le, lc, 0, 1e-2, "loss");
-		ok &= !ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
-		      close_all(lge.data(), lgc.data(), n, 2e-2, 2e-2, name, NULL);
-		tap_ok(ok, "%s %s: gradient within %g (relative L2 per tensor), logits within 2e-2 of "
-			   "fp32",
-		       g_path, name, tol[k]);
-		double loss;
-		ok = 1;
-		uint64_t S = (uint64_t)d->items.size() * 5, pos = 0;
-		for (int st = 0; st < 3; st++) {
-			uint64_t nb = std::min<uint64_t>(B, S - pos);
-			ok &= !ncf_backend_train_step(&emu, 0, pos, nb, &loss) && isfinite(loss);
-			pos = (pos + nb) % S;
-		}
-		tap_ok(ok && emu.step == 3, "%s %s: three training steps", g_path, name);
-		close_be(&emu);
+	double lc, le, tol = low_precision_tol(p);
+	int ok = !ncf_backend_grad(&cpu, 0, 0, B, gc.data(), &lc) &&
+		 !ncf_backend_logits(&cpu, us.data(), is.data(), n, lgc.data()) &&
+		 !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le);
+	tap_ok(ok && l2_tensors(&cpu, ge.data(), gc.data(), tol, name),
+	       "the gradient within %g (relative L2 per tensor)", tol);
+	tap_ok(ok && tap_close(le, lc, 0, 1e-2, "loss"), "the loss within 1e-2");
+	tap_ok(!ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
+		       helper_close_all(lge.data(), lgc.data(), n, 2e-2, 2e-2, name, NULL),
+	       "logits within 2e-2 of fp32");
+	double loss;
+	ok = 1;
+	uint64_t S = (uint64_t)d->items.size() * 5, pos = 0;
+	for (int st = 0; st < 3; st++) {
+		uint64_t nb = std::min<uint64_t>(B, S - pos);
+		ok &= !ncf_backend_train_step(&emu, 0, pos, nb, &loss) && isfinite(loss);
+		pos = (pos + nb) % S;
 	}
+	tap_ok(ok && emu.step == 3, "three training steps with finite losses");
+	close_be(&emu);
 	close_be(&cpu);
+}
 
-	/* fp16 dynamic loss scaling */
+/* fp16 dynamic loss scaling. */
+static void t_loss_scaling(const struct data *d, const struct ncf_shape *s)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
 	struct ncf_backend emu;
-	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP16, &one, d)) {
-		tap_ok(0, "open the emulated backend in fp16");
+	if (open_emu(&emu, s, &hp, d, NCF_PRECISION_FP16))
 		return;
-	}
-	tap_ok(ncf_cuda_loss_scale(&emu) == 32768.0f, "fp16: loss scale starts at 2^15");
+	tap_ok(ncf_cuda_loss_scale(&emu) == 32768.0f, "the loss scale starts at 2^15");
 	fvec before = get_params(&emu);
 	ncf_cuda_set_loss_scale(&emu, 1073741824.0f, 2); /* 2^30: dlogit overflows fp16 */
 	double loss;
 	int ok = !ncf_backend_train_step(&emu, 0, 0, B, &loss);
 	fvec after = get_params(&emu);
-	tap_ok(ok && emu.step == 0 && !memcmp(before.data(), after.data(), total * 4) &&
+	tap_ok(ok && emu.step == 0 && !memcmp(before.data(), after.data(), after.size() * 4) &&
 		       ncf_cuda_loss_scale(&emu) == 536870912.0f,
-	       "fp16: an overflowing step is skipped and halves the scale (now %g)",
+	       "an overflowing step is skipped and halves the scale (now %g)",
 	       (double)ncf_cuda_loss_scale(&emu));
 	ncf_cuda_set_loss_scale(&emu, 1024.0f, 2);
 	ok = !ncf_backend_train_step(&emu, 0, 0, B, &loss) && emu.step == 1 &&
 	     ncf_cuda_loss_scale(&emu) == 1024.0f;
 	ok &= !ncf_backend_train_step(&emu, 0, B, B, &loss) && emu.step == 2 &&
 	      ncf_cuda_loss_scale(&emu) == 2048.0f;
-	tap_ok(ok, "fp16: good steps advance Adam and double the scale after the interval");
+	tap_ok(ok, "good steps advance Adam and double the scale after the interval");
 	close_be(&emu);
 }
+
+/* ---- the cost recorder, the paths, losses kept, host memory ----------------- */
 
 /* The cost recorder (kernels/cuda/cost.cuh): a step run live notes every
  * launch emu.h sees (kernels, GEMMs, memsets, copies; the sort's notes
  * stand for CUB's launches, which the CPU twin has none of), and the dry
  * run of ncf_cuda_step_cost notes the same launches with the same bytes.
- * So the cost model counts what the code launches. */
-static void test_cost(const struct data *d, const struct ncf_shape *s, const char *path)
+ * So the cost model counts what the code launches.  path: the step path
+ * (NCF_CUDA_PATH, set by the caller). */
+static void t_cost(const struct data *d, const struct ncf_shape *s, const char *path,
+		   enum ncf_precision p)
 {
 	uint64_t B = 512;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16,
-					    NCF_PRECISION_FP16};
-	setenv("NCF_CUDA_PATH", path, 1);
-	for (int k = 0; k < 3; k++) {
-		struct ncf_backend emu;
-		const char *pn = ncf_precision_name(precs[k]);
-		if (open_be(&emu, &ncf_backend_cuda, s, &hp, precs[k], &one, d)) {
-			tap_ok(0, "open the emulated backend");
-			continue;
+	struct ncf_backend emu;
+	if (open_emu(&emu, s, &hp, d, p))
+		return;
+	static struct ncf_cuda_cost live, dry;
+	unsigned long c0[4], c1[4];
+	double loss;
+	/* a step in the middle of training (the dry run's model of one) */
+	int ok = !ncf_backend_train_step(&emu, 0, B, B, &loss) && !ncf_cuda_debug_emu_counts(c0) &&
+		 !ncf_cuda_debug_step_cost(&emu, 0, 0, B, NULL, &live) &&
+		 !ncf_cuda_debug_emu_counts(c1) && !ncf_backend_take_loss(&emu, &loss);
+	ok &= live.kernels == c1[0] - c0[0] && live.gemms == c1[1] - c0[1] &&
+	      live.memsets == c1[2] - c0[2] && live.copies == c1[3] - c0[3];
+	if (!ok)
+		tap_diag("noted %u kernels, %u gemms, %u memsets, %u copies; emu saw %lu, %lu, %lu, "
+			 "%lu",
+			 live.kernels, live.gemms, live.memsets, live.copies, c1[0] - c0[0],
+			 c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3]);
+	tap_ok(ok && live.dropped == 0 && live.bytes > 0 && live.flops > 0,
+	       "the recorder noted each of the step's %u launches once", live.launches);
+	int64_t P = (int64_t)d->items.size();
+	ok = !ncf_cuda_step_cost(s, &hp, p, path, P, &dry) && dry.n == live.n &&
+	     dry.launches == live.launches && dry.bytes == live.bytes;
+	for (unsigned j = 0; ok && j < dry.n; j++)
+		if (strcmp(dry.item[j].name, live.item[j].name) ||
+		    dry.item[j].bytes != live.item[j].bytes) {
+			tap_diag("launch %u: dry %s %.0f, live %s %.0f", j + 1, dry.item[j].name,
+				 dry.item[j].bytes, live.item[j].name, live.item[j].bytes);
+			ok = 0;
 		}
-		static struct ncf_cuda_cost live, dry;
-		unsigned long c0[4], c1[4];
-		double loss;
-		/* a step in the middle of training (the dry run's model of one) */
-		int ok = !ncf_backend_train_step(&emu, 0, B, B, &loss) &&
-			 !ncf_cuda_debug_emu_counts(c0) &&
-			 !ncf_cuda_debug_step_cost(&emu, 0, 0, B, NULL, &live) &&
-			 !ncf_cuda_debug_emu_counts(c1) && !ncf_backend_take_loss(&emu, &loss);
-		ok &= live.kernels == c1[0] - c0[0] && live.gemms == c1[1] - c0[1] &&
-		      live.memsets == c1[2] - c0[2] && live.copies == c1[3] - c0[3];
-		if (!ok)
-			tap_diag("noted %u kernels, %u gemms, %u memsets, %u copies; emu saw %lu, %lu, "
-				 "%lu, %lu",
-				 live.kernels, live.gemms, live.memsets, live.copies, c1[0] - c0[0],
-				 c1[1] - c0[1], c1[2] - c0[2], c1[3] - c0[3]);
-		tap_ok(ok && live.dropped == 0 && live.bytes > 0 && live.flops > 0,
-		       "%s %s: the recorder noted each of the step's %u launches once", path, pn,
-		       live.launches);
-		int64_t P = (int64_t)d->items.size();
-		ok = !ncf_cuda_step_cost(s, &hp, precs[k], path, P, &dry) && dry.n == live.n &&
-		     dry.launches == live.launches && dry.bytes == live.bytes;
-		for (unsigned j = 0; ok && j < dry.n; j++)
-			if (strcmp(dry.item[j].name, live.item[j].name) ||
-			    dry.item[j].bytes != live.item[j].bytes) {
-				tap_diag("launch %u: dry %s %.0f, live %s %.0f", j + 1, dry.item[j].name,
-					 dry.item[j].bytes, live.item[j].name, live.item[j].bytes);
-				ok = 0;
-			}
-		tap_ok(ok, "%s %s: the dry cost run notes the same launches and bytes (%.0f)", path,
-		       pn, dry.bytes);
-		close_be(&emu);
-	}
-	/* the loop in main sets the path for every test of its round */
-	setenv("NCF_CUDA_PATH", g_path, 1);
+	tap_ok(ok, "the dry cost run notes the same launches and bytes (%.0f)", dry.bytes);
+	close_be(&emu);
 }
 
 /* The fused path against the unfused one on the same batch: the same
  * function summed in other orders (rows by user, per-block partials), so as
  * close as either is to reference.c in fp32; in bf16 both round their
  * activations, in different places (the fused forward rounds once after the
- * bias), within the bf16 bound of test_low_precision.  And the cost model
- * at NVIDIA's shape: the fused step moves fewer bytes in fewer launches. */
-static void test_paths(const struct data *d, const struct ncf_shape *s)
+ * bias), within the bf16 bound of t_low_precision. */
+static void t_paths(const struct data *d, const struct ncf_shape *s, enum ncf_precision p)
 {
 	uint64_t B = 512;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16};
-	for (int k = 0; k < 2; k++) {
-		struct ncf_backend f, u;
-		setenv("NCF_CUDA_PATH", "fused", 1);
-		int opened = !open_be(&f, &ncf_backend_cuda, s, &hp, precs[k], &one, d);
-		setenv("NCF_CUDA_PATH", "unfused", 1);
-		opened &= !open_be(&u, &ncf_backend_cuda, s, &hp, precs[k], &one, d);
-		unsetenv("NCF_CUDA_PATH");
-		if (!opened) {
-			tap_ok(0, "open the backends");
-			return;
-		}
-		size_t total = f.layout.total;
-		fvec gf(total), gu(total);
-		double lf, lu;
-		int ok = !ncf_backend_grad(&f, 1, 100, B, gf.data(), &lf) &&
-			 !ncf_backend_grad(&u, 1, 100, B, gu.data(), &lu);
-		ok &= k == 0 ? close_tensors(&u, gf.data(), gu.data(), 1e-5, 1e-4, "fused vs unfused")
-			     : l2_tensors(&u, gf.data(), gu.data(), 0.10, "bf16 fused vs unfused");
-		ok &= tap_close(lf, lu, 0, k == 0 ? 1e-6 : 1e-3, "loss sum");
-		tap_ok(ok, "%s: the fused path's gradient and loss equal the unfused path's",
-		       ncf_precision_name(precs[k]));
-		close_be(&f);
-		close_be(&u);
-	}
+	struct ncf_backend f, u;
+	setenv("NCF_CUDA_PATH", "fused", 1);
+	int opened = !open_be(&f, &ncf_backend_cuda, s, &hp, p, &one, d);
+	setenv("NCF_CUDA_PATH", "unfused", 1);
+	opened &= !open_be(&u, &ncf_backend_cuda, s, &hp, p, &one, d);
+	unsetenv("NCF_CUDA_PATH");
+	if (!tap_ok(opened, "open the backends"))
+		return;
+	int fp32 = p == NCF_PRECISION_FP32;
+	size_t total = f.layout.total;
+	fvec gf(total), gu(total);
+	double lf, lu;
+	int ok = !ncf_backend_grad(&f, 1, 100, B, gf.data(), &lf) &&
+		 !ncf_backend_grad(&u, 1, 100, B, gu.data(), &lu);
+	tap_ok(ok && (fp32 ? close_tensors(&u, gf.data(), gu.data(), 1e-5, 1e-4, "fused vs unfused")
+			   : l2_tensors(&u, gf.data(), gu.data(), 0.10, "bf16 fused vs unfused")),
+	       "the gradients");
+	tap_ok(ok && tap_close(lf, lu, 0, fp32 ? 1e-6 : 1e-3, "loss sum"), "the loss sums");
+	close_be(&f);
+	close_be(&u);
+}
+
+/* The cost model at NVIDIA's shape: the fused step moves fewer bytes in
+ * fewer launches. */
+static void t_paths_cost(enum ncf_precision p)
+{
 	struct ncf_shape ml = {138493, 26744, 64, 4, {256, 256, 128, 64}};
 	struct ncf_hparams big = hparams(1u << 20, 0.5f, 0);
 	static struct ncf_cuda_cost cf, cu;
-	for (int k = 0; k < 2; k++) {
-		enum ncf_precision p = k ? NCF_PRECISION_TF32 : NCF_PRECISION_BF16;
-		int ok = !ncf_cuda_step_cost(&ml, &big, p, "fused", 19861770, &cf) &&
-			 !ncf_cuda_step_cost(&ml, &big, p, "unfused", 19861770, &cu);
-		tap_ok(ok && cf.bytes < cu.bytes && cf.launches < cu.launches && cf.flops > 0,
-		       "ml-20m %s at 2^20: fused %.2f GB in %u launches, unfused %.2f GB in %u",
-		       ncf_precision_name(p), cf.bytes / 1e9, cf.launches, cu.bytes / 1e9,
-		       cu.launches);
-	}
+	int ok = !ncf_cuda_step_cost(&ml, &big, p, "fused", 19861770, &cf) &&
+		 !ncf_cuda_step_cost(&ml, &big, p, "unfused", 19861770, &cu);
+	tap_ok(ok && cf.bytes < cu.bytes && cf.launches < cu.launches && cf.flops > 0,
+	       "fused %.2f GB in %u launches, unfused %.2f GB in %u", cf.bytes / 1e9, cf.launches,
+	       cu.bytes / 1e9, cu.launches);
+	tap_diag("ml-20m %s at 2^20: fused %.2f GB in %u launches, unfused %.2f GB in %u",
+		 ncf_precision_name(p), cf.bytes / 1e9, cf.launches, cu.bytes / 1e9, cu.launches);
 }
 
 /* Steps given no loss_sum keep their losses (on the device, on the fused
  * path): ncf_backend_take_loss returns their sum, the same double as the
  * losses returned step by step added in order, and the steps do the same
- * (parameters bit for bit); for the cpu backend the wrapper keeps it. */
-static void test_deferred_loss(const struct data *d, const struct ncf_shape *s)
+ * (parameters bit for bit); for the cpu backend the wrapper keeps it.
+ * path: the cuda path, or NULL for the cpu backend. */
+static void t_deferred_loss(const struct data *d, const struct ncf_shape *s, const char *path,
+			    enum ncf_precision p)
 {
 	uint64_t B = 256;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	const struct ncf_backend_i *impls[] = {&ncf_backend_cpu, &ncf_backend_cuda,
-					       &ncf_backend_cuda, &ncf_backend_cuda};
-	const char *paths[] = {"", "fused", "unfused", "fused"};
-	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_FP32,
-					    NCF_PRECISION_FP32, NCF_PRECISION_BF16};
-	for (int k = 0; k < 4; k++) {
-		struct ncf_backend a, b;
-		setenv("NCF_CUDA_PATH", k ? paths[k] : "fused", 1);
-		int ok = !open_be(&a, impls[k], s, &hp, precs[k], &one, d) &&
-			 !open_be(&b, impls[k], s, &hp, precs[k], &one, d);
-		unsetenv("NCF_CUDA_PATH");
-		if (!ok) {
-			tap_ok(0, "open the backends");
-			return;
-		}
-		double sum = 0, taken = -1, l;
-		uint64_t S = (uint64_t)d->items.size() * 5;
-		for (uint64_t pos = 0, t = 0; t < 6; t++, pos = (pos + B) % S) {
-			uint64_t n = std::min<uint64_t>(B, S - pos);
-			ok &= !ncf_backend_train_step(&a, 0, pos, n, &l);
-			sum += l;
-			ok &= !ncf_backend_train_step(&b, 0, pos, n, NULL);
-		}
-		ok &= !ncf_backend_take_loss(&b, &taken) && taken == sum;
-		ok &= !ncf_backend_take_loss(&b, &l) && l == 0;
-		fvec pa = get_params(&a), pb = get_params(&b);
-		ok &= !memcmp(pa.data(), pb.data(), pa.size() * 4) && a.step == b.step;
-		tap_ok(ok, "%s%s%s %s: six steps' losses kept and taken at once (%.9g), the same steps",
-		       a.i->name, k ? " " : "", paths[k], ncf_precision_name(precs[k]), taken);
-		close_be(&a);
-		close_be(&b);
+	const struct ncf_backend_i *impl = path ? &ncf_backend_cuda : &ncf_backend_cpu;
+	struct ncf_backend a, b;
+	setenv("NCF_CUDA_PATH", path ? path : "fused", 1);
+	int ok = !open_be(&a, impl, s, &hp, p, &one, d) && !open_be(&b, impl, s, &hp, p, &one, d);
+	unsetenv("NCF_CUDA_PATH");
+	if (!tap_ok(ok, "open the backends"))
+		return;
+	double sum = 0, taken = -1, l;
+	uint64_t S = (uint64_t)d->items.size() * 5;
+	for (uint64_t pos = 0, t = 0; t < 6; t++, pos = (pos + B) % S) {
+		uint64_t n = std::min<uint64_t>(B, S - pos);
+		ok &= !ncf_backend_train_step(&a, 0, pos, n, &l);
+		sum += l;
+		ok &= !ncf_backend_train_step(&b, 0, pos, n, NULL);
 	}
+	tap_ok(ok, "six steps each");
+	tap_ok(!ncf_backend_take_loss(&b, &taken) && taken == sum,
+	       "the losses kept, taken at once: %.9g, step by step %.9g", taken, sum);
+	tap_ok(!ncf_backend_take_loss(&b, &l) && l == 0, "taken again: 0");
+	fvec pa = get_params(&a), pb = get_params(&b);
+	tap_ok(!memcmp(pa.data(), pb.data(), pa.size() * 4) && a.step == b.step,
+	       "the same steps, bit for bit");
+	close_be(&a);
+	close_be(&b);
 }
 
 /* The host memory a checkpoint's snapshot goes to (ncf_backend_host_alloc:
  * page-locked from the cuda backend, malloc'd from the cpu one): get_state
  * into it gives the bytes get_state into ordinary memory does, after some
  * steps, and it is freed by the backend that gave it. */
-static void test_host_memory(const struct data *d, const struct ncf_shape *s)
+static void t_host_memory(const struct data *d, const struct ncf_shape *s,
+			  const struct ncf_backend_i *impl)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
-	const struct ncf_backend_i *impls[] = {&ncf_backend_cpu, &ncf_backend_cuda};
-	for (int k = 0; k < 2; k++) {
-		struct ncf_backend be;
-		if (open_be(&be, impls[k], s, &hp, NCF_PRECISION_FP32, &one, d) != 0) {
-			tap_ok(0, "open the backend");
-			return;
-		}
-		int ok = 1;
-		for (uint64_t t = 0; t < 3; t++)
-			ok &= !ncf_backend_train_step(&be, 0, t * 256, 256, NULL);
-		size_t n = be.layout.total;
-		float *hp_ = (float *)ncf_backend_host_alloc(&be, 3 * n * sizeof(float));
-		fvec p(n), m(n), v(n);
-		ok &= !ncf_backend_get_state(&be, hp_, hp_ + n, hp_ + 2 * n);
-		ok &= !ncf_backend_get_state(&be, p.data(), m.data(), v.data());
-		ok &= !memcmp(hp_, p.data(), n * 4) && !memcmp(hp_ + n, m.data(), n * 4) &&
-		      !memcmp(hp_ + 2 * n, v.data(), n * 4);
-		ok &= ((uintptr_t)hp_ & 15) == 0;
-		ncf_backend_host_free(&be, hp_);
-		ncf_backend_host_free(&be, NULL);
-		tap_ok(ok, "%s: get_state into ncf_backend_host_alloc memory (%s) gives the same "
-			   "bytes, 16-byte aligned",
-		       be.i->name, k ? "page-locked" : "malloc'd");
-		close_be(&be);
-	}
+	struct ncf_backend be;
+	if (!tap_ok(open_be(&be, impl, s, &hp, NCF_PRECISION_FP32, &one, d) == 0,
+		    "open the backend"))
+		return;
+	int ok = 1;
+	for (uint64_t t = 0; t < 3; t++)
+		ok &= !ncf_backend_train_step(&be, 0, t * 256, 256, NULL);
+	tap_ok(ok, "three steps");
+	size_t n = be.layout.total;
+	float *hp_ = (float *)ncf_backend_host_alloc(&be, 3 * n * sizeof(float));
+	fvec p(n), m(n), v(n);
+	ok = !ncf_backend_get_state(&be, hp_, hp_ + n, hp_ + 2 * n) &&
+	     !ncf_backend_get_state(&be, p.data(), m.data(), v.data());
+	tap_ok(ok && !memcmp(hp_, p.data(), n * 4) && !memcmp(hp_ + n, m.data(), n * 4) &&
+		       !memcmp(hp_ + 2 * n, v.data(), n * 4),
+	       "the same bytes");
+	tap_ok(((uintptr_t)hp_ & 15) == 0, "16-byte aligned");
+	ncf_backend_host_free(&be, hp_);
+	ncf_backend_host_free(&be, NULL);
+	close_be(&be);
 }
 
 /* Bad input is refused with a message, not run: ids outside the model,
  * positions past the end of the epoch (which would make the permutation's
  * cycle walk loop forever). */
-static void test_refusals(const struct data *d, const struct ncf_shape *s)
+static void t_refusals(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend emu;
-	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the emulated cuda backend");
+	if (open_emu(&emu, s, &hp, d))
 		return;
-	}
 	uint64_t S = (uint64_t)d->items.size() * 5;
 	uint32_t u = d->U, it = 0;
 	float out;
 	double loss;
 	tap_diag("expected messages follow:");
 	fflush(stdout);
-	int ok = ncf_backend_logits(&emu, &u, &it, 1, &out) == -1;
-	ok &= ncf_backend_train_step(&emu, 0, S - 10, 11, &loss) == -1 && emu.step == 0;
-	tap_ok(ok, "ids outside the model and positions past the epoch are refused");
+	tap_ok(ncf_backend_logits(&emu, &u, &it, 1, &out) == -1, "user %u of %u refused", u, d->U);
+	tap_ok(ncf_backend_train_step(&emu, 0, S - 10, 11, &loss) == -1 && emu.step == 0,
+	       "a batch past the epoch refused");
 	close_be(&emu);
 }
 
 /* Two epochs of training with evaluation: the same HR@10. */
-static void test_run(const struct data *d, const struct ncf_shape *s)
+static void t_run(const struct data *d, const struct ncf_shape *s)
 {
 	uint64_t B = 256;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
 	uint64_t S = (uint64_t)d->items.size() * 5;
 	double hc = 0, he = 0, nc, ne, l;
 	std::vector<uint32_t> rc(d->U), re(d->U);
@@ -1276,126 +1280,73 @@ static void test_run(const struct data *d, const struct ncf_shape *s)
 	      !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
 	ncf_metrics_from_ranks(rc.data(), d->U, 10, &hc, &nc);
 	ncf_metrics_from_ranks(re.data(), d->U, 10, &he, &ne);
-	tap_ok(ok && fabs(hc - he) <= 1.5 / d->U,
-	       "%s: two epochs (%llu steps): HR@10 %.4f, cpu backend %.4f", g_path, (unsigned long long)(2 * ((S + B - 1) / B)), he, hc);
+	tap_ok(ok && fabs(hc - he) <= 1.5 / d->U, "%llu steps: HR@10 %.4f, cpu backend %.4f",
+	       (unsigned long long)(2 * ((S + B - 1) / B)), he, hc);
 	close_be(&cpu);
 	close_be(&emu);
 }
 
-/* The emulated backend against the reference, directly. */
-static void test_oracle(const struct data *d, const struct ncf_shape *s, float dropout,
-			const char *label)
+/* The emulated backend against the reference, directly: two batches'
+ * gradients and losses, the logits of every pair, the ranks. */
+static void t_oracle(const struct data *d, const struct ncf_shape *s, float dropout)
 {
 	uint64_t B = 512;
 	struct ncf_hparams hp = hparams(B, dropout, 0);
 	struct ncf_backend ref, emu;
-	if (open_be(&ref, &ncf_backend_reference, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&ref, &ncf_backend_reference, &emu, s, &hp, d))
 		return;
-	}
-	size_t total = ref.layout.total;
-	uint64_t S = (uint64_t)d->items.size() * 5;
-	fvec gr(total), ge(total);
-	double lr = 0, le = 0, gworst = 0;
-	int ok = 1;
-	for (int k = 0; k < 2; k++) {
-		uint64_t first = k ? S - 300 : 0, n = k ? 300 : B;
-		ok &= !ncf_backend_grad(&ref, 1, first, n, gr.data(), &lr) &&
-		      !ncf_backend_grad(&emu, 1, first, n, ge.data(), &le);
-		ok &= close_tensors(&ref, ge.data(), gr.data(), 1e-5, 1e-4, "grad");
-		ok &= tap_close(le, lr, 0, 1e-6, "loss sum");
-		for (const struct tensor &t : tensors(&ref)) { /* the worst, for the record */
-			double mx = 0;
-			for (size_t j = 0; j < t.n; j++)
-				mx = std::max(mx, (double)fabsf(gr[t.off + j]));
-			for (size_t j = 0; j < t.n; j++) {
-				double dg = fabs((double)ge[t.off + j] - gr[t.off + j]);
-				double tol = 1e-5 * mx + 1e-4 * fabs((double)gr[t.off + j]);
-				if (tol > 0)
-					gworst = std::max(gworst, dg / tol);
-			}
-		}
-	}
-	tap_diag("%s: worst gradient difference %.3g of its bound", label, gworst);
+	struct helper_err ge_err = {0, 0, 0}, lg_err = {0, 0, 0};
+	check_two_batches(&ref, &emu, d, 1e-4, &ge_err);
+	tap_diag("worst gradient difference %.3g of its bound", ge_err.tol);
 	size_t n = (size_t)d->U * d->I;
 	std::vector<uint32_t> us(n), is(n), rr(d->U), re(d->U);
 	for (size_t j = 0; j < n; j++)
 		us[j] = (uint32_t)(j / d->I), is[j] = (uint32_t)(j % d->I);
 	fvec lgr(n), lge(n);
-	double md = 0;
-	ok &= !ncf_backend_logits(&ref, us.data(), is.data(), n, lgr.data()) &&
-	      !ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
-	      close_all(lge.data(), lgr.data(), n, 1e-6, 1e-5, "logit", &md);
+	tap_ok(!ncf_backend_logits(&ref, us.data(), is.data(), n, lgr.data()) &&
+		       !ncf_backend_logits(&emu, us.data(), is.data(), n, lge.data()) &&
+		       helper_close_all(lge.data(), lgr.data(), n, 1e-6, 1e-5, "logit", &lg_err),
+	       "the logits of all %zu pairs (max |d| %.2g)", n, lg_err.abs);
 	int diff = 0;
-	ok &= !ncf_backend_eval_ranks(&ref, 0, d->U, rr.data()) &&
-	      !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
+	int ok = !ncf_backend_eval_ranks(&ref, 0, d->U, rr.data()) &&
+		 !ncf_backend_eval_ranks(&emu, 0, d->U, re.data());
 	for (uint32_t u = 0; u < d->U; u++)
 		diff += rr[u] != re[u];
-	tap_ok(ok && diff <= 1,
-	       "%s: against reference.c: gradients, losses, logits (max |d| %.2g), ranks (%d of %u "
-	       "differ)",
-	       label, md, diff, d->U);
-	/* one Adam step from the same state, on the batch of the first gradient */
-	ok = !ncf_backend_grad(&ref, 0, 0, B, gr.data(), &lr) &&
-	     !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le) &&
-	     !ncf_backend_train_step(&ref, 0, 0, B, &lr) &&
-	     !ncf_backend_train_step(&emu, 0, 0, B, &le);
+	tap_ok(ok && diff <= 1, "ranks (%d of %u differ)", diff, d->U);
+	close_be(&ref);
+	close_be(&emu);
+}
+
+/* One Adam step from the same state against the reference's, on the batch
+ * of t_oracle's first gradient: within the bound its gradient implies. */
+static void t_oracle_step(const struct data *d, const struct ncf_shape *s, float dropout)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, dropout, 0);
+	struct ncf_backend ref, emu;
+	if (open_two(&ref, &ncf_backend_reference, &emu, s, &hp, d))
+		return;
+	size_t total = ref.layout.total;
+	fvec gr(total), ge(total);
+	double lr, le;
+	int ok = !ncf_backend_grad(&ref, 0, 0, B, gr.data(), &lr) &&
+		 !ncf_backend_grad(&emu, 0, 0, B, ge.data(), &le) &&
+		 !ncf_backend_train_step(&ref, 0, 0, B, &lr) &&
+		 !ncf_backend_train_step(&emu, 0, 0, B, &le);
 	fvec pr = get_params(&ref), pe = get_params(&emu);
 	struct ncf_adam_k ak;
 	ncf_adam_constants(&hp, 1, &ak);
-	int bad = 0;
-	double worst = 0;
-	for (size_t j = 0; j < total; j++) {
-		double a = fabs((double)ge[j]), b = fabs((double)gr[j]), e = ak.eps;
-		double m = (ge[j] < 0) != (gr[j] < 0) ? 0 : std::min(a, b);
-		double tol = 1e-6 + 1e-5 * fabs(pr[j]) +
-			     ak.lr * fabs((double)ge[j] - gr[j]) * e / ((m + e) * (m + e));
-		double dd = fabs((double)pe[j] - pr[j]);
-		if (!(dd <= tol) && bad++ < 5)
-			tap_diag("params[%zu]: %.9g, reference %.9g", j, pe[j], pr[j]);
-		worst = std::max(worst, dd / tol);
-	}
-	tap_ok(ok && bad == 0 && emu.step == 1,
-	       "%s: one Adam step within the bound its gradient implies (worst %.3g of it)", label,
-	       worst);
+	struct helper_err e = {0, 0, 0};
+	tap_ok(ok && emu.step == 1, "one step each");
+	tap_ok(helper_adam_step_close(pe.data(), pr.data(), ge.data(), gr.data(), total, ak.lr,
+				      ak.eps, "params", &e),
+	       "the parameters (worst %.3g of the bound)", e.tol);
+	tap_diag("one Adam step: worst %.3g of the bound", e.tol);
 	close_be(&ref);
 	close_be(&emu);
 }
 
 /* ---- the scoring path, graphs, faults, ranks -------------------------------- */
-
-/* stderr of a stretch of code, into a string. */
-struct stderr_capture {
-	FILE *tmp;
-	int saved;
-	void start()
-	{
-		fflush(stderr);
-		tmp = tmpfile();
-		saved = dup(2);
-		dup2(fileno(tmp), 2);
-	}
-	std::string stop()
-	{
-		fflush(stderr);
-		dup2(saved, 2);
-		close(saved);
-		std::string s;
-		rewind(tmp);
-		char buf[4096];
-		size_t got;
-		while ((got = fread(buf, 1, sizeof buf, tmp)) > 0)
-			s.append(buf, got);
-		fclose(tmp);
-		return s;
-	}
-};
-
-static int lines_of(const std::string &s)
-{
-	return (int)std::count(s.begin(), s.end(), '\n');
-}
 
 /* n random pairs inside the model. */
 static void random_pairs(const struct data *d, size_t n, uint64_t seed, std::vector<uint32_t> &us,
@@ -1409,68 +1360,68 @@ static void random_pairs(const struct data *d, size_t n, uint64_t seed, std::vec
 /*
  * The host path against the cpu backend at sizes of one chunk and of
  * several (70000 pairs: four chunks through both slots): scores within the
- * logits' tolerance of test_forward, and exactly ncf_sigmoid of the
+ * logits' tolerance of t_forward, and exactly ncf_sigmoid of the
  * emulated logits (the sigmoid moved into the head kernel computes the same
- * float as the host sigmoid did); a bad id deep in a long call is named,
- * and the next call works.
+ * float as the host sigmoid did).
  */
-static void test_scoring(const struct data *d, const struct ncf_shape *s)
+static void t_scoring(const struct data *d, const struct ncf_shape *s, size_t n)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
+	std::vector<uint32_t> us, is;
+	random_pairs(d, n, n, us, is);
+	fvec sc(n), se(n), le(n);
+	int ok = !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
+		 !ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
+		 !ncf_backend_logits(&emu, us.data(), is.data(), n, le.data());
+	int same = 1;
+	for (size_t j = 0; j < n; j++) {
+		float want = ncf_sigmoid(le[j]);
+		same &= !memcmp(&want, &se[j], 4);
 	}
-	const size_t sizes[] = {1, 1000, 70000};
-	for (size_t n : sizes) {
-		std::vector<uint32_t> us, is;
-		random_pairs(d, n, n, us, is);
-		fvec sc(n), se(n), le(n);
-		int ok = !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
-			 !ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
-			 !ncf_backend_logits(&emu, us.data(), is.data(), n, le.data());
-		int same = 1;
-		for (size_t j = 0; j < n; j++) {
-			float want = ncf_sigmoid(le[j]);
-			same &= !memcmp(&want, &se[j], 4);
-		}
-		ok &= close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL);
-		tap_ok(ok && same,
-		       "host path, %zu pairs: scores equal to the cpu backend's, bit for bit the "
-		       "sigmoid of the logits",
-		       n);
-	}
+	tap_ok(ok && helper_close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score", NULL),
+	       "scores equal to the cpu backend's");
+	tap_ok(ok && same, "bit for bit the sigmoid of the logits");
+	close_be(&cpu);
+	close_be(&emu);
+}
+
+/* A bad id deep in a long call is named, and the next call works. */
+static void t_scoring_bad_id(const struct data *d, const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(256, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
+		return;
 	size_t n = 70000;
 	std::vector<uint32_t> us, is;
 	random_pairs(d, n, 3, us, is);
 	us[50001] = d->U + 5; /* in the third chunk */
 	us[60000] = d->U;     /* a later one: not the first */
 	fvec out(n);
-	stderr_capture cap;
-	cap.start();
+	helper_capture_begin();
 	int rc = ncf_backend_score(&emu, us.data(), is.data(), n, out.data());
-	std::string err = cap.stop();
+	std::string err = capture_end();
 	char want[160];
 	snprintf(want, sizeof want,
 		 "test_cuda_emu: cuda backend: pair 50001 (user %u, item %u) is outside the model "
 		 "(%u users, %u items)\n",
 		 d->U + 5, is[50001], d->U, d->I);
-	tap_ok(rc == -1 && err == want, "a bad id among 70000 pairs: the first is named, once");
-	if (err != want)
+	if (!tap_ok(rc == -1 && err == want, "the first bad id named, once"))
 		tap_diag("got: %s", err.c_str());
 	us[50001] = 1, us[60000] = 2;
 	fvec sc(n), se(n);
-	int ok = !ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
-		 !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
-		 close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score after", NULL);
-	tap_ok(ok, "the next call scores correctly");
+	tap_ok(!ncf_backend_score(&emu, us.data(), is.data(), n, se.data()) &&
+		       !ncf_backend_score(&cpu, us.data(), is.data(), n, sc.data()) &&
+		       helper_close_all(se.data(), sc.data(), n, 1e-6, 1e-5, "score after", NULL),
+	       "the next call scores correctly");
 	close_be(&cpu);
 	close_be(&emu);
 }
 
-/* Scores of emu and cpu on pairs (us, is) equal within test_forward's
+/* Scores of emu and cpu on pairs (us, is) equal within t_forward's
  * tolerance. */
 static int scores_agree(struct ncf_backend *emu, struct ncf_backend *cpu,
 			const std::vector<uint32_t> &us, const std::vector<uint32_t> &is,
@@ -1480,7 +1431,26 @@ static int scores_agree(struct ncf_backend *emu, struct ncf_backend *cpu,
 	fvec se(n), sc(n);
 	return !ncf_backend_score(emu, us.data(), is.data(), n, se.data()) &&
 	       !ncf_backend_score(cpu, us.data(), is.data(), n, sc.data()) &&
-	       close_all(se.data(), sc.data(), n, 1e-6, 1e-5, what, NULL);
+	       helper_close_all(se.data(), sc.data(), n, 1e-6, 1e-5, what, NULL);
+}
+
+/* New parameters under emu's graphs, then a training step; cpu given the
+ * same parameters.  1 when both keep scoring alike. */
+static int change_parameters(struct ncf_backend *emu, struct ncf_backend *cpu,
+			     const struct ncf_shape *s, const std::vector<uint32_t> &us,
+			     const std::vector<uint32_t> &is)
+{
+	double loss;
+	fvec p(emu->layout.total);
+	ncf_model_init(s, &emu->layout, 1234, p.data());
+	int ok = !ncf_backend_set_state(emu, p.data(), NULL, NULL) &&
+		 !ncf_backend_set_state(cpu, p.data(), NULL, NULL) &&
+		 scores_agree(emu, cpu, us, is, "after set_state");
+	ok &= !ncf_backend_train_step(emu, 0, 0, 512, &loss) &&
+	      !ncf_backend_train_step(cpu, 0, 0, 512, &loss);
+	fvec pe = get_params(emu);
+	return ok && !ncf_backend_set_state(cpu, pe.data(), NULL, NULL) &&
+	       scores_agree(emu, cpu, us, is, "after a step");
 }
 
 /*
@@ -1489,15 +1459,12 @@ static int scores_agree(struct ncf_backend *emu, struct ncf_backend *cpu,
  * are rebuilt outside the graph), and after the row buffers move (graphs
  * captured on the old ones are not replayed).
  */
-static void test_graphs(const struct data *d, const struct ncf_shape *s)
+static void t_graphs(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(512, 0.5f, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
 	/* the row buffers as a step of 512 leaves them, so that the step below
 	 * does not move them */
 	fvec gr(emu.layout.total);
@@ -1505,7 +1472,7 @@ static void test_graphs(const struct data *d, const struct ncf_shape *s)
 	ncf_backend_grad(&emu, 0, 0, 512, gr.data(), &loss);
 	std::vector<uint32_t> us, is;
 	random_pairs(d, 300, 9, us, is);
-	uint64_t c0, l0, c1, l1, c2, l2;
+	uint64_t c0, l0, c1, l1, c2, l2, c3, l3;
 	ncf_cuda_debug_graphs(&emu, &c0, &l0);
 	int ok = scores_agree(&emu, &cpu, us, is, "first") &&
 		 scores_agree(&emu, &cpu, us, is, "second");
@@ -1513,17 +1480,7 @@ static void test_graphs(const struct data *d, const struct ncf_shape *s)
 	tap_ok(ok && c1 - c0 == 1 && l1 - l0 == 2,
 	       "300 pairs twice: one graph captured, launched twice (%llu, %llu)",
 	       (unsigned long long)(c1 - c0), (unsigned long long)(l1 - l0));
-	/* new parameters under the graph */
-	fvec p(emu.layout.total);
-	ncf_model_init(s, &emu.layout, 1234, p.data());
-	ok = !ncf_backend_set_state(&emu, p.data(), NULL, NULL) &&
-	     !ncf_backend_set_state(&cpu, p.data(), NULL, NULL) &&
-	     scores_agree(&emu, &cpu, us, is, "after set_state");
-	ok &= !ncf_backend_train_step(&emu, 0, 0, 512, &loss) &&
-	      !ncf_backend_train_step(&cpu, 0, 0, 512, &loss);
-	fvec pe = get_params(&emu);
-	ok &= !ncf_backend_set_state(&cpu, pe.data(), NULL, NULL) &&
-	      scores_agree(&emu, &cpu, us, is, "after a step");
+	ok = change_parameters(&emu, &cpu, s, us, is);
 	ncf_cuda_debug_graphs(&emu, &c2, &l2);
 	tap_ok(ok && c2 == c1 && l2 - l1 == 2,
 	       "after set_state and after a training step: the same graph replays the new "
@@ -1532,63 +1489,56 @@ static void test_graphs(const struct data *d, const struct ncf_shape *s)
 	std::vector<uint32_t> ub, ib;
 	random_pairs(d, 5000, 10, ub, ib);
 	ok = scores_agree(&emu, &cpu, ub, ib, "5000") && scores_agree(&emu, &cpu, us, is, "300");
-	uint64_t c3, l3;
 	ncf_cuda_debug_graphs(&emu, &c3, &l3);
 	tap_ok(ok && c3 - c2 == 2, "after the row buffers move: graphs captured anew (%llu)",
 	       (unsigned long long)(c3 - c2));
 	close_be(&cpu);
 	close_be(&emu);
+}
 
-	/* a capture that fails falls back quietly: nothing at the normal
-	 * level, one line at -v, right scores either way */
-	for (int verbose = 0; verbose < 2; verbose++) {
-		int saved = ncf_verbosity;
-		ncf_verbosity = verbose ? 3 : 2;
-		struct ncf_backend e2, c2b;
-		if (open_be(&e2, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-		    open_be(&c2b, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-			tap_ok(0, "open the backends");
-			ncf_verbosity = saved;
-			return;
-		}
-		ncf_cuda_emu_blas_no_capture(1);
-		stderr_capture cap;
-		cap.start();
-		ok = scores_agree(&e2, &c2b, us, is, "no graphs") &&
-		     scores_agree(&e2, &c2b, us, is, "no graphs again");
-		std::string err = cap.stop();
-		ncf_cuda_emu_blas_no_capture(0);
-		uint64_t cc, ll;
-		ncf_cuda_debug_graphs(&e2, &cc, &ll);
-		int quiet = verbose ? lines_of(err) == 1 &&
-					      err.find("no CUDA graph for scoring 300 pairs (") !=
-						      std::string::npos &&
-					      err.find("cuBLAS") != std::string::npos
-				    : err.empty();
-		tap_ok(ok && quiet && cc == 0 && ll == 0,
-		       "a failed capture %s, and plain launches score right",
-		       verbose ? "says so in one line at -v" : "says nothing at the normal level");
-		if (!quiet)
-			tap_diag("stderr: %s", err.c_str());
-		close_be(&e2);
-		close_be(&c2b);
-		ncf_verbosity = saved;
-	}
+/* A capture that fails falls back quietly: nothing at the normal level,
+ * one line at -v, right scores either way. */
+static void t_graphs_no_capture(const struct data *d, const struct ncf_shape *s, int verbose)
+{
+	struct ncf_hparams hp = hparams(512, 0.5f, 0);
+	struct ncf_backend cpu, emu;
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
+		return;
+	std::vector<uint32_t> us, is;
+	random_pairs(d, 300, 9, us, is);
+	int saved = ncf_verbosity;
+	ncf_verbosity = verbose ? 3 : 2;
+	ncf_cuda_emu_blas_no_capture(1);
+	helper_capture_begin();
+	int ok = scores_agree(&emu, &cpu, us, is, "no graphs") &&
+		 scores_agree(&emu, &cpu, us, is, "no graphs again");
+	std::string err = capture_end();
+	ncf_cuda_emu_blas_no_capture(0);
+	ncf_verbosity = saved;
+	uint64_t cc, ll;
+	ncf_cuda_debug_graphs(&emu, &cc, &ll);
+	int quiet = verbose ? lines_of(err) == 1 &&
+				      err.find("no CUDA graph for scoring 300 pairs (") !=
+					      std::string::npos &&
+				      err.find("cuBLAS") != std::string::npos
+			    : err.empty();
+	tap_ok(ok && cc == 0 && ll == 0, "plain launches score right");
+	if (!tap_ok(quiet, verbose ? "one line at -v" : "nothing at the normal level"))
+		tap_diag("stderr: %s", err.c_str());
+	close_be(&cpu);
+	close_be(&emu);
 }
 
 /* Pairs kept where the backend computes (the device-resident benchmark):
  * the same scores as the host path, on the emulated GPU and through the
  * wrappers' host copy on the CPU; asking for more than is kept, or keeping
  * a bad id, is refused. */
-static void test_resident(const struct data *d, const struct ncf_shape *s)
+static void t_resident(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_backend cpu, emu;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
 	size_t n = 3000;
 	std::vector<uint32_t> us, is;
 	random_pairs(d, n, 12, us, is);
@@ -1600,18 +1550,17 @@ static void test_resident(const struct data *d, const struct ncf_shape *s)
 		 !ncf_backend_score_resident(&cpu, n, rc.data()) &&
 		 !ncf_backend_score(&emu, us.data(), is.data(), n, he.data()) &&
 		 !ncf_backend_score(&cpu, us.data(), is.data(), n, hc.data());
-	ok &= !memcmp(re.data(), he.data(), n * 4) && !memcmp(rc.data(), hc.data(), n * 4);
-	ok &= !ncf_backend_score_resident(&emu, 10, re.data()) && !memcmp(re.data(), he.data(), 40);
-	tap_ok(ok, "kept pairs score as the host path does (emulated GPU, and the cpu backend's "
-		   "host copy), all of them or the first 10");
-	stderr_capture cap;
-	cap.start();
+	tap_ok(ok && !memcmp(re.data(), he.data(), n * 4) && !memcmp(rc.data(), hc.data(), n * 4),
+	       "all kept pairs score as the host path does");
+	tap_ok(!ncf_backend_score_resident(&emu, 10, re.data()) && !memcmp(re.data(), he.data(), 40),
+	       "the first 10 kept pairs too");
+	helper_capture_begin();
 	us[7] = d->U;
 	int refused = ncf_backend_score_resident(&emu, n + 1, NULL) == -1 &&
 		      ncf_backend_score_resident(&cpu, n + 1, NULL) == -1 &&
 		      ncf_backend_resident_set(&emu, us.data(), is.data(), n) == -1 &&
 		      ncf_backend_resident_set(&cpu, us.data(), is.data(), n) == -1;
-	std::string err = cap.stop();
+	std::string err = capture_end();
 	tap_ok(refused && lines_of(err) == 4 &&
 		       err.find("cuda backend: pair 7 (user 41, item") != std::string::npos &&
 		       err.find("cpu backend: pair 7 (user 41, item") != std::string::npos,
@@ -1620,76 +1569,68 @@ static void test_resident(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
-/*
- * NCF_CUDA_SYNC=1: the same results, no graphs; a kernel that faults is
- * named by it, and without it the fault surfaces at the synchronisation
- * with the hint, once each.
- */
-static void test_sync_and_faults(const struct data *d, const struct ncf_shape *s)
+/* NCF_CUDA_SYNC=1: the same results, no graphs. */
+static void t_sync(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(512, 0.5f, 0);
 	std::vector<uint32_t> us, is;
 	random_pairs(d, 2000, 13, us, is);
 	fvec g[2], sc[2];
 	double loss;
-	int ok = 1;
 	uint64_t captured[2] = {0, 0}, launched;
 	for (int sync = 0; sync < 2; sync++) {
 		/* the checks read it when a backend opens */
 		if (sync)
 			setenv("NCF_CUDA_SYNC", "1", 1);
 		struct ncf_backend be;
-		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-			tap_ok(0, "open the emulated backend");
-			unsetenv("NCF_CUDA_SYNC");
+		int opened = !open_emu(&be, s, &hp, d);
+		unsetenv("NCF_CUDA_SYNC");
+		if (!opened)
 			return;
-		}
 		g[sync].resize(be.layout.total), sc[sync].resize(2000);
-		ok &= !ncf_backend_grad(&be, 0, 0, 512, g[sync].data(), &loss) &&
-		      !ncf_backend_train_step(&be, 0, 0, 512, &loss) &&
-		      !ncf_backend_score(&be, us.data(), is.data(), 2000, sc[sync].data());
+		tap_ok(!ncf_backend_grad(&be, 0, 0, 512, g[sync].data(), &loss) &&
+			       !ncf_backend_train_step(&be, 0, 0, 512, &loss) &&
+			       !ncf_backend_score(&be, us.data(), is.data(), 2000, sc[sync].data()),
+		       "a gradient, a step and scores%s", sync ? " with NCF_CUDA_SYNC=1" : "");
 		ncf_cuda_debug_graphs(&be, &captured[sync], &launched);
 		close_be(&be);
-		unsetenv("NCF_CUDA_SYNC");
 	}
-	ok &= !memcmp(g[0].data(), g[1].data(), g[0].size() * 4) &&
-	      !memcmp(sc[0].data(), sc[1].data(), 2000 * 4);
-	tap_ok(ok && captured[0] == 1 && captured[1] == 0,
-	       "%s: NCF_CUDA_SYNC=1: the same gradient, step and scores, bit for bit; no graphs",
-	       g_path);
+	tap_ok(!memcmp(g[0].data(), g[1].data(), g[0].size() * 4) &&
+		       !memcmp(sc[0].data(), sc[1].data(), 2000 * 4),
+	       "the same gradient, step and scores, bit for bit");
+	tap_ok(captured[0] == 1 && captured[1] == 0, "a graph without, none with NCF_CUDA_SYNC=1");
+}
 
-	for (int sync = 0; sync < 2; sync++) {
-		if (sync)
-			setenv("NCF_CUDA_SYNC", "1", 1);
-		struct ncf_backend be;
-		if (open_be(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-			tap_ok(0, "open the emulated backend");
-			unsetenv("NCF_CUDA_SYNC");
-			return;
-		}
-		stderr_capture cap;
-		cap.start();
-		int rc = ncf_cuda_debug_fault(&be);
-		int rc2 = ncf_backend_train_step(&be, 0, 0, 512, &loss); /* the device is lost */
-		std::string err = cap.stop();
-		int named = err.find("kernel fault_kernel (") != std::string::npos &&
-			    err.find("test_hooks.cu:") != std::string::npos &&
-			    err.find("unspecified launch failure (cudaErrorLaunchFailure)") !=
-				    std::string::npos;
-		int hinted = err.find("a kernel launched before this call failed; NCF_CUDA_SYNC=1 "
-				      "names it") != std::string::npos;
-		int good = rc == -1 && rc2 == -1 && lines_of(err) == 1 &&
-			   (sync ? named && !hinted : hinted && !named);
-		tap_ok(good, "%s: a kernel that faults: %s, in one line, and the next step fails",
-		       g_path,
-		       sync ? "NCF_CUDA_SYNC=1 names it with its file and line"
-			    : "surfaces at the synchronisation, saying how to name it");
-		if (!good)
-			tap_diag("rc %d, %d; stderr: %s", rc, rc2, err.c_str());
-		close_be(&be);
-		ncf_cuda_emu_reset_faults();
-		unsetenv("NCF_CUDA_SYNC");
-	}
+/* A kernel that faults is named by NCF_CUDA_SYNC=1 (sync), and without it
+ * the fault surfaces at the synchronisation with the hint, once each. */
+static void t_fault(const struct data *d, const struct ncf_shape *s, int sync)
+{
+	struct ncf_hparams hp = hparams(512, 0.5f, 0);
+	double loss;
+	if (sync)
+		setenv("NCF_CUDA_SYNC", "1", 1);
+	struct ncf_backend be;
+	int opened = !open_emu(&be, s, &hp, d);
+	unsetenv("NCF_CUDA_SYNC");
+	if (!opened)
+		return;
+	helper_capture_begin();
+	int rc = ncf_cuda_debug_fault(&be);
+	int rc2 = ncf_backend_train_step(&be, 0, 0, 512, &loss); /* the device is lost */
+	std::string err = capture_end();
+	int named = err.find("kernel fault_kernel (") != std::string::npos &&
+		    err.find("test_hooks.cu:") != std::string::npos &&
+		    err.find("unspecified launch failure (cudaErrorLaunchFailure)") !=
+			    std::string::npos;
+	int hinted = err.find("a kernel launched before this call failed; NCF_CUDA_SYNC=1 "
+			      "names it") != std::string::npos;
+	int good = rc == -1 && rc2 == -1 && lines_of(err) == 1 &&
+		   (sync ? named && !hinted : hinted && !named);
+	if (!tap_ok(good, "the fault %s, in one line, and the next step fails",
+		    sync ? "named" : "hinted at"))
+		tap_diag("rc %d, %d; stderr: %s", rc, rc2, err.c_str());
+	close_be(&be);
+	ncf_cuda_emu_reset_faults();
 }
 
 /*
@@ -1706,14 +1647,12 @@ static void test_sync_and_faults(const struct data *d, const struct ncf_shape *s
  * logits of user 0 (and only those) and make the step skipped, the loss
  * scale halved.
  */
-static void test_fp16_nan(const struct data *d, const struct ncf_shape *s)
+static void t_fp16_nan(const struct data *d, const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(512, 0.5f, 0);
 	struct ncf_backend emu;
-	if (open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP16, &one, d)) {
-		tap_ok(0, "open the emulated backend in fp16");
+	if (open_emu(&emu, s, &hp, d, NCF_PRECISION_FP16))
 		return;
-	}
 	const struct ncf_layout *L = &emu.layout;
 	uint32_t M = ncf_shape_m(s), h = 3;
 	fvec p = get_params(&emu);
@@ -1735,18 +1674,15 @@ static void test_fp16_nan(const struct data *d, const struct ncf_shape *s)
 	for (uint32_t i = 0; i < d->I; i++)
 		nan0 += isnan(lg[i]), finite1 += isfinite(lg[d->I + i]);
 	tap_ok(ok && nan0 == (int)d->I && finite1 == (int)d->I,
-	       "%s: fp16: inf - inf in the first layer is NaN through the ReLU: user 0's logits "
-	       "all NaN (%d of %u), user 1's finite (%d)",
-	       g_path, nan0, d->I, finite1);
+	       "user 0's logits all NaN (%d of %u), user 1's finite (%d)", nan0, d->I, finite1);
 	float scale = ncf_cuda_loss_scale(&emu);
 	double loss;
 	ok = !ncf_backend_train_step(&emu, 0, 0, 512, &loss);
 	fvec after = get_params(&emu);
 	tap_ok(ok && emu.step == 0 && !memcmp(p.data(), after.data(), p.size() * 4) &&
 		       ncf_cuda_loss_scale(&emu) == scale / 2,
-	       "%s: fp16: a NaN made in the forward pass skips the step and halves the loss "
-	       "scale (%g -> %g)",
-	       g_path, (double)scale, (double)ncf_cuda_loss_scale(&emu));
+	       "the step skipped, the loss scale halved (%g -> %g)", (double)scale,
+	       (double)ncf_cuda_loss_scale(&emu));
 	close_be(&emu);
 }
 
@@ -1754,62 +1690,56 @@ static void test_fp16_nan(const struct data *d, const struct ncf_shape *s)
  * "unavailable" (-3), naming ranks, host and GPUs.  Several ranks of a job
  * get their communicator when the backend opens: in a build without NCCL,
  * as here, that is where they are refused. */
-static void test_ranks_per_node(const struct data *d, const struct ncf_shape *s)
+static void t_ranks_per_node(const struct ncf_shape *s)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, 0);
 	struct ncf_dist two_here = {1, 2, 1, 2, 1, 0.0}, one_each = {0, 2, 0, 1, 1, 0.0};
 	struct ncf_backend be;
 	ncf_cuda_emu_devices(1);
-	stderr_capture cap;
-	cap.start();
+	helper_capture_begin();
 	int rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
 				       &two_here);
-	std::string err = cap.stop();
-	tap_ok(rc == -3 && lines_of(err) == 1 &&
-		       err.find("cuda backend: 2 ranks on ") != std::string::npos &&
-		       err.find(" and 1 GPU there: start at most one rank per GPU") !=
-			       std::string::npos,
-	       "2 ranks on a node of 1 GPU: refused at open with -3 (exit 3)");
-	if (rc != -3)
+	std::string err = capture_end();
+	if (!tap_ok(rc == -3 && lines_of(err) == 1 &&
+			    err.find("cuda backend: 2 ranks on ") != std::string::npos &&
+			    err.find(" and 1 GPU there: start at most one rank per GPU") !=
+				    std::string::npos,
+		    "2 ranks on a node of 1 GPU: refused at open with -3 (exit 3)"))
 		tap_diag("rc %d, stderr: %s", rc, err.c_str());
 	ncf_cuda_emu_devices(2);
-	cap.start();
-	rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
-				   &two_here);
-	err = cap.stop();
+	helper_capture_begin();
+	rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2, &two_here);
+	err = capture_end();
 	int nccl_msg = err.find("2 ranks need NCCL") != std::string::npos;
 	if (rc == 0)
 		close_be(&be);
-	cap.start();
+	helper_capture_begin();
 	int rc2 = ncf_backend_open_impl(&be, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, 2,
 					&one_each);
-	err = cap.stop();
-	tap_ok(rc == -1 && rc2 == -1 && nccl_msg && err.find("2 ranks need NCCL") != std::string::npos,
-	       "2 ranks with a GPU each: the communicator is made at open (here: no NCCL, refused "
-	       "then)");
+	err = capture_end();
+	tap_ok(rc == -1 && nccl_msg, "2 ranks on a node of 2 GPUs: refused, NCCL named");
+	tap_ok(rc2 == -1 && err.find("2 ranks need NCCL") != std::string::npos,
+	       "2 ranks with a GPU each on two nodes: refused, NCCL named");
 	ncf_cuda_emu_devices(1);
-	(void)d;
 }
 
 /*
  * A whole epoch: the emulated backend's loss per step and over the epoch
- * equal to the cpu backend's (relative 1e-5 per step as test_training's
+ * equal to the cpu backend's (relative 1e-5 per step as t_training_steps's
  * five steps, 1e-5 over the epoch: the per-step differences do not add up
  * in one direction); and stopping after k steps, reopening from the state
  * (parameters, moments, step) and going on gives the uninterrupted run's
  * parameters bit for bit (--resume).
  */
-static void test_epoch_and_resume(const struct data *d, const struct ncf_shape *s)
+static void t_epoch_and_resume(const struct data *d, const struct ncf_shape *s)
 {
 	uint64_t B = 256;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
 	struct ncf_backend cpu, emu, part;
-	if (open_be(&cpu, &ncf_backend_cpu, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&emu, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d) ||
-	    open_be(&part, &ncf_backend_cuda, s, &hp, NCF_PRECISION_FP32, &one, d)) {
-		tap_ok(0, "open the backends");
+	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
-	}
+	if (open_emu(&part, s, &hp, d))
+		return;
 	uint64_t S = (uint64_t)d->items.size() * 5;
 	double tc = 0, te = 0, lc, le;
 	int ok = 1, steps = 0, stop_at = 3;
@@ -1823,8 +1753,7 @@ static void test_epoch_and_resume(const struct data *d, const struct ncf_shape *
 			ok &= !ncf_backend_train_step(&part, 0, pos, n, &le);
 	}
 	tap_ok(ok && fabs(te - tc) <= 1e-5 * tc,
-	       "%s: a whole epoch (%d steps): mean loss %.6f, cpu backend %.6f", g_path, steps,
-	       te / S, tc / S);
+	       "a whole epoch (%d steps): mean loss %.6f, cpu backend %.6f", steps, te / S, tc / S);
 	/* resume part from its state after stop_at steps */
 	size_t total = part.layout.total;
 	fvec pp(total), m(total), v(total);
@@ -1839,9 +1768,9 @@ static void test_epoch_and_resume(const struct data *d, const struct ncf_shape *
 		ok &= !ncf_backend_train_step(&res, 0, pos, std::min<uint64_t>(B, S - pos), &le);
 	fvec pr = get_params(&res), pe = get_params(&emu);
 	tap_ok(ok && res.step == emu.step && !memcmp(pr.data(), pe.data(), total * 4),
-	       "%s: stopped after %d steps and resumed from the state: the epoch's parameters bit "
+	       "stopped after %d steps and resumed from the state: the epoch's parameters bit "
 	       "for bit",
-	       g_path, stop_at);
+	       stop_at);
 	close_be(&res);
 	close_be(&cpu);
 	close_be(&emu);
@@ -1910,8 +1839,7 @@ static void graph_run_steps(const struct data *d, const struct ncf_shape *s, enu
 		ncf_cuda_emu_blas_no_capture(1);
 		ncf_verbosity = mode == GR_NO_CAPTURE_V ? 3 : 2;
 	}
-	stderr_capture cap;
-	cap.start();
+	helper_capture_begin();
 	unsigned long c0[4], c1[4];
 	int ok = !ncf_backend_train_step(&be, 0, 0, B, NULL) && !ncf_cuda_debug_emu_counts(c0) &&
 		 !ncf_backend_train_step(&be, 0, B, B, &r->loss[0]) &&
@@ -1919,7 +1847,7 @@ static void graph_run_steps(const struct data *d, const struct ncf_shape *s, enu
 		 !ncf_backend_train_step(&be, 0, 3 * B, std::min<uint64_t>(B / 2 + 3, S - 3 * B),
 					 &r->loss[1]) &&
 		 !ncf_backend_take_loss(&be, &r->taken);
-	r->err = cap.stop();
+	r->err = capture_end();
 	ncf_verbosity = saved_verbosity;
 	ncf_cuda_emu_blas_no_capture(0);
 	for (int k = 0; k < 4; k++)
@@ -1941,134 +1869,221 @@ static int graph_runs_equal(const struct graph_run *a, const struct graph_run *b
 	       a->loss[0] == b->loss[0] && a->loss[1] == b->loss[1] && a->taken == b->taken;
 }
 
-static void test_step_graph(const struct data *d, const struct ncf_shape *s)
+/* The label of run mode in the TAP lines. */
+static std::string graph_mode_label(int mode)
 {
-	const enum ncf_precision precs[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16,
-					    NCF_PRECISION_FP16};
 	const char *other = getenv("NCF_EMU_LAZY") && !strcmp(getenv("NCF_EMU_LAZY"), "1")
 				    ? "eager"
 				    : "lazy";
-	static const char *const what[GR_RUNS] = {
-		"", "NCF_CUDA_GRAPH=0", "NCF_CUDA_SYNC=1", "", "a failed capture", "a failed capture"};
-	char sh[32];
-	snprintf(sh, sizeof sh, "%u,%u,%u", s->layers[1], s->layers[2], s->layers[3]);
-	setenv("NCF_CUDA_PATH", "fused", 1);
-	for (enum ncf_precision prec : precs) {
-		const char *pn = ncf_precision_name(prec);
-		static struct graph_run r[GR_RUNS];
-		for (int mode = 0; mode < GR_RUNS; mode++)
-			graph_run_steps(d, s, prec, mode, &r[mode]);
-		const struct graph_run *g = &r[GR_GRAPH];
-		/* in bf16 and fp16 the first step after set_state also makes the
-		 * 16-bit copy (later steps' Adam writes it): one launch more, a
-		 * graph of another topology, instantiated anew by the second */
-		uint64_t inst = prec == NCF_PRECISION_FP32 ? 1 : 2;
-		tap_ok(g->ok && g->captured == 4 && g->launched == 4 && g->instantiated == inst,
-		       "step graph, %s, layers %s: 4 steps captured (%llu), instantiated %llu times "
-		       "(%s), launched as graphs (%llu)",
-		       pn, sh, (unsigned long long)g->captured, (unsigned long long)g->instantiated,
-		       inst == 1 ? "then updated" : "the first step's cast, then updated",
-		       (unsigned long long)g->launched);
-		for (int mode = GR_NO_GRAPH; mode < GR_RUNS; mode++) {
-			const struct graph_run *x = &r[mode];
-			int graphs = mode == GR_OTHER_MODE ? 4 : 0;
-			int same = x->ok && graph_runs_equal(g, x) && x->captured == (uint64_t)graphs &&
-				   x->launched == (uint64_t)graphs;
-			if (mode == GR_NO_GRAPH || mode == GR_SYNC || mode == GR_OTHER_MODE)
-				same &= !memcmp(g->ran, x->ran, sizeof g->ran);
-			if (mode == GR_NO_CAPTURE_V)
-				same &= lines_of(x->err) == 1 &&
-					x->err.find("no CUDA graph for the training step (") !=
-						std::string::npos &&
-					x->err.find("cuBLAS") != std::string::npos;
-			if (mode == GR_NO_CAPTURE)
-				same &= x->err.empty();
-			char label[96];
-			if (mode == GR_OTHER_MODE)
-				snprintf(label, sizeof label, "the graph with %s streams", other);
-			else if (mode == GR_NO_CAPTURE_V)
-				snprintf(label, sizeof label, "%s (one line at -v), then plain launches",
-					 what[mode]);
-			else if (mode == GR_NO_CAPTURE)
-				snprintf(label, sizeof label,
-					 "%s (nothing at the normal level), then plain launches",
-					 what[mode]);
-			else
-				snprintf(label, sizeof label, "%s, plain launches", what[mode]);
-			tap_ok(same,
-			       "step graph, %s, layers %s: %s: the same parameters, moments and losses, "
-			       "bit for bit",
-			       pn, sh, label);
-			if (!same)
-				tap_diag("ok %d, equal %d, graphs %llu/%llu, ran %lu %lu %lu %lu vs %lu %lu "
-					 "%lu %lu; stderr: %s",
-					 x->ok, graph_runs_equal(g, x), (unsigned long long)x->captured,
-					 (unsigned long long)x->launched, x->ran[0], x->ran[1], x->ran[2],
-					 x->ran[3], g->ran[0], g->ran[1], g->ran[2], g->ran[3],
-					 x->err.c_str());
-		}
+	switch (mode) {
+	case GR_NO_GRAPH:
+		return "NCF_CUDA_GRAPH=0, plain launches";
+	case GR_SYNC:
+		return "NCF_CUDA_SYNC=1, plain launches";
+	case GR_OTHER_MODE:
+		return std::string("the graph with ") + other + " streams";
+	case GR_NO_CAPTURE_V:
+		return "a failed capture (one line at -v), then plain launches";
+	default:
+		return "a failed capture (nothing at the normal level), then plain launches";
 	}
+}
+
+/* Run x (mode) against the graph's run g: the same parameters, moments and
+ * losses, bit for bit; graphs only in the other stream mode; what ran the
+ * same where the steps are not replaced; the failed capture's stderr. */
+static void check_graph_mode(const struct graph_run *g, const struct graph_run *x, int mode)
+{
+	int graphs = mode == GR_OTHER_MODE ? 4 : 0;
+	int same = x->ok && graph_runs_equal(g, x) && x->captured == (uint64_t)graphs &&
+		   x->launched == (uint64_t)graphs;
+	if (mode == GR_NO_GRAPH || mode == GR_SYNC || mode == GR_OTHER_MODE)
+		same &= !memcmp(g->ran, x->ran, sizeof g->ran);
+	if (mode == GR_NO_CAPTURE_V)
+		same &= lines_of(x->err) == 1 &&
+			x->err.find("no CUDA graph for the training step (") != std::string::npos &&
+			x->err.find("cuBLAS") != std::string::npos;
+	if (mode == GR_NO_CAPTURE)
+		same &= x->err.empty();
+	if (!tap_ok(same, "%s: the same parameters, moments and losses, bit for bit",
+		    graph_mode_label(mode).c_str()))
+		tap_diag("ok %d, equal %d, graphs %llu/%llu, ran %lu %lu %lu %lu vs %lu %lu %lu %lu; "
+			 "stderr: %s",
+			 x->ok, graph_runs_equal(g, x), (unsigned long long)x->captured,
+			 (unsigned long long)x->launched, x->ran[0], x->ran[1], x->ran[2], x->ran[3],
+			 g->ran[0], g->ran[1], g->ran[2], g->ran[3], x->err.c_str());
+}
+
+static void t_step_graph(const struct data *d, const struct ncf_shape *s, enum ncf_precision prec)
+{
+	static struct graph_run r[GR_RUNS];
+	setenv("NCF_CUDA_PATH", "fused", 1);
+	for (int mode = 0; mode < GR_RUNS; mode++)
+		graph_run_steps(d, s, prec, mode, &r[mode]);
 	unsetenv("NCF_CUDA_PATH");
+	const struct graph_run *g = &r[GR_GRAPH];
+	/* in bf16 and fp16 the first step after set_state also makes the
+	 * 16-bit copy (later steps' Adam writes it): one launch more, a graph
+	 * of another topology, instantiated anew by the second */
+	uint64_t inst = prec == NCF_PRECISION_FP32 ? 1 : 2;
+	tap_ok(g->ok && g->captured == 4 && g->launched == 4 && g->instantiated == inst,
+	       "4 steps captured (%llu), instantiated %llu times (%s), launched as graphs (%llu)",
+	       (unsigned long long)g->captured, (unsigned long long)g->instantiated,
+	       inst == 1 ? "then updated" : "the first step's cast, then updated",
+	       (unsigned long long)g->launched);
+	for (int mode = GR_NO_GRAPH; mode < GR_RUNS; mode++)
+		check_graph_mode(g, &r[mode], mode);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static struct data dd;
+/* widths multiples of 8 (vector paths) and not (scalar paths, partial
+ * dropout blocks) */
+static struct ncf_shape s8 = {41, 67, 8, 4, {32, 24, 16, 8}};
+static struct ncf_shape s5 = {41, 67, 6, 4, {14, 13, 10, 5}};
+static struct ncf_shape s2 = {41, 67, 8, 2, {16, 8}};
+
+static const enum ncf_precision lows[] = {NCF_PRECISION_TF32, NCF_PRECISION_BF16,
+					  NCF_PRECISION_FP16};
+static const enum ncf_precision costed[] = {NCF_PRECISION_FP32, NCF_PRECISION_BF16,
+					    NCF_PRECISION_FP16};
+
+/* The emulation's parts, each against its definition. */
+static void kernel_cases(void)
+{
+	TEST(t_samples(&dd, &s8, 0), "sample stream bit-exact, 3 epochs");
+	TEST(t_samples(&dd, &s8, 1), "sample stream bit-exact, 3 epochs, --true-negatives");
+	TEST(t_dropout(&dd, &s8), "bias + ReLU + dropout bit-exact (widths 24, 13, 5; layers 0-2)");
+	TEST(t_adam(&dd, &s8), "dense Adam pass bit-exact against ncf_adam_update (steps 1, 14, 27)");
+	TEST(t_segsum(&dd, &s8), "segment sums bit-exact within one chunk, within 1e-6 over several");
+	for (int mode = 0; mode < 4; mode++)
+		TEST(t_linear(&dd, &s8, mode), "%s: fused forward, backward and column sums %s",
+		     mode_name[mode], mode ? "within their bounds" : "bit for bit");
+	for (int mode = 0; mode < 4; mode++)
+		TEST(t_linear_w(&dd, &s8, mode),
+		     "%s: fused backward with dW: dX %s, dW and the bias gradient after the "
+		     "fixed-order reduction",
+		     mode_name[mode], mode ? "within its bound" : "bit for bit");
+	TEST(t_forward(&dd, &s8), "widths of 8: logits, scores and ranks equal the cpu backend's");
+	TEST(t_forward(&dd, &s5), "odd widths: logits, scores and ranks equal the cpu backend's");
+	TEST(t_refusals(&dd, &s8), "ids outside the model and positions past the epoch are refused");
+	for (int k = 0; k < 2; k++)
+		TEST(t_paths(&dd, &s8, costed[k]),
+		     "%s: the fused path's gradient and loss equal the unfused path's",
+		     ncf_precision_name(costed[k]));
+	TEST(t_paths_cost(NCF_PRECISION_BF16), "ml-20m bf16 at 2^20: the fused step moves fewer "
+					       "bytes in fewer launches");
+	TEST(t_paths_cost(NCF_PRECISION_TF32), "ml-20m tf32 at 2^20: the fused step moves fewer "
+					       "bytes in fewer launches");
+	TEST(t_deferred_loss(&dd, &s8, NULL, NCF_PRECISION_FP32),
+	     "cpu fp32: six steps' losses kept and taken at once, the same steps");
+	TEST(t_deferred_loss(&dd, &s8, "fused", NCF_PRECISION_FP32),
+	     "cuda fused fp32: six steps' losses kept and taken at once, the same steps");
+	TEST(t_deferred_loss(&dd, &s8, "unfused", NCF_PRECISION_FP32),
+	     "cuda unfused fp32: six steps' losses kept and taken at once, the same steps");
+	TEST(t_deferred_loss(&dd, &s8, "fused", NCF_PRECISION_BF16),
+	     "cuda fused bf16: six steps' losses kept and taken at once, the same steps");
+	TEST(t_host_memory(&dd, &s8, &ncf_backend_cpu),
+	     "cpu: get_state into ncf_backend_host_alloc memory (malloc'd): the same bytes");
+	TEST(t_host_memory(&dd, &s8, &ncf_backend_cuda),
+	     "cuda: get_state into ncf_backend_host_alloc memory (page-locked): the same bytes");
+}
+
+/* The step's tests on step path `path` (NCF_CUDA_PATH). */
+static void step_cases(const char *path)
+{
+	static const struct {
+		struct ncf_shape *s;
+		float dropout;
+		const char *what;
+	} shapes[] = {{&s8, 0.5f, "widths of 8, dropout 0.5"},
+		      {&s5, 0.5f, "odd widths, dropout 0.5"},
+		      {&s2, 0.0f, "one hidden layer, no dropout"}};
+	g_path = path;
+	setenv("NCF_CUDA_PATH", path, 1);
+	for (const auto &x : shapes) {
+		TEST(t_training_grad(&dd, x.s, x.dropout),
+		     "%s: %s: gradients of two batches equal to the cpu backend's per tensor", path,
+		     x.what);
+		TEST(t_training_steps(&dd, x.s, x.dropout),
+		     "%s: %s: parameters after one and five Adam steps, then the ranks", path, x.what);
+	}
+	TEST(t_ranks(&dd, &s8), "%s: two ranks: rank 0's slice, and the sum of both", path);
+	for (enum ncf_precision p : lows)
+		TEST(t_low_precision(&dd, &s8, p),
+		     "%s %s: gradient and logits near fp32's, three training steps", path,
+		     ncf_precision_name(p));
+	TEST(t_loss_scaling(&dd, &s8), "%s fp16: dynamic loss scaling", path);
+	TEST(t_run(&dd, &s8), "%s: two epochs: HR@10 as the cpu backend's", path);
+	for (const auto &x : shapes) {
+		TEST(t_oracle(&dd, x.s, x.dropout),
+		     "%s: %s: against reference.c: gradients, losses, logits, ranks", path, x.what);
+		TEST(t_oracle_step(&dd, x.s, x.dropout),
+		     "%s: %s: one Adam step within the bound its gradient implies", path, x.what);
+	}
+	for (const struct ncf_shape *s : {&s8, &s5})
+		for (enum ncf_precision p : costed)
+			TEST(t_cost(&dd, s, path, p),
+			     "%s %s, layers %u: the recorder notes each launch once, the dry run the "
+			     "same",
+			     path, ncf_precision_name(p), s->layers[1]);
+	TEST(t_sync(&dd, &s8), "%s: NCF_CUDA_SYNC=1: the same gradient, step and scores; no graphs",
+	     path);
+	TEST(t_fault(&dd, &s8, 0), "%s: a kernel that faults surfaces at the synchronisation, "
+				   "saying how to name it",
+	     path);
+	TEST(t_fault(&dd, &s8, 1), "%s: a kernel that faults: NCF_CUDA_SYNC=1 names it with its "
+				   "file and line",
+	     path);
+	TEST(t_fp16_nan(&dd, &s8), "%s: fp16: a NaN made in the forward pass reaches the logits "
+				   "through the ReLU and skips the step",
+	     path);
+	TEST(t_epoch_and_resume(&dd, &s8), "%s: a whole epoch's loss, and a resumed run bit for bit",
+	     path);
+	unsetenv("NCF_CUDA_PATH");
+	g_path = "fused";
+}
+
+/* The fused step's graph, the scoring path and its graphs, ranks. */
+static void graph_cases(void)
+{
+	for (const struct ncf_shape *s : {&s8, &s5})
+		for (enum ncf_precision p : costed)
+			TEST(t_step_graph(&dd, s, p), "step graph, %s, layers %u,%u,%u: four steps",
+			     ncf_precision_name(p), s->layers[1], s->layers[2], s->layers[3]);
+	for (size_t n : {(size_t)1, (size_t)1000, (size_t)70000})
+		TEST(t_scoring(&dd, &s8, n), "host path, %zu pairs: scores equal to the cpu "
+					     "backend's, bit for bit the sigmoid of the logits",
+		     n);
+	TEST(t_scoring_bad_id(&dd, &s8), "a bad id among 70000 pairs: the first is named, once");
+	TEST(t_graphs(&dd, &s8), "scoring graphs: captured once, replayed after new parameters");
+	TEST(t_graphs_no_capture(&dd, &s8, 0), "a failed capture says nothing at the normal level, "
+					       "and plain launches score right");
+	TEST(t_graphs_no_capture(&dd, &s8, 1), "a failed capture says so in one line at -v, and "
+					       "plain launches score right");
+	TEST(t_resident(&dd, &s8), "kept pairs score as the host path does; too many, or a bad id, "
+				   "refused");
+	TEST(t_ranks_per_node(&s8), "more ranks on a node than GPUs refused (-3); several ranks' "
+				    "communicator made at open");
+}
+
+static void t_usable(void)
+{
+	char why[128];
+	tap_ok(ncf_cuda_usable(why, sizeof why) == 1, "ncf_cuda_usable says 1");
 }
 
 int main(void)
 {
 	ncf_set_progname("test_cuda_emu");
 	ncf_verbosity = 1;
-	char why[128];
-	tap_ok(ncf_cuda_usable(why, sizeof why) == 1, "the emulated device is usable");
-
-	struct data d;
-	make_data(&d, 41, 67, 30, 14, 5);
-	/* widths multiples of 8 (vector paths) and not (scalar paths, partial
-	 * dropout blocks) */
-	struct ncf_shape s8 = {41, 67, 8, 4, {32, 24, 16, 8}};
-	struct ncf_shape s5 = {41, 67, 6, 4, {14, 13, 10, 5}};
-	struct ncf_shape s2 = {41, 67, 8, 2, {16, 8}};
-
-	test_samples(&d, &s8);
-	test_dropout(&d, &s8);
-	test_adam(&d, &s8);
-	test_segsum(&d, &s8);
-	test_linear(&d, &s8);
-	test_linear_w(&d, &s8);
-	test_forward(&d, &s8, "widths of 8");
-	test_forward(&d, &s5, "odd widths");
-	test_refusals(&d, &s8);
-	test_paths(&d, &s8);
-	test_deferred_loss(&d, &s8);
-	test_host_memory(&d, &s8);
-	const char *const paths[] = {"fused", "unfused"};
-	for (const char *path : paths) {
-		char l[3][64];
-		g_path = path;
-		setenv("NCF_CUDA_PATH", path, 1);
-		snprintf(l[0], 64, "%s: widths of 8, dropout 0.5", path);
-		snprintf(l[1], 64, "%s: odd widths, dropout 0.5", path);
-		snprintf(l[2], 64, "%s: one hidden layer, no dropout", path);
-		test_training(&d, &s8, 0.5f, l[0]);
-		test_training(&d, &s5, 0.5f, l[1]);
-		test_training(&d, &s2, 0.0f, l[2]);
-		test_ranks(&d, &s8);
-		test_low_precision(&d, &s8);
-		test_run(&d, &s8);
-		test_oracle(&d, &s8, 0.5f, l[0]);
-		test_oracle(&d, &s5, 0.5f, l[1]);
-		test_oracle(&d, &s2, 0.0f, l[2]);
-		test_cost(&d, &s8, path);
-		test_cost(&d, &s5, path);
-		test_sync_and_faults(&d, &s8);
-		test_fp16_nan(&d, &s8);
-		test_epoch_and_resume(&d, &s8);
-	}
-	unsetenv("NCF_CUDA_PATH");
-	g_path = "fused";
-	test_step_graph(&d, &s8);
-	test_step_graph(&d, &s5);
-	test_scoring(&d, &s8);
-	test_graphs(&d, &s8);
-	test_resident(&d, &s8);
-	test_ranks_per_node(&d, &s8);
-	free(d.counted);
+	TEST(t_usable(), "the emulated device is usable");
+	make_data(&dd, 41, 67, 30, 14, 5);
+	kernel_cases();
+	for (const char *path : {"fused", "unfused", "lt"})
+		step_cases(path);
+	graph_cases();
+	free(dd.counted);
 	return tap_done();
 }

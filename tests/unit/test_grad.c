@@ -146,82 +146,146 @@ static int count_off(const float *g, const double *fd, const char *who, double *
 	return bad;
 }
 
-int main(void)
+/* ---- the cases ---------------------------------------------------------- */
+
+/* NVIDIA's initial parameters (float, and p in double), the gradients of the
+ * cpu backend (g, g2: 1 and 2 threads) and of the reference (gr), finite
+ * differences fd; a batch that starts inside the epoch. */
+static float *params, *g, *g2, *gr;
+static double *p, *fd, loss, ref;
+static const uint64_t first = 5, n = 40;
+
+static void set_up(void)
 {
 	for (uint32_t u = 0; u < U; u++)
 		for (int64_t k = offsets[u]; k < offsets[u + 1]; k++)
 			entry_user[k] = u;
 	ncf_layout_make(&shape, &L);
-	float *params = malloc(L.total * sizeof(float));
+	params = malloc(L.total * sizeof(float));
 	ncf_model_init(&shape, &L, hp.seed, params);
 	/* Embeddings of N(0, 0.01) make every gradient tiny; scale them up so
 	 * that the check sees gradients of ordinary size. */
 	for (size_t k = 0; k < L.dense; k++)
 		params[k] *= 30.0f;
-	float *g = malloc(L.total * sizeof(float));
-	float *g2 = malloc(L.total * sizeof(float));
-	float *gr = malloc(L.total * sizeof(float));
-	double *p = malloc(L.total * sizeof(double));
-	double *fd = malloc(L.total * sizeof(double));
+	g = malloc(L.total * sizeof(float));
+	g2 = malloc(L.total * sizeof(float));
+	gr = malloc(L.total * sizeof(float));
+	p = malloc(L.total * sizeof(double));
+	fd = malloc(L.total * sizeof(double));
 	for (size_t k = 0; k < L.total; k++)
 		p[k] = params[k];
-	uint64_t first = 5, n = 40; /* a batch that starts inside the epoch */
-	double loss, rloss;
+}
 
-	tap_plan(11);
-	tap_ok(run_grad(&ncf_backend_cpu, 1, params, first, n, g, &loss) == 0,
-	       "cpu backend computes a gradient");
+static void t_cpu_grad(void)
+{
+	tap_ok(run_grad(&ncf_backend_cpu, 1, params, first, n, g, &loss) == 0, "a gradient, 1 thread");
+}
+
+static void t_cpu_loss(void)
+{
 	min_relu_gap = INFINITY;
-	double ref = ref_loss(p, 0, first, n);
-	tap_ok(tap_close(loss / (double)n, ref, 0, 1e-5, "loss"),
-	       "loss equals the double-precision reference (rel 1e-5): %.8f", ref);
+	ref = ref_loss(p, 0, first, n);
+	tap_ok(tap_close(loss / (double)n, ref, 0, 1e-5, "loss"), "the reference loss is %.8f", ref);
 	tap_diag("smallest |ReLU input| %.3g (finite differences need > 1e-5)", min_relu_gap);
+}
 
-	finite_differences(p, first, n, fd);
+static void t_cpu_fd(void)
+{
 	double worst, largest = 0;
+	finite_differences(p, first, n, fd);
 	int bad = count_off(g, fd, "cpu", &worst);
 	for (size_t k = 0; k < L.total; k++)
 		largest = fabs(fd[k]) > largest ? fabs(fd[k]) : largest;
-	tap_ok(bad == 0 && min_relu_gap > 1e-5,
-	       "all %zu parameter gradients match finite differences (worst error %.3g of its "
-	       "tolerance)",
-	       L.total, worst);
+	tap_ok(bad == 0, "%d of %zu gradients off (worst error %.3g of its tolerance)", bad, L.total,
+	       worst);
+	tap_ok(min_relu_gap > 1e-5, "no ReLU input within 1e-5 of its kink (%.3g)", min_relu_gap);
 	tap_diag("largest gradient %.3g", largest);
+}
+
+static void t_nonzero(void)
+{
 	int nonzero = 0;
 	for (size_t k = 0; k < L.total; k++)
 		nonzero += g[k] != 0.0f;
-	tap_ok(nonzero > (int)L.total / 2, "the gradient is not trivially zero (%d of %zu nonzero)",
-	       nonzero, L.total);
+	tap_ok(nonzero > (int)L.total / 2, "%d of %zu nonzero", nonzero, L.total);
+}
 
-	tap_ok(run_grad(&ncf_backend_cpu, 2, params, first, n, g2, &loss) == 0 &&
+static void t_threads(void)
+{
+	double loss2;
+	tap_ok(run_grad(&ncf_backend_cpu, 2, params, first, n, g2, &loss2) == 0 &&
 		       memcmp(g, g2, L.total * sizeof(float)) == 0,
-	       "1 and 2 threads give bit-identical gradients");
+	       "the gradient of 2 threads is that of 1");
+}
 
-	/* The plain reference, the other tests' oracle, on the same batch. */
+/* The plain reference, the other tests' oracle, on the same batch. */
+static void t_reference_loss(void)
+{
+	double rloss;
 	tap_ok(run_grad(&ncf_backend_reference, 1, params, first, n, gr, &rloss) == 0 &&
 		       tap_close(rloss / (double)n, ref, 0, 1e-5, "reference loss"),
-	       "reference.c: loss equals the double-precision model (rel 1e-5)");
-	bad = count_off(gr, fd, "reference", &worst);
-	tap_ok(bad == 0, "reference.c: all %zu parameter gradients match finite differences "
-	       "(worst error %.3g of its tolerance)", L.total, worst);
+	       "the loss of reference.c");
+}
 
-	/* Without dropout, and a batch that covers the whole epoch. */
+static void t_reference_fd(void)
+{
+	double worst;
+	int bad = count_off(gr, fd, "reference", &worst);
+	tap_ok(bad == 0, "%d of %zu gradients off (worst error %.3g of its tolerance)", bad, L.total,
+	       worst);
+}
+
+/* Without dropout, and a batch that covers the whole epoch. */
+static uint64_t S;
+
+static void t_whole_loss(void)
+{
 	hp.dropout = 0.0f;
-	uint64_t S = 16 * (1 + hp.negatives);
+	S = 16 * (1 + hp.negatives);
 	tap_ok(run_grad(&ncf_backend_cpu, 2, params, 0, S, g, &loss) == 0 &&
 		       tap_close(loss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5, "loss"),
-	       "no dropout, whole epoch: loss equals the reference");
+	       "the cpu backend's loss");
+}
+
+static void t_whole_fd(void)
+{
+	double worst;
 	finite_differences(p, 0, S, fd);
-	bad = count_off(g, fd, "cpu", &worst);
-	tap_ok(bad == 0, "no dropout, whole epoch: gradients match finite differences (%d off)",
-	       bad);
-	tap_ok(run_grad(&ncf_backend_reference, 1, params, 0, S, gr, &rloss) == 0 &&
-		       tap_close(rloss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5,
-				 "reference loss") &&
-		       count_off(gr, fd, "reference", &worst) == 0,
-	       "reference.c, no dropout, whole epoch: loss and gradients match (worst %.3g of the tolerance)",
-	       worst);
-	tap_ok(min_relu_gap > 1e-5, "no ReLU input within 1e-5 of its kink (%.3g)", min_relu_gap);
+	int bad = count_off(g, fd, "cpu", &worst);
+	tap_ok(bad == 0, "%d gradients off (worst error %.3g of its tolerance)", bad, worst);
+}
+
+static void t_whole_reference(void)
+{
+	double rloss, worst = 0;
+	int rc = run_grad(&ncf_backend_reference, 1, params, 0, S, gr, &rloss);
+	tap_ok(rc == 0 && tap_close(rloss / (double)S, ref_loss(p, 0, 0, S), 0, 1e-5,
+				    "reference loss"),
+	       "the loss of reference.c");
+	tap_ok(rc == 0 && count_off(gr, fd, "reference", &worst) == 0,
+	       "gradients (worst %.3g of the tolerance)", worst);
+}
+
+static void t_relu_gap(void)
+{
+	tap_ok(min_relu_gap > 1e-5, "the smallest is %.3g", min_relu_gap);
+}
+
+int main(void)
+{
+	set_up();
+	TEST(t_cpu_grad(), "cpu backend computes a gradient");
+	TEST(t_cpu_loss(), "loss equals the double-precision reference (rel 1e-5)");
+	TEST(t_cpu_fd(), "all %zu parameter gradients match finite differences", L.total);
+	TEST(t_nonzero(), "the gradient is not trivially zero");
+	TEST(t_threads(), "1 and 2 threads give bit-identical gradients");
+	TEST(t_reference_loss(), "reference.c: loss equals the double-precision model (rel 1e-5)");
+	TEST(t_reference_fd(), "reference.c: all %zu parameter gradients match finite differences",
+	     L.total);
+	TEST(t_whole_loss(), "no dropout, whole epoch: loss equals the reference");
+	TEST(t_whole_fd(), "no dropout, whole epoch: gradients match finite differences");
+	TEST(t_whole_reference(), "reference.c, no dropout, whole epoch: loss and gradients match");
+	TEST(t_relu_gap(), "no ReLU input within 1e-5 of its kink");
 	free(params), free(g), free(g2), free(gr), free(p), free(fd);
 	return tap_done();
 }

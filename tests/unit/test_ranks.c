@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "helpers.h"
 #include "model.h"
 #include "ncf_hd.h"
 #include "tap.h"
@@ -32,36 +33,6 @@
 
 static int64_t offsets[U + 1];
 static uint32_t *items, *entry_user;
-
-static uint32_t rnd(uint32_t a, uint64_t idx, uint32_t n)
-{
-	return ncf_uniform_below(ncf_rng(11, NCF_RNG_BENCH, a, idx, 0).v[0], n);
-}
-
-/* Users with 3..60 positives, half of them among the 20 most popular
- * items (so that item gradients sum many samples and partly cancel). */
-static void make_data(void)
-{
-	uint8_t has[I];
-	size_t cap = (size_t)U * 64, n = 0;
-	items = malloc(cap * sizeof *items);
-	entry_user = malloc(cap * sizeof *entry_user);
-	for (uint32_t u = 0; u < U; u++) {
-		memset(has, 0, sizeof has);
-		uint32_t k = 3 + rnd(1, u, 58);
-		for (uint32_t t = 0; t < k; t++) {
-			uint32_t it = rnd(2, (uint64_t)u * 100 + t, I);
-			has[t % 2 ? it : it % 20] = 1;
-		}
-		offsets[u] = (int64_t)n;
-		for (uint32_t it = 0; it < I; it++)
-			if (has[it]) {
-				items[n] = it;
-				entry_user[n++] = u;
-			}
-	}
-	offsets[U] = (int64_t)n;
-}
 
 static const struct ncf_shape shape = {.users = U, .items = I, .factors = 16, .n_layers = 4,
 				       .layers = {64, 64, 32, 16}};
@@ -105,61 +76,89 @@ static double worst_tensor(const struct ncf_layout *L, const float *a, const flo
 	return worst;
 }
 
-int main(void)
+/* The one-rank backend, trained to some step; at that step its parameters
+ * p and the gradient g1 and loss l1 of the batch [first, first + n). */
+static struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
+				.dropout = 0.5f, .negatives = 4, .batch = 4096, .seed = 3};
+static struct ncf_backend one;
+static size_t T;
+static float *p, *g1;
+static double l1;
+static int g1_rc = -1;
+static uint64_t S, first, n;
+
+static int set_up(void)
 {
-	make_data();
-	struct ncf_hparams hp = {.lr = 0.0045f, .beta1 = 0.25f, .beta2 = 0.5f, .eps = 1e-8f,
-				 .dropout = 0.5f, .negatives = 4, .batch = 4096, .seed = 3};
-	struct ncf_dist single = {.rank = 0, .size = 1, .local_size = 1};
-	struct ncf_backend one;
+	/* users with 3..60 positives, half of them among the 20 most popular
+	 * items (so that item gradients sum many samples and partly cancel) */
+	helper_make_rows(11, U, I, offsets, &items, &entry_user);
+	static struct ncf_dist single = {.rank = 0, .size = 1, .local_size = 1};
 	if (open_be(&one, &single, &hp) != 0)
-		return tap_ok(0, "open the cpu backend"), tap_done();
-	const struct ncf_layout *L = &one.layout;
-	size_t T = L->total;
-	float *p = malloc(T * sizeof *p), *g1 = malloc(T * sizeof *g1);
-	float *gr = malloc(T * sizeof *gr), *gsum = malloc(T * sizeof *gsum);
+		return -1;
+	T = one.layout.total;
+	p = malloc(T * sizeof *p);
+	g1 = malloc(T * sizeof *g1);
 	ncf_model_init(&shape, &one.layout, hp.seed, p);
 	ncf_backend_set_state(&one, p, NULL, NULL);
-	uint64_t S = (uint64_t)offsets[U] * (1 + hp.negatives), first = 0;
+	S = (uint64_t)offsets[U] * (1 + hp.negatives);
+	return 0;
+}
+
+/* Train steps more steps with one rank, then take the next batch's
+ * gradient. */
+static void train(int steps)
+{
+	for (int s = 0; s < steps; s++) {
+		uint64_t nb = S - first < hp.batch ? S - first : hp.batch;
+		double ls;
+		ncf_backend_train_step(&one, 0, first, nb, &ls);
+		first = first + nb >= S ? 0 : first + nb;
+	}
+	n = S - first < hp.batch ? S - first : hp.batch;
+	ncf_backend_get_state(&one, p, NULL, NULL);
+	g1_rc = ncf_backend_grad(&one, 0, first, n, g1, &l1);
+}
+
+/* R ranks' gradients of the batch, each its slice, summed. */
+static void t_ranks_sum(int R)
+{
+	float *gr = malloc(T * sizeof *gr), *gsum = calloc(T, sizeof *gsum);
+	double lsum = 0;
+	int ok = g1_rc == 0;
+	for (int r = 0; r < R; r++) {
+		struct ncf_dist d = {.rank = r, .size = R, .local_rank = r, .local_size = R};
+		struct ncf_backend be;
+		double lr;
+		ok &= open_be(&be, &d, &hp) == 0 && ncf_backend_set_state(&be, p, NULL, NULL) == 0 &&
+		      ncf_backend_grad(&be, 0, first, n, gr, &lr) == 0;
+		ncf_backend_close(&be);
+		for (size_t j = 0; j < T; j++)
+			gsum[j] += gr[j];
+		lsum += lr;
+	}
+	const char *what = "";
+	double w = worst_tensor(&one.layout, gsum, g1, &what);
+	tap_diag("after %llu steps, %d ranks: worst tensor %s, relative L2 %.3g",
+		 (unsigned long long)one.step, R, what, w);
+	tap_ok(ok && w <= 1e-4, "the gradients, relative L2 within 1e-4");
+	tap_ok(tap_close(lsum, l1, 0, 1e-9, "loss"), "the losses, rel 1e-9");
+	free(gr), free(gsum);
+}
+
+int main(void)
+{
+	if (set_up() != 0)
+		return tap_ok(0, "open the cpu backend"), tap_done();
+	/* compare after 0, 10, then 30 steps with one rank */
+	static const int more[3] = {0, 10, 20};
 	for (int phase = 0; phase < 3; phase++) {
-		/* train 0, 10, then 30 steps with one rank before comparing */
-		for (int s = 0; s < (phase == 0 ? 0 : phase == 1 ? 10 : 20); s++) {
-			uint64_t n = S - first < hp.batch ? S - first : hp.batch;
-			double ls;
-			ncf_backend_train_step(&one, 0, first, n, &ls);
-			first = first + n >= S ? 0 : first + n;
-		}
-		uint64_t n = S - first < hp.batch ? S - first : hp.batch;
-		ncf_backend_get_state(&one, p, NULL, NULL);
-		double l1;
-		int ok = ncf_backend_grad(&one, 0, first, n, g1, &l1) == 0;
-		for (int R = 2; R <= 3; R++) {
-			memset(gsum, 0, T * sizeof *gsum);
-			double lsum = 0;
-			for (int r = 0; r < R; r++) {
-				struct ncf_dist d = {.rank = r, .size = R, .local_rank = r, .local_size = R};
-				struct ncf_backend be;
-				double lr;
-				ok &= open_be(&be, &d, &hp) == 0 &&
-				      ncf_backend_set_state(&be, p, NULL, NULL) == 0 &&
-				      ncf_backend_grad(&be, 0, first, n, gr, &lr) == 0;
-				ncf_backend_close(&be);
-				for (size_t j = 0; j < T; j++)
-					gsum[j] += gr[j];
-				lsum += lr;
-			}
-			const char *what = "";
-			double w = worst_tensor(L, gsum, g1, &what);
-			tap_diag("after %llu steps, %d ranks: worst tensor %s, relative L2 %.3g",
-				 (unsigned long long)one.step, R, what, w);
-			tap_ok(ok && w <= 1e-4, "%d ranks sum to the 1-rank gradient after %llu steps",
-			       R, (unsigned long long)one.step);
-			tap_ok(tap_close(lsum, l1, 0, 1e-9, "loss"),
-			       "%d ranks' losses sum to the 1-rank loss after %llu steps", R,
-			       (unsigned long long)one.step);
-		}
+		train(more[phase]);
+		for (int R = 2; R <= 3; R++)
+			TEST(t_ranks_sum(R),
+			     "%d ranks sum to the 1-rank gradient and loss after %llu steps", R,
+			     (unsigned long long)one.step);
 	}
 	ncf_backend_close(&one);
-	free(p), free(g1), free(gr), free(gsum), free(items), free(entry_user);
+	free(p), free(g1), free(items), free(entry_user);
 	return tap_done();
 }

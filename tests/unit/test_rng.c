@@ -125,240 +125,294 @@ static int stream_epoch(uint64_t seed, uint32_t epoch, uint32_t k, int true_neg,
 	return ok;
 }
 
-int main(void)
-{
-	tap_plan(26);
+/* ---- the cases ---------------------------------------------------------- */
 
-	/* 1-3: Random123 kat_vectors, philox4x32 with 10 rounds. */
+/* Random123 kat_vectors, philox4x32 with 10 rounds. */
+static void t_philox_zeros(void)
+{
 	static const uint32_t z[4] = {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8};
-	static const uint32_t f[4] = {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd};
-	static const uint32_t p[4] = {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1};
 	philox_kat(0, 0, 0, 0, 0, 0, z, "zeros");
+}
+
+static void t_philox_ones(void)
+{
+	static const uint32_t f[4] = {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd};
 	philox_kat(~0u, ~0u, ~0u, ~0u, ~0u, ~0u, f, "all ones");
+}
+
+static void t_philox_pi(void)
+{
+	static const uint32_t p[4] = {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1};
 	philox_kat(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, p,
 		   "digits of pi");
+}
 
-	/* 4: ncf_rng lays out (seed, purpose, a, index, sub) as documented. */
-	{
-		uint64_t seed = 0x123456789abcdef0ull, index = 0x0fedcba987654321ull;
-		ncf_u32x4 a = ncf_rng(seed, NCF_RNG_TRAIN_NEG, 7, index, 0xABCDEF);
-		ncf_u32x4 b = ncf_philox4x32((uint32_t)index, (uint32_t)(index >> 32), 7,
-					     (NCF_RNG_TRAIN_NEG << 24) | 0xABCDEF, (uint32_t)seed,
-					     (uint32_t)(seed >> 32));
-		tap_ok(!memcmp(a.v, b.v, sizeof a.v), "ncf_rng counter and key layout");
+/* ncf_rng lays out (seed, purpose, a, index, sub) as documented. */
+static void t_rng_layout(void)
+{
+	uint64_t seed = 0x123456789abcdef0ull, index = 0x0fedcba987654321ull;
+	ncf_u32x4 a = ncf_rng(seed, NCF_RNG_TRAIN_NEG, 7, index, 0xABCDEF);
+	ncf_u32x4 b = ncf_philox4x32((uint32_t)index, (uint32_t)(index >> 32), 7,
+				     (NCF_RNG_TRAIN_NEG << 24) | 0xABCDEF, (uint32_t)seed,
+				     (uint32_t)(seed >> 32));
+	tap_ok(!memcmp(a.v, b.v, sizeof a.v), "ncf_rng is philox4x32 of the documented words");
+}
+
+/* A bijection on [0, n) for 3 seeds x 3 epochs. */
+static void t_perm_bijection(uint64_t n)
+{
+	int ok = 1;
+	for (uint64_t seed = 0; seed < 3 && ok; seed++)
+		for (uint32_t epoch = 0; epoch < 3 && ok; epoch++)
+			ok = perm_is_bijection(n, seed * 0x9E3779B97F4A7C15ull, epoch);
+	tap_ok(ok, "a bijection on [0, %llu)", (unsigned long long)n);
+}
+
+/* A permutation actually permutes, and the epoch changes it. */
+static void t_perm_moves(void)
+{
+	ncf_perm a = ncf_perm_make(1000, 1, 0), b = ncf_perm_make(1000, 1, 1);
+	int fixed = 0, same = 0;
+	for (uint64_t t = 0; t < 1000; t++) {
+		fixed += ncf_perm_apply(&a, t) == t;
+		same += ncf_perm_apply(&a, t) == ncf_perm_apply(&b, t);
 	}
+	tap_ok(fixed < 50 && same < 50, "%d of 1000 fixed, %d the same in epochs 0 and 1", fixed,
+	       same);
+}
 
-	/* 5-10: the permutation is a bijection for sizes around the powers
-	 * of 4 the Feistel network works on, for several seeds and epochs. */
-	static const uint64_t sizes[] = {1, 2, 3, 1000, 4097, 100003};
-	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+/* ncf_uniform_below(x, n) < n, at the extremes and at random. */
+static void t_uniform_range(void)
+{
+	static const uint32_t ns[] = {1, 2, 3, 7, 100, 9724, 26744, 1u << 31, UINT32_MAX};
+	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		uint32_t n = ns[i];
 		int ok = 1;
-		for (uint64_t seed = 0; seed < 3 && ok; seed++)
-			for (uint32_t epoch = 0; epoch < 3 && ok; epoch++)
-				ok = perm_is_bijection(sizes[i], seed * 0x9E3779B97F4A7C15ull, epoch);
-		tap_ok(ok, "ncf_perm_apply is a bijection on [0, %llu) (3 seeds x 3 epochs)",
-		       (unsigned long long)sizes[i]);
-	}
-
-	/* 11: a permutation actually permutes, and the epoch changes it. */
-	{
-		ncf_perm a = ncf_perm_make(1000, 1, 0), b = ncf_perm_make(1000, 1, 1);
-		int fixed = 0, same = 0;
-		for (uint64_t t = 0; t < 1000; t++) {
-			fixed += ncf_perm_apply(&a, t) == t;
-			same += ncf_perm_apply(&a, t) == ncf_perm_apply(&b, t);
-		}
-		tap_ok(fixed < 50 && same < 50,
-		       "the permutation moves positions and differs by epoch (%d fixed, %d same)",
-		       fixed, same);
-	}
-
-	/* 12: ncf_uniform_below(x, n) < n, at the extremes and at random. */
-	{
-		static const uint32_t ns[] = {1, 2, 3, 7, 100, 9724, 26744, 1u << 31, UINT32_MAX};
-		int ok = 1;
-		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-			uint32_t n = ns[i];
-			ok &= ncf_uniform_below(0, n) == 0;
-			ok &= ncf_uniform_below(UINT32_MAX, n) == n - 1;
-			for (uint64_t j = 0; j < 20000; j++) {
-				ncf_u32x4 r = ncf_rng(42, NCF_RNG_BENCH, (uint32_t)i, j, 0);
-				for (int w = 0; w < 4; w++)
-					ok &= ncf_uniform_below(r.v[w], n) < n;
-			}
-		}
-		tap_ok(ok, "ncf_uniform_below stays below n (0 -> 0, 2^32-1 -> n-1)");
-	}
-
-	/* 13: and it is roughly uniform (each of 10 values within 5% of 8000). */
-	{
-		uint32_t count[10] = {0};
 		for (uint64_t j = 0; j < 20000; j++) {
-			ncf_u32x4 r = ncf_rng(7, NCF_RNG_EVAL_NEG, 0, j, 0);
+			ncf_u32x4 r = ncf_rng(42, NCF_RNG_BENCH, (uint32_t)i, j, 0);
 			for (int w = 0; w < 4; w++)
-				count[ncf_uniform_below(r.v[w], 10)]++;
+				ok &= ncf_uniform_below(r.v[w], n) < n;
 		}
-		int ok = 1;
-		for (int v = 0; v < 10; v++)
-			ok &= count[v] > 7600 && count[v] < 8400;
-		tap_ok(ok, "ncf_uniform_below(., 10) over 80000 draws is roughly uniform");
+		tap_ok(ncf_uniform_below(0, n) == 0 && ncf_uniform_below(UINT32_MAX, n) == n - 1,
+		       "n = %u: 0 -> 0, 2^32-1 -> n-1", n);
+		tap_ok(ok, "n = %u: 80000 draws below n", n);
 	}
+}
 
-	/* 14-15: CRC-32C check value, and extending a CRC piece by piece. */
-	{
-		const char *s = "123456789";
-		uint32_t c = ncf_crc32c(0, s, 9);
-		if (!tap_ok(c == 0xE3069283u, "crc32c(\"123456789\") = e3069283"))
-			tap_diag("got %08x", c);
-		unsigned char buf[1000];
-		for (int i = 0; i < 1000; i++)
-			buf[i] = (unsigned char)(i * 7 + 3);
-		uint32_t whole = ncf_crc32c(0, buf, sizeof buf), part = 0;
-		for (size_t o = 0; o < sizeof buf; o += 37)
-			part = ncf_crc32c(part, buf + o, sizeof buf - o < 37 ? sizeof buf - o : 37);
-		tap_ok(whole == part && ncf_crc32c(0, buf, 0) == 0,
-		       "crc32c continues across pieces of any size and alignment");
+/* Each of 10 values within 5% of 8000 over 80000 draws. */
+static void t_uniform_spread(void)
+{
+	uint32_t count[10] = {0};
+	for (uint64_t j = 0; j < 20000; j++) {
+		ncf_u32x4 r = ncf_rng(7, NCF_RNG_EVAL_NEG, 0, j, 0);
+		for (int w = 0; w < 4; w++)
+			count[ncf_uniform_below(r.v[w], 10)]++;
 	}
+	for (int v = 0; v < 10; v++)
+		tap_ok(count[v] > 7600 && count[v] < 8400, "value %d drawn %u times", v, count[v]);
+}
 
-	/* 16-17: ncf_row_has on the hand-built rows. */
-	{
-		int ok = 1;
-		for (int u = 0; u < NU; u++)
-			for (uint32_t it = 0; it < NI; it++) {
-				int want = 0;
-				for (int64_t k = offsets[u]; k < offsets[u + 1]; k++)
-					want |= items[k] == it;
-				ok &= ncf_row_has(items + offsets[u], offsets[u + 1] - offsets[u], it) ==
-				      want;
+static void t_crc_check_value(void)
+{
+	uint32_t c = ncf_crc32c(0, "123456789", 9);
+	tap_ok(c == 0xE3069283u, "got %08x", c);
+}
+
+/* Extending a CRC piece by piece. */
+static void t_crc_pieces(void)
+{
+	unsigned char buf[1000];
+	for (int i = 0; i < 1000; i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+	uint32_t whole = ncf_crc32c(0, buf, sizeof buf), part = 0;
+	for (size_t o = 0; o < sizeof buf; o += 37)
+		part = ncf_crc32c(part, buf + o, sizeof buf - o < 37 ? sizeof buf - o : 37);
+	tap_ok(whole == part, "pieces of 37 bytes give the CRC of the whole");
+	tap_ok(ncf_crc32c(0, buf, 0) == 0, "no bytes leave the CRC as it is");
+}
+
+/* ncf_row_has on the hand-built rows. */
+static void t_row_has(void)
+{
+	int ok = 1;
+	for (int u = 0; u < NU; u++)
+		for (uint32_t it = 0; it < NI; it++) {
+			int want = 0;
+			for (int64_t k = offsets[u]; k < offsets[u + 1]; k++)
+				want |= items[k] == it;
+			ok &= ncf_row_has(items + offsets[u], offsets[u + 1] - offsets[u], it) == want;
+		}
+	tap_ok(ok, "each user's items found, no other");
+}
+
+static void t_row_has_empty(void)
+{
+	tap_ok(!ncf_row_has(items, 0, 1) && !ncf_row_has(NULL, 0, 0), "nothing found in no row");
+}
+
+/* The sample stream with plain negatives, several epochs; plain_hits counts
+ * the negatives that hit a training positive, for the next case. */
+static int plain_hits;
+
+static void t_stream_plain(void)
+{
+	int h;
+	for (uint32_t epoch = 0; epoch < 5; epoch++)
+		for (uint32_t k = 1; k <= 4; k += 3) {
+			tap_ok(stream_epoch(1, epoch, k, 0, &h), "seed 1, epoch %u, k %u", epoch, k);
+			plain_hits += h;
+		}
+}
+
+static void t_stream_plain_hits(void)
+{
+	tap_ok(plain_hits > 0, "%d negatives hit a training positive", plain_hits);
+}
+
+static void t_stream_seeds(void)
+{
+	int h;
+	for (uint64_t seed = 2; seed < 6; seed++)
+		tap_ok(stream_epoch(seed, 3, 4, 0, &h), "seed %llu, epoch 3, k 4",
+		       (unsigned long long)seed);
+}
+
+/* Each user here has at least half of the items unrated, so 64 tries fail
+ * with probability 2^-64 per negative. */
+static void t_true_negatives(void)
+{
+	int hits = 0, h;
+	for (uint64_t seed = 1; seed < 4; seed++)
+		for (uint32_t epoch = 0; epoch < 20; epoch++) {
+			tap_ok(stream_epoch(seed, epoch, 4, 1, &h), "seed %llu, epoch %u",
+			       (unsigned long long)seed, epoch);
+			hits += h;
+		}
+	tap_ok(hits == 0, "%d negatives were training positives", hits);
+}
+
+/* 64 tries at 1 in 10: fails with probability 0.9^64 = 0.1%; the counters
+ * below are fixed, so the result is too. */
+static void t_true_negative_last_item(void)
+{
+	static const int64_t off2[2] = {0, 9};
+	static const uint32_t it2[9] = {0, 1, 2, 3, 4, 5, 6, 8, 9};
+	static const uint32_t eu2[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+	uint64_t S = 9 * 5;
+	int ok = 1, hits = 0;
+	for (uint32_t epoch = 0; epoch < 4; epoch++) {
+		ncf_perm perm = ncf_perm_make(S, 9, epoch);
+		for (uint64_t t = 0; t < S; t++) {
+			uint32_t u, it;
+			int label = ncf_sample_at(&perm, t, 9, epoch, 9, 10, 1, eu2, off2, it2, &u,
+						  &it);
+			if (label == 0) {
+				ok &= u == 0;
+				hits += it != 7;
 			}
-		tap_ok(ok, "ncf_row_has finds exactly each user's items");
-		tap_ok(!ncf_row_has(items, 0, 1) && !ncf_row_has(NULL, 0, 0),
-		       "ncf_row_has on an empty row");
+		}
 	}
+	tap_ok(ok, "every negative has user 0");
+	tap_ok(hits == 0, "%d negatives are not item 7", hits);
+}
 
-	/* 18-20: the sample stream with plain negatives, several epochs. */
-	{
-		int ok = 1, hits = 0, h;
-		for (uint32_t epoch = 0; epoch < 5; epoch++)
-			for (uint32_t k = 1; k <= 4; k += 3) {
-				ok &= stream_epoch(1, epoch, k, 0, &h);
-				hits += h;
+/* True negatives give up after NCF_NEG_MAX_TRIES and still return an item
+ * in range. */
+static void t_true_negative_full_user(void)
+{
+	static const int64_t off3[2] = {0, 3};
+	static const uint32_t it3[3] = {0, 1, 2};
+	static const uint32_t eu3[3] = {0, 0, 0};
+	ncf_perm perm = ncf_perm_make(12, 1, 0);
+	int ok = 1;
+	for (uint64_t t = 0; t < 12; t++) {
+		uint32_t u = 99, it = 99;
+		int label = ncf_sample_at(&perm, t, 1, 0, 3, 3, 1, eu3, off3, it3, &u, &it);
+		ok &= (label == 0 || label == 1) && u == 0 && it < 3;
+	}
+	tap_ok(ok, "12 samples of user 0, labels 0 or 1, items below 3");
+}
+
+static void t_stream_pure(void)
+{
+	ncf_perm a = ncf_perm_make(45, 5, 2), b = ncf_perm_make(45, 5, 2);
+	int ok = 1;
+	for (uint64_t t = 0; t < 45; t++) {
+		uint32_t u1, i1, u2, i2;
+		int l1 = ncf_sample_at(&a, t, 5, 2, NP, NI, 0, entry_user, offsets, items, &u1, &i1);
+		int l2 = ncf_sample_at(&b, t, 5, 2, NP, NI, 0, entry_user, offsets, items, &u2, &i2);
+		ok &= l1 == l2 && u1 == u2 && i1 == i2;
+	}
+	tap_ok(ok, "two permutations of the same (seed, epoch) give the same 45 samples");
+}
+
+static void t_stream_seed_changes(void)
+{
+	ncf_perm a = ncf_perm_make(45, 5, 0), b = ncf_perm_make(45, 6, 0);
+	int diff = 0;
+	for (uint64_t t = 0; t < 45; t++) {
+		uint32_t u1, i1, u2, i2;
+		ncf_sample_at(&a, t, 5, 0, NP, NI, 0, entry_user, offsets, items, &u1, &i1);
+		ncf_sample_at(&b, t, 6, 0, NP, NI, 0, entry_user, offsets, items, &u2, &i2);
+		diff += u1 != u2 || i1 != i2;
+	}
+	tap_ok(diff > 10, "%d of 45 positions differ", diff);
+}
+
+/* Domains past 2^32 (ml-20m scaled up): a sample of positions maps into
+ * range and without collisions. */
+static void t_perm_large(void)
+{
+	uint64_t n = 5000000011ull;
+	ncf_perm p5 = ncf_perm_make(n, 1, 0);
+	enum { M = 4096 };
+	static uint64_t img[M];
+	int ok = 1, collisions = 0;
+	for (uint64_t j = 0; j < M; j++) {
+		uint64_t t = j < M / 2 ? j : n - 1 - (j - M / 2) * 1000003ull;
+		img[j] = ncf_perm_apply(&p5, t);
+		ok &= img[j] < n;
+	}
+	tap_ok(ok, "%d positions in range", M);
+	for (uint64_t a = 0; a < M && ok; a++)
+		for (uint64_t b = a + 1; b < M; b++)
+			if (img[a] == img[b]) {
+				collisions++;
+				break;
 			}
-		tap_ok(ok, "sample stream: every positive exactly once per epoch, k negatives per "
-			   "positive with the positive's user (k 1 and 4, 5 epochs)");
-		tap_ok(hits > 0, "plain negatives may hit a training positive (%d did)", hits);
-		ok = 1;
-		for (uint64_t seed = 2; seed < 6; seed++)
-			ok &= stream_epoch(seed, 3, 4, 0, &h);
-		tap_ok(ok, "sample stream holds for other seeds");
-	}
+	tap_ok(ok && !collisions, "%d positions collide", collisions);
+}
 
-	/* 21: --true-negatives never returns a training positive (each user
-	 * here has at least half of the items unrated, so 64 tries fail with
-	 * probability 2^-64 per negative). */
-	{
-		int ok = 1, hits = 0, h;
-		for (uint64_t seed = 1; seed < 4; seed++)
-			for (uint32_t epoch = 0; epoch < 20; epoch++) {
-				ok &= stream_epoch(seed, epoch, 4, 1, &h);
-				hits += h;
-			}
-		tap_ok(ok && hits == 0,
-		       "--true-negatives: no negative is a training positive of its user (%d were)",
-		       hits);
-	}
-
-	/* 22: a user who rated all items but one still gets that item (64
-	 * tries at 1 in 10: fails with probability 0.9^64 = 0.1%; the
-	 * counters below are fixed, so the result is too). */
-	{
-		static const int64_t off2[2] = {0, 9};
-		static const uint32_t it2[9] = {0, 1, 2, 3, 4, 5, 6, 8, 9};
-		static const uint32_t eu2[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-		uint64_t S = 9 * 5;
-		int ok = 1, hits = 0;
-		for (uint32_t epoch = 0; epoch < 4; epoch++) {
-			ncf_perm perm = ncf_perm_make(S, 9, epoch);
-			for (uint64_t t = 0; t < S; t++) {
-				uint32_t u, it;
-				int label = ncf_sample_at(&perm, t, 9, epoch, 9, 10, 1, eu2, off2, it2,
-							  &u, &it);
-				if (label == 0) {
-					ok &= u == 0;
-					hits += it != 7;
-				}
-			}
-		}
-		tap_ok(ok && hits == 0,
-		       "--true-negatives finds the one unrated item of a near-complete user (%d misses)",
-		       hits);
-	}
-
-	/* 23: a user who rated every item: true negatives give up after
-	 * NCF_NEG_MAX_TRIES and still return an item in range. */
-	{
-		static const int64_t off3[2] = {0, 3};
-		static const uint32_t it3[3] = {0, 1, 2};
-		static const uint32_t eu3[3] = {0, 0, 0};
-		ncf_perm perm = ncf_perm_make(12, 1, 0);
-		int ok = 1;
-		for (uint64_t t = 0; t < 12; t++) {
-			uint32_t u = 99, it = 99;
-			int label = ncf_sample_at(&perm, t, 1, 0, 3, 3, 1, eu3, off3, it3, &u, &it);
-			ok &= (label == 0 || label == 1) && u == 0 && it < 3;
-		}
-		tap_ok(ok, "--true-negatives terminates for a user who rated every item");
-	}
-
-	/* 24: the stream is a pure function of (seed, epoch, t). */
-	{
-		ncf_perm a = ncf_perm_make(45, 5, 2), b = ncf_perm_make(45, 5, 2);
-		int ok = 1;
-		for (uint64_t t = 0; t < 45; t++) {
-			uint32_t u1, i1, u2, i2;
-			int l1 = ncf_sample_at(&a, t, 5, 2, NP, NI, 0, entry_user, offsets, items,
-					       &u1, &i1);
-			int l2 = ncf_sample_at(&b, t, 5, 2, NP, NI, 0, entry_user, offsets, items,
-					       &u2, &i2);
-			ok &= l1 == l2 && u1 == u2 && i1 == i2;
-		}
-		tap_ok(ok, "the sample at a position depends only on (seed, epoch, position)");
-	}
-
-	/* 25: different seeds give different negatives. */
-	{
-		ncf_perm a = ncf_perm_make(45, 5, 0), b = ncf_perm_make(45, 6, 0);
-		int diff = 0;
-		for (uint64_t t = 0; t < 45; t++) {
-			uint32_t u1, i1, u2, i2;
-			ncf_sample_at(&a, t, 5, 0, NP, NI, 0, entry_user, offsets, items, &u1, &i1);
-			ncf_sample_at(&b, t, 6, 0, NP, NI, 0, entry_user, offsets, items, &u2, &i2);
-			diff += u1 != u2 || i1 != i2;
-		}
-		tap_ok(diff > 10, "another seed gives another stream (%d of 45 positions differ)",
-		       diff);
-	}
-	/* 26: domains past 2^32 (ml-20m scaled up): a sample of positions
-	 * maps into range and without collisions. */
-	{
-		uint64_t n = 5000000011ull;
-		ncf_perm p5 = ncf_perm_make(n, 1, 0);
-		enum { M = 4096 };
-		static uint64_t img[M];
-		int ok = 1;
-		for (uint64_t j = 0; j < M; j++) {
-			uint64_t t = j < M / 2 ? j : n - 1 - (j - M / 2) * 1000003ull;
-			img[j] = ncf_perm_apply(&p5, t);
-			ok &= img[j] < n;
-		}
-		for (uint64_t a = 0; a < M && ok; a++)
-			for (uint64_t b = a + 1; b < M; b++)
-				if (img[a] == img[b]) {
-					ok = 0;
-					break;
-				}
-		tap_ok(ok, "ncf_perm_apply on a domain of 5e9: in range, no collisions in %d positions",
-		       M);
-	}
+int main(void)
+{
+	TEST(t_philox_zeros(), "philox4x32-10 known answer: zeros");
+	TEST(t_philox_ones(), "philox4x32-10 known answer: all ones");
+	TEST(t_philox_pi(), "philox4x32-10 known answer: digits of pi");
+	TEST(t_rng_layout(), "ncf_rng counter and key layout");
+	/* sizes around the powers of 4 the Feistel network works on */
+	static const uint64_t sizes[] = {1, 2, 3, 1000, 4097, 100003};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		TEST(t_perm_bijection(sizes[i]),
+		     "ncf_perm_apply is a bijection on [0, %llu) (3 seeds x 3 epochs)",
+		     (unsigned long long)sizes[i]);
+	TEST(t_perm_moves(), "the permutation moves positions and differs by epoch");
+	TEST(t_uniform_range(), "ncf_uniform_below stays below n (0 -> 0, 2^32-1 -> n-1)");
+	TEST(t_uniform_spread(), "ncf_uniform_below(., 10) over 80000 draws is roughly uniform");
+	TEST(t_crc_check_value(), "crc32c(\"123456789\") = e3069283");
+	TEST(t_crc_pieces(), "crc32c continues across pieces of any size and alignment");
+	TEST(t_row_has(), "ncf_row_has finds exactly each user's items");
+	TEST(t_row_has_empty(), "ncf_row_has on an empty row");
+	TEST(t_stream_plain(), "sample stream: every positive exactly once per epoch, k negatives "
+			       "per positive with the positive's user (k 1 and 4, 5 epochs)");
+	TEST(t_stream_plain_hits(), "plain negatives may hit a training positive");
+	TEST(t_stream_seeds(), "sample stream holds for other seeds");
+	TEST(t_true_negatives(), "--true-negatives: no negative is a training positive of its user");
+	TEST(t_true_negative_last_item(),
+	     "--true-negatives finds the one unrated item of a near-complete user");
+	TEST(t_true_negative_full_user(),
+	     "--true-negatives terminates for a user who rated every item");
+	TEST(t_stream_pure(), "the sample at a position depends only on (seed, epoch, position)");
+	TEST(t_stream_seed_changes(), "another seed gives another stream");
+	TEST(t_perm_large(), "ncf_perm_apply on a domain of 5e9: in range, no collisions");
 	return tap_done();
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "helpers.h"
 #include "io.h"
 #include "model_file.h"
 #include "safetensors.h"
@@ -61,20 +62,6 @@ static void make_model(struct ncf_model *m)
 	memcpy(m->item_ids, ITEM_IDS, sizeof ITEM_IDS);
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		return NULL;
-	fseek(fp, 0, SEEK_END);
-	long sz = ftell(fp);
-	fseek(fp, 0, SEEK_SET);
-	unsigned char *b = ncf_xmalloc((size_t)sz + 1);
-	*n = fread(b, 1, (size_t)sz, fp);
-	fclose(fp);
-	return b;
-}
-
 static int same_model(const struct ncf_model *a, const struct ncf_model *b, int ids)
 {
 	struct ncf_layout L;
@@ -88,31 +75,6 @@ static int same_model(const struct ncf_model *a, const struct ncf_model *b, int 
 	else
 		ok = ok && !b->user_ids && !b->item_ids;
 	return ok;
-}
-
-/* ---- stderr into a buffer ------------------------------------------- */
-
-static char msg[4096];
-static int saved_fd = -1;
-static FILE *cap;
-
-static void capture_begin(void)
-{
-	fflush(stderr);
-	cap = tmpfile();
-	saved_fd = dup(2);
-	dup2(fileno(cap), 2);
-}
-
-static void capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_fd, 2);
-	close(saved_fd);
-	rewind(cap);
-	size_t n = fread(msg, 1, sizeof msg - 1, cap);
-	msg[n] = 0;
-	fclose(cap);
 }
 
 /* ---- file images edited as text ------------------------------------- */
@@ -161,15 +123,16 @@ static int refused(const unsigned char *img, size_t n, const struct ncf_model_wa
 		   const char *want)
 {
 	struct ncf_model m;
-	capture_begin();
+	helper_capture_begin();
 	int rc = ncf_safetensors_read_mem(img, n, "t.safetensors", w, &m);
-	capture_end();
+	char *msg = helper_capture_end();
 	if (rc == 0)
 		ncf_model_free(&m);
 	int ok = rc == -1 && strstr(msg, want) && strstr(msg, "t.safetensors: ") &&
 		 strchr(msg, '\n') == msg + strlen(msg) - 1;
 	if (!ok)
 		tap_diag("rc %d, message: %s(want '%s')", rc, msg, want);
+	free(msg);
 	return ok;
 }
 
@@ -316,108 +279,151 @@ static void t_json_memory(void)
 	free(to);
 }
 
-int main(int argc, char **argv)
-{
-	ncf_set_progname(argv[0]);
-	snprintf(dir, sizeof dir, "%s/ncf-st.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(dir))
-		return 1;
-	char path[512], path2[512];
-	snprintf(path, sizeof path, "%s/m.safetensors", dir);
-	snprintf(path2, sizeof path2, "%s/noids.safetensors", dir);
+/* ---- the model written, read back ------------------------------------- */
 
-	/* ---- round trips ---- */
-	struct ncf_model m, r;
-	make_model(&m);
-	tap_ok(ncf_safetensors_write(&m, path) == 0, "write a 5-user, 4-item model with ids");
-	good = slurp(path, &good_n);
+static char path[512], path2[512]; /* the model's file, and one more */
+static struct ncf_model m;	   /* the model written */
+static struct ncf_layout L;
+
+static void t_write(void)
+{
+	tap_ok(ncf_safetensors_write(&m, path) == 0, "ncf_safetensors_write returns 0");
+	good = helper_read_file(path, &good_n);
 	good_hlen = good ? ncf_get_u64(good) : 0;
-	tap_ok(good && (8 + good_hlen) % 8 == 0 && good[8] == '{',
-	       "the header starts with '{' and the data at a multiple of 8 (%zu)", 8 + good_hlen);
-	struct ncf_layout L;
-	ncf_layout_make(&m.shape, &L);
+	tap_ok(good != NULL, "the file is there");
+}
+
+static void t_alignment(void)
+{
+	tap_ok(good && (8 + good_hlen) % 8 == 0 && good[8] == '{', "the data at byte %zu",
+	       8 + good_hlen);
+}
+
+static void t_data_as_is(void)
+{
 	tap_ok(good && good_n == 8 + good_hlen + 4 * L.total &&
 		       !memcmp(good + 8 + good_hlen, m.params, 4 * L.total),
-	       "the data is the parameter vector as is (%zu floats)", L.total);
-	tap_ok(good && memmem(good, good_n, "\"ncf.user_ids\":\"10-12,20,7\"", 27) &&
-		       memmem(good, good_n, "\"ncf.item_ids\":\"3,1-2,4000000000\"", 33),
-	       "ids as runs of consecutive ids");
+	       "%zu floats after the header", L.total);
+}
+
+static void t_id_runs(void)
+{
+	tap_ok(good && memmem(good, good_n, "\"ncf.user_ids\":\"10-12,20,7\"", 27),
+	       "the user ids 10-12,20,7");
+	tap_ok(good && memmem(good, good_n, "\"ncf.item_ids\":\"3,1-2,4000000000\"", 33),
+	       "the item ids 3,1-2,4000000000");
+}
+
+static void t_read_back(void)
+{
+	struct ncf_model r;
 	int rc = ncf_model_file_read(path, NULL, &r);
-	tap_ok(rc == 0 && same_model(&m, &r, 1),
-	       "read back: the same shape, parameters and ids");
-	tap_ok(rc == 0 && !memcmp(&m.hp, &r.hp, sizeof m.hp), "and the same hyperparameters");
+	tap_ok(rc == 0 && same_model(&m, &r, 1), "the same shape, parameters and ids");
+	tap_ok(rc == 0 && !memcmp(&m.hp, &r.hp, sizeof m.hp), "the same hyperparameters");
 	if (rc == 0)
 		ncf_model_free(&r);
+}
+
+static void t_read_for_cache(void)
+{
+	struct ncf_model r;
 	struct ncf_model_want w = {5, 4};
-	rc = ncf_model_file_read(path, &w, &r);
-	tap_ok(rc == 0, "read against a cache of 5 users and 4 items");
+	int rc = ncf_model_file_read(path, &w, &r);
+	tap_ok(rc == 0, "ncf_model_file_read returns 0");
 	if (rc == 0)
 		ncf_model_free(&r);
+}
 
-	struct ncf_model noids = m;
+static void t_no_ids(void)
+{
+	struct ncf_model noids = m, r;
 	noids.user_ids = noids.item_ids = NULL;
-	rc = ncf_safetensors_write(&noids, path2) == 0 ? ncf_model_file_read(path2, NULL, &r) : -1;
-	tap_ok(rc == 0 && same_model(&m, &r, 0), "a model without ids: read back without ids");
+	int rc = ncf_safetensors_write(&noids, path2) == 0 ? ncf_model_file_read(path2, NULL, &r) : -1;
+	tap_ok(rc == 0 && same_model(&m, &r, 0), "written and read back without ids");
 	if (rc == 0)
 		ncf_model_free(&r);
+}
 
-	/* reverse order, escapes, white space, unknown fields; no metadata */
-	{
-		char hdr[4096];
-		size_t o = 0;
-		static const char *const names[10] = {
-			"final.bias", "final.weight", "mlp.1.bias", "mlp.1.weight", "mlp.0.bias",
-			"mlp.0.weight", "mlp_item_embed.weight", "mlp_user_embed.weight",
-			"mf_item_embed.weight", "\\u006df_user_embed.weight"};
-		/* layout slots of those, and their shapes */
-		size_t off[10] = {L.head_b, L.head_w, L.b[2], L.w[2], L.b[1], L.w[1], L.mlp_item, L.mlp_user, L.gmf_item, L.gmf_user};
-		static const char *const shapes[10] = {"[1]", "[1, 5]", "[2]", "[2,6]", "[6]",
-						       "[ 6 , 4 ]", "[4,2]", "[5,2]", "[4,3]", "[5,3]"};
-		size_t len[10] = {1, 5, 2, 12, 6, 24, 8, 10, 12, 15};
-		unsigned char *data = ncf_xmalloc(4 * L.total);
-		size_t at = 0;
-		o += (size_t)snprintf(hdr + o, sizeof hdr - o, "\n{ ");
-		for (int k = 0; k < 10; k++) {
-			memcpy(data + at, m.params + off[k], 4 * len[k]);
-			o += (size_t)snprintf(hdr + o, sizeof hdr - o,
-					      "%s\"%s\" : {\"extra\": {\"a\": [1, -2.5e3, true, null, "
-					      "\"x\\\"\"], \"b\": {}}, \"data_offsets\":[%zu,%zu],\n"
-					      "\t\"shape\": %s, \"dtype\": \"F32\"}",
-					      k ? ", " : "", names[k], at, at + 4 * len[k], shapes[k]);
-			at += 4 * len[k];
-		}
-		o += (size_t)snprintf(hdr + o, sizeof hdr - o, "}  \r\n");
-		unsigned char *img = ncf_xmalloc(8 + o + at);
-		ncf_put_u64(img, o);
-		memcpy(img + 8, hdr, o);
-		memcpy(img + 8 + o, data, at);
-		rc = ncf_safetensors_read_mem(img, 8 + o + at, "hand.safetensors", NULL, &r);
-		tap_ok(rc == 0 && same_model(&m, &r, 0),
-		       "tensors in reverse order, escaped names, unknown fields: the same model");
-		struct ncf_hparams nv;
-		ncf_hparams_nvidia(&nv);
-		tap_ok(rc == 0 && !memcmp(&nv, &r.hp, sizeof nv),
-		       "no metadata: NVIDIA's hyperparameters");
-		if (rc == 0)
-			ncf_model_free(&r);
-		free(img);
-		free(data);
+/* A hand-written header for m: the tensors in reverse order, escaped names,
+ * white space, unknown fields; no metadata.  Its image read into *r. */
+static int read_hand_written(struct ncf_model *r)
+{
+	char hdr[4096];
+	size_t o = 0;
+	static const char *const names[10] = {
+		"final.bias", "final.weight", "mlp.1.bias", "mlp.1.weight", "mlp.0.bias",
+		"mlp.0.weight", "mlp_item_embed.weight", "mlp_user_embed.weight",
+		"mf_item_embed.weight", "\\u006df_user_embed.weight"};
+	/* layout slots of those, and their shapes */
+	size_t off[10] = {L.head_b, L.head_w, L.b[2], L.w[2], L.b[1], L.w[1], L.mlp_item, L.mlp_user, L.gmf_item, L.gmf_user};
+	static const char *const shapes[10] = {"[1]", "[1, 5]", "[2]", "[2,6]", "[6]",
+					       "[ 6 , 4 ]", "[4,2]", "[5,2]", "[4,3]", "[5,3]"};
+	size_t len[10] = {1, 5, 2, 12, 6, 24, 8, 10, 12, 15};
+	unsigned char *data = ncf_xmalloc(4 * L.total);
+	size_t at = 0;
+	o += (size_t)snprintf(hdr + o, sizeof hdr - o, "\n{ ");
+	for (int k = 0; k < 10; k++) {
+		memcpy(data + at, m.params + off[k], 4 * len[k]);
+		o += (size_t)snprintf(hdr + o, sizeof hdr - o,
+				      "%s\"%s\" : {\"extra\": {\"a\": [1, -2.5e3, true, null, "
+				      "\"x\\\"\"], \"b\": {}}, \"data_offsets\":[%zu,%zu],\n"
+				      "\t\"shape\": %s, \"dtype\": \"F32\"}",
+				      k ? ", " : "", names[k], at, at + 4 * len[k], shapes[k]);
+		at += 4 * len[k];
 	}
+	o += (size_t)snprintf(hdr + o, sizeof hdr - o, "}  \r\n");
+	unsigned char *img = ncf_xmalloc(8 + o + at);
+	ncf_put_u64(img, o);
+	memcpy(img + 8, hdr, o);
+	memcpy(img + 8 + o, data, at);
+	int rc = ncf_safetensors_read_mem(img, 8 + o + at, "hand.safetensors", NULL, r);
+	free(img);
+	free(data);
+	return rc;
+}
 
-	/* ---- refused ---- */
-	static char deep[256]; /* an unknown field 70 arrays deep, then the dtype */
-	size_t o = (size_t)snprintf(deep, sizeof deep, "\"x\":");
+static void t_hand_written(void)
+{
+	struct ncf_model r;
+	int rc = read_hand_written(&r);
+	tap_ok(rc == 0 && same_model(&m, &r, 0), "read as the model without ids");
+	if (rc == 0)
+		ncf_model_free(&r);
+}
+
+static void t_hand_written_defaults(void)
+{
+	struct ncf_model r;
+	struct ncf_hparams nv;
+	ncf_hparams_nvidia(&nv);
+	int rc = read_hand_written(&r);
+	tap_ok(rc == 0 && !memcmp(&nv, &r.hp, sizeof nv), "ncf_hparams_nvidia's");
+	if (rc == 0)
+		ncf_model_free(&r);
+}
+
+/* ---- refused: the written header edited ---------------------------------- */
+
+static char deep_field[256]; /* an unknown field 70 arrays deep, then the dtype */
+
+static void make_deep_field(void)
+{
+	size_t o = (size_t)snprintf(deep_field, sizeof deep_field, "\"x\":");
 	for (int d = 0; d < 70; d++)
-		deep[o++] = '[';
-	deep[o++] = '1';
+		deep_field[o++] = '[';
+	deep_field[o++] = '1';
 	for (int d = 0; d < 70; d++)
-		deep[o++] = ']';
-	snprintf(deep + o, sizeof deep - o, ",\"dtype\":\"F32\"");
-	struct {
-		const char *from, *to;
-		size_t cut;
-		const char *want;
-	} bad[] = {
+		deep_field[o++] = ']';
+	snprintf(deep_field + o, sizeof deep_field - o, ",\"dtype\":\"F32\"");
+}
+
+/* The header's first `from` replaced by `to` (cut: bytes taken off the
+ * data), and the message that names what is wrong. */
+static const struct {
+	const char *from, *to;
+	size_t cut;
+	const char *want;
+} bad[] = {
 		{"\"dtype\":\"F32\"", "\"dtype\":\"BF16\"", 0, "tensor 'mf_user_embed.weight': dtype BF16, but ncf reads F32 only"},
 		{"\"shape\":[5,3]", "\"shape\":[5,3,1]", 0, "tensor 'mf_user_embed.weight': shape [5, 3, 1] but the model needs [U, F]"},
 		{"\"shape\":[4,3]", "\"shape\":[3,4]", 0, "tensor 'mf_item_embed.weight': shape [3, 4] but the model needs [I, 3]"},
@@ -449,7 +455,7 @@ int main(int argc, char **argv)
 		{"\"format\":\"pt\"", "\"format\":\"p\xc0\xaft\"", 0, "unable to decode byte 0xc0"},
 		{"\"format\":\"pt\"", "\"format\" \"pt\"", 0, "':' expected near '\"pt\"'"},
 		{"\"format\":\"pt\",", "\"format\":\"pt\",}", 0, "string or '}' expected"},
-		{"\"dtype\":\"F32\"", deep, 0, "nested more than 64 deep"},
+		{"\"dtype\":\"F32\"", deep_field, 0, "nested more than 64 deep"},
 		{"\"dtype\":\"F32\"", "\"x\":01,\"dtype\":\"F32\"", 0, "invalid token near '0'"},
 		{"\"dtype\":\"F32\"", "\"x\":1 2,\"dtype\":\"F32\"", 0, "t.safetensors: header byte 405: '}' expected near '2'"},
 		{"\"dtype\":\"F32\"", "\"x\":1.,\"dtype\":\"F32\"", 0, "invalid token near '1.'"},
@@ -470,62 +476,138 @@ int main(int argc, char **argv)
 		{",\"final.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[376,380]}", "", 0, "no tensor 'final.bias' (NVIDIA's NeuMF state_dict has it)"},
 		{NULL, NULL, 4, "tensor 'final.bias': data_offsets [376, 380] run past the end of the file (376 bytes of data)"},
 		{"}}", "}}x", 0, "end of file expected near 'x'"},
-	};
-	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
-		tap_ok(edit_refused(bad[k].from, bad[k].to, bad[k].cut, bad[k].want), "refused: %s",
-		       bad[k].want);
+};
 
-	/* whole-file cases */
-	size_t n;
-	unsigned char *img = edit(NULL, NULL, 0, &n);
-	tap_ok(refused(img, 5, NULL, "5 bytes, too short for a safetensors file"), "5 bytes: too short");
-	ncf_put_u64(img, 1);
-	tap_ok(refused(img, n, NULL, "header length 1 is too small"), "header length 1: too small");
-	ncf_put_u64(img, 100000001);
-	tap_ok(refused(img, n, NULL, "over the format's limit of 100000000"), "header length over the limit");
-	ncf_put_u64(img, n);
-	tap_ok(refused(img, n, NULL, "runs past the end of the file"), "header length past the end");
+static void t_edit(size_t k)
+{
+	tap_ok(edit_refused(bad[k].from, bad[k].to, bad[k].cut, bad[k].want), "-1 and the message");
+}
+
+/* ---- refused: whole files ------------------------------------------------ */
+
+/* good with its header length set to hlen (0: as is), the first n bytes
+ * (0: all): refused with want. */
+static void t_header_length(uint64_t hlen, size_t n, const char *want)
+{
+	size_t len;
+	unsigned char *img = edit(NULL, NULL, 0, &len);
+	if (hlen)
+		ncf_put_u64(img, hlen == UINT64_MAX ? len : hlen);
+	tap_ok(refused(img, n ? n : len, NULL, want), "refused: %s", want);
 	free(img);
-	img = ncf_xmalloc(good_n + 4);
+}
+
+static void t_data_after(void)
+{
+	unsigned char *img = ncf_xmalloc(good_n + 4);
 	memcpy(img, good, good_n);
 	memset(img + good_n, 0, 4);
-	tap_ok(refused(img, good_n + 4, NULL, "4 bytes after the last tensor"), "data after the last tensor");
+	tap_ok(refused(img, good_n + 4, NULL, "4 bytes after the last tensor"),
+	       "4 bytes after the last tensor");
+	free(img);
+}
+
+static void t_nan_weight(void)
+{
+	unsigned char *img = ncf_xmalloc(good_n);
+	memcpy(img, good, good_n);
 	float nan = NAN;
 	memcpy(img + 8 + good_hlen + 4 * (L.w[1] + 3), &nan, 4);
-	tap_ok(refused(img, good_n, NULL, "tensor 'mlp.0.weight': element 3 is nan"), "a NaN weight");
+	tap_ok(refused(img, good_n, NULL, "tensor 'mlp.0.weight': element 3 is nan"),
+	       "element 3 of mlp.0.weight named");
 	free(img);
-	unsigned char empty[10] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-	tap_ok(refused(empty, 10, NULL, "tensors 'mf_user_embed.weight', 'mf_item_embed.weight', "), "{}: no tensors");
-	struct ncf_model_want w6 = {6, 0}, wi = {5, 3};
-	tap_ok(refused(good, good_n, &w6, "tensor 'mf_user_embed.weight': shape [5, 3] but the cache has 6 users"),
-	       "5 users against a cache of 6");
-	tap_ok(refused(good, good_n, &wi, "tensor 'mf_item_embed.weight': shape [4, 3] but the cache has 3 items"),
-	       "4 items against a cache of 3");
+}
 
+static void t_no_tensors(void)
+{
+	unsigned char empty[10] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+	tap_ok(refused(empty, 10, NULL, "tensors 'mf_user_embed.weight', 'mf_item_embed.weight', "),
+	       "the missing tensors named");
+}
+
+/* The model (5 users, 4 items) against a cache of users and items. */
+static void t_against_cache(uint32_t users, uint32_t items, const char *want)
+{
+	struct ncf_model_want w = {users, items};
+	tap_ok(refused(good, good_n, &w, want), "refused: %s", want);
+}
+
+/* The loader: a checkpoint's magic goes to the checkpoint reader. */
+static void t_checkpoint_magic(void)
+{
+	struct ncf_model r;
+	snprintf(path2, sizeof path2, "%s/x.ncfm", dir);
+	helper_write_file(path2, "NCFCACHE garbage", 16);
+	helper_capture_begin();
+	int rc = ncf_model_file_read(path2, NULL, &r);
+	char *msg = helper_capture_end();
+	tap_ok(rc == -1 && strstr(msg, "not a usable ncf-train checkpoint"),
+	       "refused as a checkpoint (%s)", rc ? "refused" : "accepted");
+	free(msg);
+	unlink(path2);
+}
+
+/* Without ONNX: -3 and what is missing. */
+static void t_no_onnx(void)
+{
+	helper_capture_begin();
+	int rc = infer_export_onnx(&m, path2);
+	char *msg = helper_capture_end();
+	if (!tap_ok(rc == -3 && strstr(msg, "ONNX export is not built in ("), "-3 and the reason"))
+		tap_diag("rc %d, message: %s", rc, msg);
+	free(msg);
+}
+
+static void round_trips(void)
+{
+	TEST(t_write(), "write a 5-user, 4-item model with ids");
+	TEST(t_alignment(), "the header starts with '{' and the data at a multiple of 8");
+	TEST(t_data_as_is(), "the data is the parameter vector as is");
+	TEST(t_id_runs(), "ids as runs of consecutive ids");
+	TEST(t_read_back(), "read back: the same shape, parameters, ids and hyperparameters");
+	TEST(t_read_for_cache(), "read against a cache of 5 users and 4 items");
+	TEST(t_no_ids(), "a model without ids: read back without ids");
+	TEST(t_hand_written(),
+	     "tensors in reverse order, escaped names, unknown fields: the same model");
+	TEST(t_hand_written_defaults(), "no metadata: NVIDIA's hyperparameters");
+}
+
+static void refusals(void)
+{
+	make_deep_field();
+	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+		TEST(t_edit(k), "refused: %s", bad[k].want);
+	TEST(t_header_length(0, 5, "5 bytes, too short for a safetensors file"), "5 bytes: too short");
+	TEST(t_header_length(1, 0, "header length 1 is too small"), "header length 1: too small");
+	TEST(t_header_length(100000001, 0, "over the format's limit of 100000000"),
+	     "header length over the limit");
+	TEST(t_header_length(UINT64_MAX, 0, "runs past the end of the file"),
+	     "header length past the end");
+	TEST(t_data_after(), "data after the last tensor");
+	TEST(t_nan_weight(), "a NaN weight");
+	TEST(t_no_tensors(), "{}: no tensors");
+	TEST(t_against_cache(6, 0, "tensor 'mf_user_embed.weight': shape [5, 3] but the cache has 6 users"),
+	     "5 users against a cache of 6");
+	TEST(t_against_cache(5, 3, "tensor 'mf_item_embed.weight': shape [4, 3] but the cache has 3 items"),
+	     "4 items against a cache of 3");
 	TEST(t_missing_layer(), "a state_dict without a layer in the middle names its tensors");
 	TEST(t_missing_last_layer(), "a state_dict without its last layer names its tensors");
 	TEST(t_depth(), "unknown fields nested at most 64 deep");
 	TEST(t_json_memory(), "jansson's memory bounded by the header's size");
+	TEST(t_checkpoint_magic(), "a file starting NCF is read as a checkpoint");
+	TEST(t_no_onnx(), "a build without ONNX: -3 and the reason");
+}
 
-	/* the loader: a checkpoint's magic goes to the checkpoint reader */
-	snprintf(path2, sizeof path2, "%s/x.ncfm", dir);
-	FILE *fp = fopen(path2, "wb");
-	fputs("NCFCACHE garbage", fp);
-	fclose(fp);
-	capture_begin();
-	rc = ncf_model_file_read(path2, NULL, &r);
-	capture_end();
-	tap_ok(rc == -1 && strstr(msg, "not a usable ncf-train checkpoint"),
-	       "a file starting NCF is read as a checkpoint (%s)", rc ? "refused" : "accepted");
-
-	/* without ONNX: -3 and what is missing */
-	capture_begin();
-	rc = infer_export_onnx(&m, path2);
-	capture_end();
-	if (!tap_ok(rc == -3 && strstr(msg, "ONNX export is not built in ("),
-		    "a build without ONNX: -3 and the reason"))
-		tap_diag("rc %d, message: %s", rc, msg);
-
+int main(int argc, char **argv)
+{
+	ncf_set_progname(argv[0]);
+	helper_make_tmpdir(dir, sizeof dir, "ncf-st");
+	snprintf(path, sizeof path, "%s/m.safetensors", dir);
+	snprintf(path2, sizeof path2, "%s/noids.safetensors", dir);
+	make_model(&m);
+	ncf_layout_make(&m.shape, &L);
+	round_trips();
+	refusals();
 	ncf_model_free(&m);
 	free(good);
 	unlink(path);
