@@ -2,7 +2,18 @@
  * infer.c - the fast cpu backend's logits, scores and evaluation ranks
  * (see cpu.h): the first layer of every user and item precomputed once per
  * set of parameters (scoring tables, b1 folded into the users'), then the
- * layers 2..L in register tiles and the head.
+ * layers 2..L and the head.  fp32: the tables by OpenBLAS over tiles
+ * (tiles.c), the layers in register tiles (simd.h).  bf16: the tables and
+ * the layers as oneDNN products of bf16 operands with fp32 sums
+ * (matmul.h), the layers over blocks of BF16_ROWS rows.
+ *
+ * Either way a pair's score depends on the pair and the parameters only:
+ * not on the thread count, nor on the batch it comes in or its place
+ * there, so that ncf-eval, ncf-train's evaluation, ncf-infer --score and
+ * --recommend agree to the last digit.  A pair's bf16 score is not its
+ * fp32 score (bf16 keeps 8 bits of each operand; tests/cli/bf16.t says
+ * how close), and depends on the instructions oneDNN picks (AMX or
+ * AVX512_BF16: ONEDNN_MAX_CPU_ISA).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -67,11 +78,26 @@ static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const fl
 }
 #endif
 
-/* The first layer of every user (b1 folded in) and item, for scoring. */
-static void build_tables(struct ncf_backend *be, struct cpu *c)
+/*
+ * bf16 layers 2..L go through products of BF16_ROWS rows, always that
+ * shape: a chunk's rows are padded up to a multiple of it (zero rows,
+ * whose results are dropped).  oneDNN plans a product for its shape and
+ * may sum a row differently in a product of another height (another
+ * kernel, another blocking of the sum); with one height every row of
+ * every call takes the same instructions, so a pair's score does not
+ * depend on how many pairs came with it.  256 rows: four blocks of a
+ * chunk (CHUNK is a multiple), few calls (each costs some microseconds of
+ * oneDNN's bookkeeping), little padding for small batches.
+ */
+#define BF16_ROWS 256
+
+/* The first layer of every user (b1 folded in) and item, for scoring:
+ * fp32 by OpenBLAS (tiles.c), bf16 by oneDNN from the bf16 copy of the
+ * parameters (c->pb), in tiles either way.  Returns 0 or -1 (reported). */
+static int build_tables(struct ncf_backend *be, struct cpu *c)
 {
 	if (c->tables_valid)
-		return;
+		return 0;
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(s), H1 = s->layers[1];
@@ -80,6 +106,16 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
 	const float *W1 = c->h.params + L->w[1], *b1 = c->h.params + L->b[1];
+	if (c->mt == NCF_MM_BF16) {
+		const ncf_bf16 *pb = c->pb, *W1b = pb + L->w[1];
+		if (ncf_mm_forward_tiles(NCF_MM_BF16, pb + L->mlp_user, M, W1b, 2 * M, b1, 0,
+					 s->users, H1, M, c->AU, H1) != 0 ||
+		    ncf_mm_forward_tiles(NCF_MM_BF16, pb + L->mlp_item, M, W1b + M, 2 * M, NULL, 0,
+					 s->items, H1, M, c->AI, H1) != 0)
+			return -1;
+		c->tables_valid = 1;
+		return 0; /* the layers read pb and h.params as they are */
+	}
 	ncf_cpu_rows_times_wt(c->h.params + L->mlp_user, s->users, M, W1, 2 * M, H1, c->AU);
 	ncf_cpu_rows_times_wt(c->h.params + L->mlp_item, s->items, M, W1 + M, 2 * M, H1, c->AI);
 #pragma omp parallel for schedule(static)
@@ -98,19 +134,46 @@ static void build_tables(struct ncf_backend *be, struct cpu *c)
 		memcpy(c->wt[k] + in * outp, c->h.params + L->b[k], out * sizeof(float));
 	}
 	c->tables_valid = 1;
+	return 0;
 }
 
-/* Logits of n pairs, no dropout: one chunk with thread scratch x.  Row
- * independent (see dense_rows): a pair's logit does not depend on the
- * others. */
-static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x,
-			 const uint32_t *users, const uint32_t *items, size_t n, float *out)
+/* bf16 layers 2..L of n rows whose first layer is in x->hb[1] (rows n..
+ * up to a multiple of BF16_ROWS zero): each layer one product per block
+ * of BF16_ROWS rows (bias and ReLU in it) into x->h[k], rounded to bf16
+ * into x->hb[k] for the next.  Returns the last layer (n, H_L) in fp32
+ * (stride H_L), or NULL (reported). */
+static const float *chunk_layers_bf16(struct ncf_backend *be, struct cpu *c, struct scratch *x,
+				      size_t n)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	uint32_t nl = s->n_layers;
+	size_t rows = (n + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+	for (uint32_t k = 2; k < nl; k++) {
+		size_t in = s->layers[k - 1], out = s->layers[k];
+		for (size_t r = 0; r < rows; r += BF16_ROWS)
+			if (ncf_mm_forward(NCF_MM_BF16, x->hb[k - 1] + r * in, in, c->pb + L->w[k], in,
+					   c->h.params + L->b[k], 1, BF16_ROWS, out, in,
+					   x->h[k] + r * out, out) != 0)
+				return NULL;
+		if (k + 1 < nl)
+			ncf_bf16_from_f32_n(x->h[k], rows * out, x->hb[k]);
+	}
+	return x->h[nl - 1];
+}
+
+/* Logits of n pairs (n <= CHUNK), no dropout: one chunk with thread
+ * scratch x.  Row independent (see dense_rows and BF16_ROWS): a pair's
+ * logit does not depend on the others.  Returns 0 or -1 (reported). */
+static int chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x,
+			const uint32_t *users, const uint32_t *items, size_t n, float *out)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	const float *prm = c->h.params;
 	uint32_t nl = s->n_layers, last = nl - 1;
 	size_t F = s->factors, H1 = s->layers[1];
+	int bf = c->mt == NCF_MM_BF16;
 	float *h1 = x->h[1];
 	for (size_t j = 0; j < n; j++) {
 		const float *restrict a = c->AU + (size_t)users[j] * H1;
@@ -123,7 +186,16 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 	}
 	const float *prev = h1;
 	size_t ld = H1;
-	for (uint32_t k = 2; k < nl; k++) {
+	if (bf && nl > 2) {
+		size_t rows = (n + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+		ncf_bf16_from_f32_n(h1, n * H1, x->hb[1]);
+		memset(x->hb[1] + n * H1, 0, (rows - n) * H1 * sizeof(ncf_bf16));
+		prev = chunk_layers_bf16(be, c, x, n);
+		if (!prev)
+			return -1;
+		ld = s->layers[last];
+	}
+	for (uint32_t k = 2; k < nl && !bf; k++) {
 		size_t in = s->layers[k - 1], outw = s->layers[k], outp = PAD16(outw);
 		dense_rows(prev, ld, n, in, c->wt[k], outp, c->wt[k] + in * outp, outw, x->hp[k]);
 		prev = x->hp[k];
@@ -137,26 +209,47 @@ static void chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *
 		const float *hrow = prev + j * ld;
 		out[j] = (dot8_prod(pu, qi, wg, F) + dot8(wh, hrow, HL)) + prm[L->head_b];
 	}
+	return 0;
+}
+
+/* Rows per chunk for a call of n pairs: CHUNK, or less so that every
+ * thread gets a chunk when n is small (a batch of 1,024 would otherwise be
+ * one thread's), in multiples of BF16_ROWS.  Results do not depend on it
+ * (rows are independent). */
+static size_t chunk_rows(const struct cpu *c, size_t n)
+{
+	size_t per = (n + (size_t)c->nthreads - 1) / (size_t)c->nthreads;
+	per = (per + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+	return per < CHUNK ? per : CHUNK;
 }
 
 int ncf_cpu_logits(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		      size_t n, float *out)
 {
 	struct cpu *c = be->impl;
-	build_tables(be, c);
-	size_t chunks = (n + CHUNK - 1) / CHUNK;
+	if (build_tables(be, c) != 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	size_t rows = chunk_rows(c, n), chunks = (n + rows - 1) / rows;
+	int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1)
 	for (int64_t ch = 0; ch < (int64_t)chunks; ch++) {
-		size_t j0 = (size_t)ch * CHUNK, cn = n - j0 < CHUNK ? n - j0 : CHUNK;
-		chunk_logits(be, c, &c->ts[thread_id()], users + j0, items + j0, cn, out + j0);
+		size_t j0 = (size_t)ch * rows, cn = n - j0 < rows ? n - j0 : rows;
+		if (chunk_logits(be, c, &c->ts[thread_id()], users + j0, items + j0, cn,
+				 out + j0) != 0) {
+#pragma omp atomic write
+			failed = 1;
+		}
 	}
-	return 0;
+	return failed ? -1 : 0;
 }
 
 int ncf_cpu_score(struct ncf_backend *be, const uint32_t *users, const uint32_t *items,
 		     size_t n, float *out)
 {
-	ncf_cpu_logits(be, users, items, n, out);
+	if (ncf_cpu_logits(be, users, items, n, out) != 0)
+		return -1;
 #pragma omp parallel for schedule(static)
 	for (int64_t j = 0; j < (int64_t)n; j++)
 		out[j] = ncf_sigmoid(out[j]);
@@ -170,12 +263,14 @@ int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_
 		ncf_error("cpu backend: no evaluation data");
 		return -1;
 	}
-	build_tables(be, c);
+	if (build_tables(be, c) != 0)
+		return -1;
 	const struct ncf_eval_data *ed = &c->h.ed;
 	uint32_t N = ed->negatives, per = N + 1;
 	uint32_t users_per_chunk = CHUNK / per ? CHUNK / per : 1;
 	uint32_t nusers = u1 - u0;
 	uint32_t chunks = (nusers + users_per_chunk - 1) / users_per_chunk;
+	int failed = 0;
 #pragma omp parallel
 	{
 		size_t cap = (size_t)users_per_chunk * per;
@@ -198,7 +293,10 @@ int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_
 			/* more candidates than a chunk holds: go piecewise */
 			for (size_t o = 0; o < k; o += CHUNK) {
 				size_t cn = k - o < CHUNK ? k - o : CHUNK;
-				chunk_logits(be, c, x, us + o, is + o, cn, lg + o);
+				if (chunk_logits(be, c, x, us + o, is + o, cn, lg + o) != 0) {
+#pragma omp atomic write
+					failed = 1;
+				}
 			}
 			for (uint32_t u = a; u < b; u++) {
 				const float *l = lg + (size_t)(u - a) * per;
@@ -209,5 +307,5 @@ int ncf_cpu_eval_ranks(struct ncf_backend *be, uint32_t u0, uint32_t u1, uint32_
 		free(is);
 		free(lg);
 	}
-	return 0;
+	return failed ? -1 : 0;
 }
