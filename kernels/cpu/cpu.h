@@ -4,8 +4,8 @@
  *   train.c    the gradient of a batch: the factorized first layer, chunks
  *              of samples in lanes, per-slot reductions;
  *   infer.c    logits, scores, evaluation ranks over precomputed tables;
- *   tiles.c    OpenBLAS sgemm over fixed tiles of rows, in parallel (scoring);
- *   matmul.c   the training step's dense products (matmul.h): oneDNN, fp32
+ *   tiles.c    column sums over fixed tiles of rows, in parallel;
+ *   matmul.c   the dense products of training and scoring (matmul.h): oneDNN, fp32
  *              or bf16, or OpenBLAS; dnnl.c its oneDNN 2.x/3.x difference;
  *   simd.h     every intrinsic (AVX2, FMA), with the plain C it replaces.
  * It computes the function of reference.c (the specification, in plain C;
@@ -142,18 +142,8 @@ static inline float dot8_prod(const float *restrict a, const float *restrict b,
 	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-/* ---- tiles.c: row-major sgemm over tiles of TILE rows, in parallel ---- */
+/* ---- tiles.c: sums over tiles of TILE rows, in parallel -------------- */
 
-/* out (rows, H) = x (rows, M) W^T, W (H, M) with leading dimension ldw. */
-void ncf_cpu_rows_times_wt(const float *x, size_t rows, size_t M, const float *W, size_t ldw,
-			   size_t H, float *out);
-/* out (rows, M) = d (rows, H) W, W (H, M) with leading dimension ldw. */
-void ncf_cpu_rows_times_w(const float *d, size_t rows, size_t H, const float *W, size_t ldw,
-			  size_t M, float *out);
-/* out (H, M) with leading dimension ldo = d^T x over rows: d (rows, H),
- * x (rows, M); tile partials (c->tile_part) added in tile order. */
-void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, size_t H,
-		    size_t M, float *out, size_t ldo);
 /* out (H) = column sums of d (rows, H), tile partials in order. */
 void ncf_cpu_col_sum(struct cpu *c, const float *d, size_t rows, size_t H, float *out);
 

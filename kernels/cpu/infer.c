@@ -2,18 +2,20 @@
  * infer.c - the fast cpu backend's logits, scores and evaluation ranks
  * (see cpu.h): the first layer of every user and item precomputed once per
  * set of parameters (scoring tables, b1 folded into the users'), then the
- * layers 2..L and the head.  fp32: the tables by OpenBLAS over tiles
- * (tiles.c), the layers in register tiles (simd.h).  bf16: the tables and
- * the layers as oneDNN products of bf16 operands with fp32 sums
- * (matmul.h), the layers over blocks of BF16_ROWS rows.
+ * layers 2..L and the head.  The tables are products over tiles of rows
+ * (matmul.h), and so are the layers where the build has oneDNN: blocks of
+ * MM_ROWS rows, each one product with its bias and ReLU, bf16 operands
+ * with fp32 sums in bf16, fp32 otherwise.  Without oneDNN the fp32 layers
+ * run in register tiles (dense_rows, simd.h) instead of OpenBLAS, which
+ * promises nothing about a row's last bits.
  *
  * Either way a pair's score depends on the pair and the parameters only:
  * not on the thread count, nor on the batch it comes in or its place
  * there, so that ncf-eval, ncf-train's evaluation, ncf-infer --score and
  * --recommend agree to the last digit.  A pair's bf16 score is not its
  * fp32 score (bf16 keeps 8 bits of each operand; tests/cli/bf16.t says
- * how close), and depends on the instructions oneDNN picks (AMX or
- * AVX512_BF16: ONEDNN_MAX_CPU_ISA).
+ * how close), and both depend on the instructions oneDNN picks (AMX,
+ * AVX512_BF16, AVX-512, AVX2: ONEDNN_MAX_CPU_ISA) in their last bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -79,21 +81,35 @@ static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const fl
 #endif
 
 /*
- * bf16 layers 2..L go through products of BF16_ROWS rows, always that
+ * Layers 2..L on oneDNN go through products of MM_ROWS rows, always that
  * shape: a chunk's rows are padded up to a multiple of it (zero rows,
  * whose results are dropped).  oneDNN plans a product for its shape and
  * may sum a row differently in a product of another height (another
  * kernel, another blocking of the sum); with one height every row of
  * every call takes the same instructions, so a pair's score does not
- * depend on how many pairs came with it.  256 rows: four blocks of a
+ * depend on how many pairs came with it.  256 rows: eight blocks of a
  * chunk (CHUNK is a multiple), few calls (each costs some microseconds of
  * oneDNN's bookkeeping), little padding for small batches.
  */
-#define BF16_ROWS 256
+#define MM_ROWS 256
 
-/* The first layer of every user (b1 folded in) and item, for scoring:
- * fp32 by OpenBLAS (tiles.c), bf16 by oneDNN from the bf16 copy of the
- * parameters (c->pb), in tiles either way.  Returns 0 or -1 (reported). */
+/* Whether layers 2..L are oneDNN products: always in bf16; in fp32 where
+ * the build has oneDNN (measured 1.2-1.5x dense_rows's rate on one
+ * thread at 262,144 pairs, NVIDIA's widths, a Xeon with AVX-512). */
+static int layers_on_mm(const struct cpu *c)
+{
+#ifdef NCF_HAVE_DNNL
+	(void)c;
+	return 1;
+#else
+	return c->mt == NCF_MM_BF16;
+#endif
+}
+
+/* The first layer of every user (b1 folded in) and item, for scoring, as
+ * products over tiles (matmul.h): in bf16 from the parameters' bf16 copy
+ * (c->pb), in fp32 from the parameters.  Then, for dense_rows, W_k^T
+ * packed.  Returns 0 or -1 (reported). */
 static int build_tables(struct ncf_backend *be, struct cpu *c)
 {
 	if (c->tables_valid)
@@ -105,23 +121,20 @@ static int build_tables(struct ncf_backend *be, struct cpu *c)
 		c->AU = ncf_xmalloc((size_t)s->users * H1 * sizeof(float));
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
-	const float *W1 = c->h.params + L->w[1], *b1 = c->h.params + L->b[1];
-	if (c->mt == NCF_MM_BF16) {
-		const ncf_bf16 *pb = c->pb, *W1b = pb + L->w[1];
-		if (ncf_mm_forward_tiles(NCF_MM_BF16, pb + L->mlp_user, M, W1b, 2 * M, b1, 0,
-					 s->users, H1, M, c->AU, H1) != 0 ||
-		    ncf_mm_forward_tiles(NCF_MM_BF16, pb + L->mlp_item, M, W1b + M, 2 * M, NULL, 0,
-					 s->items, H1, M, c->AI, H1) != 0)
-			return -1;
+	int bf = c->mt == NCF_MM_BF16;
+	const char *p = bf ? (const char *)c->pb : (const char *)c->h.params;
+	size_t es = bf ? sizeof(ncf_bf16) : sizeof(float);
+	const char *W1 = p + L->w[1] * es;
+	const float *b1 = c->h.params + L->b[1];
+	if (ncf_mm_forward_tiles(c->mt, p + L->mlp_user * es, M, W1, 2 * M, b1, 0, s->users, H1, M,
+				 c->AU, H1) != 0 ||
+	    ncf_mm_forward_tiles(c->mt, p + L->mlp_item * es, M, W1 + M * es, 2 * M, NULL, 0,
+				 s->items, H1, M, c->AI, H1) != 0)
+		return -1;
+	if (layers_on_mm(c)) {
 		c->tables_valid = 1;
 		return 0; /* the layers read pb and h.params as they are */
 	}
-	ncf_cpu_rows_times_wt(c->h.params + L->mlp_user, s->users, M, W1, 2 * M, H1, c->AU);
-	ncf_cpu_rows_times_wt(c->h.params + L->mlp_item, s->items, M, W1 + M, 2 * M, H1, c->AI);
-#pragma omp parallel for schedule(static)
-	for (int64_t u = 0; u < (int64_t)s->users; u++)
-		for (size_t h = 0; h < H1; h++)
-			c->AU[(size_t)u * H1 + h] += b1[h];
 	/* W_k^T packed with zero padding, then the padded bias right after */
 	for (uint32_t k = 2; k < s->n_layers; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k], outp = PAD16(out);
@@ -137,33 +150,38 @@ static int build_tables(struct ncf_backend *be, struct cpu *c)
 	return 0;
 }
 
-/* bf16 layers 2..L of n rows whose first layer is in x->hb[1] (rows n..
- * up to a multiple of BF16_ROWS zero): each layer one product per block
- * of BF16_ROWS rows (bias and ReLU in it) into x->h[k], rounded to bf16
- * into x->hb[k] for the next.  Returns the last layer (n, H_L) in fp32
- * (stride H_L), or NULL (reported). */
-static const float *chunk_layers_bf16(struct ncf_backend *be, struct cpu *c, struct scratch *x,
-				      size_t n)
+/* Layers 2..L of n rows as products, whose first layer is in x->hb[1]
+ * (bf16) or x->h[1] (fp32), rows n.. up to a multiple of MM_ROWS zero:
+ * each layer one product per block of MM_ROWS rows (bias and ReLU in it)
+ * into x->h[k], in bf16 rounded into x->hb[k] for the next.  Returns the
+ * last layer (n, H_L) in fp32 (stride H_L), or NULL (reported). */
+static const float *chunk_layers_mm(struct ncf_backend *be, struct cpu *c, struct scratch *x,
+				    size_t n)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	uint32_t nl = s->n_layers;
-	size_t rows = (n + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+	int bf = c->mt == NCF_MM_BF16;
+	size_t rows = (n + MM_ROWS - 1) / MM_ROWS * MM_ROWS;
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		for (size_t r = 0; r < rows; r += BF16_ROWS)
-			if (ncf_mm_forward(NCF_MM_BF16, x->hb[k - 1] + r * in, in, c->pb + L->w[k], in,
-					   c->h.params + L->b[k], 1, BF16_ROWS, out, in,
-					   x->h[k] + r * out, out) != 0)
+		for (size_t r = 0; r < rows; r += MM_ROWS) {
+			const void *X = bf ? (const void *)(x->hb[k - 1] + r * in)
+					   : (const void *)(x->h[k - 1] + r * in);
+			const void *W = bf ? (const void *)(c->pb + L->w[k])
+					   : (const void *)(c->h.params + L->w[k]);
+			if (ncf_mm_forward(c->mt, X, in, W, in, c->h.params + L->b[k], 1, MM_ROWS,
+					   out, in, x->h[k] + r * out, out) != 0)
 				return NULL;
-		if (k + 1 < nl)
+		}
+		if (bf && k + 1 < nl)
 			ncf_bf16_from_f32_n(x->h[k], rows * out, x->hb[k]);
 	}
 	return x->h[nl - 1];
 }
 
 /* Logits of n pairs (n <= CHUNK), no dropout: one chunk with thread
- * scratch x.  Row independent (see dense_rows and BF16_ROWS): a pair's
+ * scratch x.  Row independent (see dense_rows and MM_ROWS): a pair's
  * logit does not depend on the others.  Returns 0 or -1 (reported). */
 static int chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 			const uint32_t *users, const uint32_t *items, size_t n, float *out)
@@ -186,16 +204,21 @@ static int chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x
 	}
 	const float *prev = h1;
 	size_t ld = H1;
-	if (bf && nl > 2) {
-		size_t rows = (n + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
-		ncf_bf16_from_f32_n(h1, n * H1, x->hb[1]);
-		memset(x->hb[1] + n * H1, 0, (rows - n) * H1 * sizeof(ncf_bf16));
-		prev = chunk_layers_bf16(be, c, x, n);
+	int mm = layers_on_mm(c);
+	if (mm && nl > 2) {
+		size_t rows = (n + MM_ROWS - 1) / MM_ROWS * MM_ROWS;
+		if (bf) {
+			ncf_bf16_from_f32_n(h1, n * H1, x->hb[1]);
+			memset(x->hb[1] + n * H1, 0, (rows - n) * H1 * sizeof(ncf_bf16));
+		} else {
+			memset(h1 + n * H1, 0, (rows - n) * H1 * sizeof(float));
+		}
+		prev = chunk_layers_mm(be, c, x, n);
 		if (!prev)
 			return -1;
 		ld = s->layers[last];
 	}
-	for (uint32_t k = 2; k < nl && !bf; k++) {
+	for (uint32_t k = 2; k < nl && !mm; k++) {
 		size_t in = s->layers[k - 1], outw = s->layers[k], outp = PAD16(outw);
 		dense_rows(prev, ld, n, in, c->wt[k], outp, c->wt[k] + in * outp, outw, x->hp[k]);
 		prev = x->hp[k];
@@ -214,12 +237,12 @@ static int chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x
 
 /* Rows per chunk for a call of n pairs: CHUNK, or less so that every
  * thread gets a chunk when n is small (a batch of 1,024 would otherwise be
- * one thread's), in multiples of BF16_ROWS.  Results do not depend on it
+ * one thread's), in multiples of MM_ROWS.  Results do not depend on it
  * (rows are independent). */
 static size_t chunk_rows(const struct cpu *c, size_t n)
 {
 	size_t per = (n + (size_t)c->nthreads - 1) / (size_t)c->nthreads;
-	per = (per + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+	per = (per + MM_ROWS - 1) / MM_ROWS * MM_ROWS;
 	return per < CHUNK ? per : CHUNK;
 }
 

@@ -39,7 +39,10 @@ fi
 run env ONEDNN_MAX_CPU_ISA=AVX2 ncf-eval -m m.ncfm --device auto --amp --scores auto.tsv c.ncfc
 is "$status:$(wc -l <"$err" | tr -d ' ')" "0:1" "--device auto --amp without bf16: exit 0, one warning"
 like "$err" "computing in fp32" "... saying it computes in fp32"
-cmp -s auto.tsv fp32.tsv
+# (fp32 products on oneDNN differ between ISAs in the last bits: compare
+# with fp32 under the same limit)
+env ONEDNN_MAX_CPU_ISA=AVX2 ncf-eval -q -m m.ncfm --device cpu --scores avx2.tsv c.ncfc >/dev/null
+cmp -s auto.tsv avx2.tsv
 ok $? "... and the fp32 scores"
 if [ "$skip_rest" = 1 ]; then
 	for k in 1 2 3 4 5 6 7 8 9; do skip "no bf16 on this CPU or in this build"; done
