@@ -103,8 +103,8 @@ fi
 side() {
 	awk -F'\t' 'FNR == 1 { f++ } f == 1 { k[++n] = $1; a[$1] = $2; next }
 		{ b[$1] = $2; if (!($1 in a)) k[++n] = $1 }
-		END { printf "  %-34s %-28s %s\n", "", "fp32", "bf16"
-		      for (i = 1; i <= n; i++) printf "  %-34s %-28s %s\n", k[i],
+		END { printf "  %-32s %-42s %s\n", "", "fp32", "bf16"
+		      for (i = 1; i <= n; i++) printf "  %-32s %-42s %s\n", k[i],
 			(k[i] in a) ? a[k[i]] : "-", (k[i] in b) ? b[k[i]] : "-" }' "$1" "$2"
 }
 # kv KEY FILE: the value of KEY in key<TAB>value lines
@@ -178,9 +178,9 @@ cp "$W/infer-fp32.out" "$W/infer.out"
 echo "  throughput, samples/s (pairs kept where the backend computes, as inference.py; host_ columns: ids in and probabilities out of host memory)"
 awk -F'\t' 'FNR == 1 { f++; next } { t[f, $1] = $2; h[f, $1] = $7; if (f == 1) k[++n] = $1 }
 	END { printf "  %10s %16s %16s %8s %18s %18s\n", "batch_size", "throughput_fp32", "throughput_bf16", "speedup", "host_thr_fp32", "host_thr_bf16"
-	      for (i = 1; i <= n; i++) { b = k[i]; x = t[1, b]; y = t[2, b]
-		printf "  %10s %16s %16s %8s %18s %18s\n", b, x, (2, b) in t ? y : "-",
-			(2, b) in t && x > 0 ? sprintf("%.2f", y / x) : "-", h[1, b], (2, b) in h ? h[2, b] : "-" } }' \
+	      for (i = 1; i <= n; i++) { b = k[i]; x = t[1, b]; y = "-"; hy = "-"; sp = "-"
+		if ((2, b) in t) { y = t[2, b]; hy = h[2, b]; if (x > 0) sp = sprintf("%.2f", y / x) }
+		printf "  %10s %16s %16s %8s %18s %18s\n", b, x, y, sp, h[1, b], hy } }' \
 	"$W/infer-fp32.out" "$W/infer-bf16.out"
 for prec in fp32 bf16; do
 	[ -s "$W/infer-$prec.out" ] || continue
