@@ -184,6 +184,10 @@ static int thread_get(size_t bytes)
 {
 	if (!tl_stream) {
 		pthread_mutex_lock(&lock);
+		if (engine_get() != 0) {
+			pthread_mutex_unlock(&lock);
+			return -1;
+		}
 		dnnl_status_t st = dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags);
 		if (st == dnnl_success) {
 			if (ntls == cap_tls) {
