@@ -25,6 +25,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h> /* VCVTNEPS2BF16 */
+#endif
 
 #include "err.h"
 #include "matmul.h"
@@ -37,7 +40,14 @@ static enum ncf_mm_lib forced = NCF_MM_LIB_AUTO;
 
 void ncf_bf16_from_f32_n(const float *src, size_t n, ncf_bf16 *dst)
 {
-	for (size_t j = 0; j < n; j++)
+	size_t j = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+	for (; j + 16 <= n; j += 16) {
+		__m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + j));
+		_mm256_storeu_si256((__m256i *)(dst + j), (__m256i)h);
+	}
+#endif
+	for (; j < n; j++)
 		dst[j] = ncf_bf16_from_f32(src[j]);
 }
 
