@@ -8,7 +8,8 @@
 #      some 5.5 GB of memory in memory: not in the usual run for its time);
 #   2. CPU training at batch 2^20 on ml-20m-shaped data: samples/s, dense
 #      FLOP rate against this machine's sgemm rate measured in the same run,
-#      evaluation throughput, peak memory; seconds per epoch on
+#      evaluation throughput, peak memory; the same in bf16 where the CPU
+#      has it; the dense products' GFLOP/s (bench_matmul); seconds per epoch on
 #      ml-latest-small (../shared/data, else synthetic of its shape);
 #   3. many processes: 1 and 2 CPU ranks (mpirun), samples/s per rank and
 #      the fraction of step time in the all-reduce;
@@ -99,6 +100,17 @@ say "ncf-train, cpu backend: batch 2^20 on ml-20m-shaped data ($STEPS timed step
 measure "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS" --warmup 1 >"$W/train.out"
 sed 's/^/  /' "$W/train.out"
 echo "  peak_rss_mb_total	$PEAK_MB"
+
+say "ncf-train, cpu backend in bf16 (AMP: bf16 products, fp32 master weights; target >= 1.6x fp32's samples/s), where the CPU has bf16 instructions"
+if "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS" --warmup 1 \
+	--precision bf16 --no-eval >"$W/train-bf16.out" 2>"$W/train-bf16.err"; then
+	sed 's/^/  /' "$W/train-bf16.out"
+else
+	echo "  skipped: $(tail -n 1 "$W/train-bf16.err")"
+fi
+
+say "dense products of the cpu backend (kernels/cpu/matmul.h): GFLOP/s per shape, library and precision, tiles of 2048 rows on every thread"
+"$BENCHBIN/bench_matmul" | sed 's/^/  /'
 
 say "ncf-train checkpoints, ml-20m-sized model: the snapshot (on the training clock), a write with zstd on one thread (before), with workers (the writer thread), the copy to -o (seconds, min and median of 3)"
 measure "$BENCHBIN/bench_save" "$W" --reps 3 >"$W/save.out"

@@ -392,6 +392,9 @@ static enum ncf_mm_lib lib_for(enum kind kind)
 		return NCF_MM_LIB_OPENBLAS;
 	if (forced != NCF_MM_LIB_AUTO)
 		return forced;
+	const char *env = getenv("NCF_MM_LIB"); /* benchmarks' A/B switch (matmul.h) */
+	if (env && !strcmp(env, "openblas"))
+		return NCF_MM_LIB_OPENBLAS;
 	(void)kind;
 	return NCF_MM_LIB_DNNL;
 }

@@ -96,7 +96,9 @@ const char *ncf_mm_describe(void);
 
 /* Force a library for fp32 products (bench, tests); NCF_MM_LIB_AUTO
  * restores the rule.  Process-wide; call it when no product runs.  A
- * library the build lacks falls back to the other. */
+ * library the build lacks falls back to the other.  Without a call, the
+ * environment's NCF_MM_LIB=openblas does the same for OpenBLAS (an A/B
+ * switch for benchmarks: fp32 results then differ in the last bits). */
 void ncf_mm_force_lib(enum ncf_mm_lib lib);
 
 /* Release the cached primitives and per-thread buffers (at exit, for leak
