@@ -207,7 +207,7 @@ static void relu_dropout_back_stream(float *restrict dz, const float *restrict d
  * of one user are adjacent).  Weight gradients of layers 2..L and the head
  * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
  * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  The rows'
- * loss sum into *loss.  Returns 0 or -1 (reported).
+ * loss sum into *loss_out.  Returns 0 or -1 (reported).
  */
 static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
 		       size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane,
