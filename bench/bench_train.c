@@ -7,7 +7,7 @@
  * Used by scripts/bench.sh.
  *
  *   bench_train CACHE [--batch N] [--steps N] [--warmup N] [--device D]
- *               [--precision PREC] [--threads N]
+ *               [--precision PREC] [--threads N] [--no-eval]
  */
 #include <cblas.h>
 #undef I
@@ -126,13 +126,13 @@ int main(int argc, char **argv)
 	ncf_set_progname("bench_train");
 	ncf_verbosity = 1;
 	uint64_t batch = 1u << 20;
-	int steps = 3, warmup = 1, threads = 0;
+	int steps = 3, warmup = 1, threads = 0, no_eval = 0;
 	enum ncf_device device = NCF_DEVICE_CPU;
 	enum ncf_precision prec = NCF_PRECISION_DEFAULT;
 	static const struct option opts[] = {
 		{"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},	{"warmup", 1, 0, 'w'},
 		{"device", 1, 0, 'd'}, {"precision", 1, 0, 'p'}, {"threads", 1, 0, 't'},
-		{0, 0, 0, 0},
+		{"no-eval", 0, 0, 'n'}, {0, 0, 0, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 		case 'd': if (ncf_device_parse(optarg, &device)) ncf_usage_error("--device"); break;
 		case 'p': if (ncf_precision_parse(optarg, &prec)) ncf_usage_error("--precision"); break;
 		case 't': threads = (int)ncf_opt_int("--threads", optarg, 1, 4096); break;
+		case 'n': no_eval = 1; break;
 		default: ncf_usage_error("bad option");
 		}
 	}
@@ -224,8 +225,8 @@ int main(int argc, char **argv)
 	}
 	free(seen_u), free(seen_i);
 	double flops = per_sample * batch * steps + first_row * distinct;
-	double t2 = ncf_now(), hr, ndcg;
-	if (ncf_evaluate(&be, &cache, 10, &hr, &ndcg))
+	double t2 = ncf_now(), hr = 0, ndcg = 0;
+	if (!no_eval && ncf_evaluate(&be, &cache, 10, &hr, &ndcg))
 		return 1;
 	double te = ncf_now() - t2;
 	if (dist.rank != 0) {
@@ -261,8 +262,11 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("rank_samples_per_s\t%.0f\n", sps / dist.size);
-	printf("eval_seconds\t%.4f\n", te);
-	printf("eval_samples_per_s\t%.0f\n", (double)cache.users * (cache.eval_negatives + 1) / te);
+	if (!no_eval) {
+		printf("eval_seconds\t%.4f\n", te);
+		printf("eval_samples_per_s\t%.0f\n",
+		       (double)cache.users * (cache.eval_negatives + 1) / te);
+	}
 	printf("epoch_seconds_estimate\t%.2f\n", (double)S / sps);
 	printf("peak_rss_mb\t%.1f\n", (double)ncf_peak_rss() / 1e6);
 	ncf_backend_close(&be);

@@ -25,6 +25,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h> /* VCVTNEPS2BF16 */
+#endif
 
 #include "err.h"
 #include "matmul.h"
@@ -37,7 +40,14 @@ static enum ncf_mm_lib forced = NCF_MM_LIB_AUTO;
 
 void ncf_bf16_from_f32_n(const float *src, size_t n, ncf_bf16 *dst)
 {
-	for (size_t j = 0; j < n; j++)
+	size_t j = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+	for (; j + 16 <= n; j += 16) {
+		__m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + j));
+		_mm256_storeu_si256((__m256i *)(dst + j), (__m256i)h);
+	}
+#endif
+	for (; j < n; j++)
 		dst[j] = ncf_bf16_from_f32(src[j]);
 }
 
@@ -184,6 +194,10 @@ static int thread_get(size_t bytes)
 {
 	if (!tl_stream) {
 		pthread_mutex_lock(&lock);
+		if (engine_get() != 0) {
+			pthread_mutex_unlock(&lock);
+			return -1;
+		}
 		dnnl_status_t st = dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags);
 		if (st == dnnl_success) {
 			if (ntls == cap_tls) {
@@ -378,6 +392,9 @@ static enum ncf_mm_lib lib_for(enum kind kind)
 		return NCF_MM_LIB_OPENBLAS;
 	if (forced != NCF_MM_LIB_AUTO)
 		return forced;
+	const char *env = getenv("NCF_MM_LIB"); /* benchmarks' A/B switch (matmul.h) */
+	if (env && !strcmp(env, "openblas"))
+		return NCF_MM_LIB_OPENBLAS;
 	(void)kind;
 	return NCF_MM_LIB_DNNL;
 }

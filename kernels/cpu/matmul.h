@@ -53,13 +53,18 @@ enum ncf_mm_lib {
 
 /* ---- bf16 numbers ------------------------------------------------------ */
 
-/* x rounded to the nearest bf16, ties to even; NaN stays NaN. */
+/* x rounded to the nearest bf16, ties to even; NaN stays NaN (quieted);
+ * a subnormal x gives a zero of its sign.  The bits of AVX512_BF16's
+ * VCVTNEPS2BF16, which treats subnormal inputs as zero (checked on all
+ * kinds of input), so that vector and scalar conversions agree. */
 static inline ncf_bf16 ncf_bf16_from_f32(float x)
 {
 	uint32_t u;
 	memcpy(&u, &x, 4);
 	if ((u & 0x7fffffffu) > 0x7f800000u)
 		return (ncf_bf16)((u >> 16) | 0x40);
+	if ((u & 0x7f800000u) == 0)
+		return (ncf_bf16)((u >> 16) & 0x8000);
 	u += 0x7fffu + ((u >> 16) & 1);
 	return (ncf_bf16)(u >> 16);
 }
@@ -73,7 +78,8 @@ static inline float ncf_f32_from_bf16(ncf_bf16 h)
 	return x;
 }
 
-/* dst[j] = ncf_bf16_from_f32(src[j]) for j < n (any thread count: plain). */
+/* dst[j] = ncf_bf16_from_f32(src[j]) for j < n, on the calling thread
+ * (AVX512_BF16 where compiled for it: the same bits). */
 void ncf_bf16_from_f32_n(const float *src, size_t n, ncf_bf16 *dst);
 
 /* ---- what is there ----------------------------------------------------- */
@@ -90,7 +96,9 @@ const char *ncf_mm_describe(void);
 
 /* Force a library for fp32 products (bench, tests); NCF_MM_LIB_AUTO
  * restores the rule.  Process-wide; call it when no product runs.  A
- * library the build lacks falls back to the other. */
+ * library the build lacks falls back to the other.  Without a call, the
+ * environment's NCF_MM_LIB=openblas does the same for OpenBLAS (an A/B
+ * switch for benchmarks: fp32 results then differ in the last bits). */
 void ncf_mm_force_lib(enum ncf_mm_lib lib);
 
 /* Release the cached primitives and per-thread buffers (at exit, for leak

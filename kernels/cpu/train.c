@@ -207,7 +207,7 @@ static void relu_dropout_back_stream(float *restrict dz, const float *restrict d
  * of one user are adjacent).  Weight gradients of layers 2..L and the head
  * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
  * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  The rows'
- * loss sum into *loss.  Returns 0 or -1 (reported).
+ * loss sum into *loss_out.  Returns 0 or -1 (reported).
  */
 static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
 		       size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane,
@@ -317,7 +317,12 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 		    0)
 			return -1;
 	}
-	relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	if (bf) { /* dz1 kept in bf16, as AMP keeps the gradient of a bf16 activation */
+		relu_dropout_back(dz, dh, h1, n * H1, scale);
+		ncf_bf16_from_f32_n(dz, n * H1, (ncf_bf16 *)c->dz1 + k0 * H1);
+	} else {
+		relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	}
 	*loss_out = loss;
 	return 0;
 }
@@ -469,6 +474,53 @@ static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t 
 	return 0;
 }
 
+/* d (nslots, H1): row k the sum of dz1's rows of slot k's samples e in
+ * [start[k], start[k+1]), in order: row e itself when list is NULL (user
+ * slots: dz1 is in user order), else row rowof[list[e]] (item slots, rows
+ * from anywhere: fetched a few ahead). */
+static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
+		      uint32_t nslots, const float *dz1, size_t H1, float *d)
+{
+#pragma omp parallel for schedule(dynamic, 64)
+	for (int64_t k = 0; k < (int64_t)nslots; k++) {
+		float *restrict dd = d + (size_t)k * H1;
+		memset(dd, 0, H1 * sizeof(float));
+		uint32_t e1 = start[k + 1];
+		for (uint32_t e = start[k]; e < e1; e++) {
+			if (list && e + 4 < e1) {
+				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
+				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			const float *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
+			for (size_t h = 0; h < H1; h++)
+				dd[h] += z[h];
+		}
+	}
+}
+
+/* slot_sums of a bf16 dz1, summed in fp32. */
+static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
+			   uint32_t nslots, const ncf_bf16 *dz1, size_t H1, float *d)
+{
+#pragma omp parallel for schedule(dynamic, 64)
+	for (int64_t k = 0; k < (int64_t)nslots; k++) {
+		float *restrict dd = d + (size_t)k * H1;
+		memset(dd, 0, H1 * sizeof(float));
+		uint32_t e1 = start[k + 1];
+		for (uint32_t e = start[k]; e < e1; e++) {
+			if (list && e + 4 < e1) {
+				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
+				for (size_t b = 0; b < H1 * sizeof(ncf_bf16); b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			const ncf_bf16 *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
+			for (size_t h = 0; h < H1; h++)
+				dd[h] += ncf_f32_from_bf16(z[h]);
+		}
+	}
+}
+
 /* Step 5: dAu, dAi per slot from dz1, then the gradients of W1, b1 and the
  * MLP embedding rows of the batch.  Returns 0 or -1 (reported). */
 static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
@@ -477,35 +529,13 @@ static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
 	enum ncf_mm_type mt = c->mt;
 	int bf = mt == NCF_MM_BF16;
-#pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t k = 0; k < (int64_t)nu; k++) {
-		float *d = c->dau + (size_t)k * H1;
-		memset(d, 0, H1 * sizeof(float));
-		for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
-			const float *restrict z = c->dz1 + (size_t)e * H1; /* rows in user order */
-			float *restrict dd = d;
-			for (size_t h = 0; h < H1; h++)
-				dd[h] += z[h];
-		}
-	}
-#pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t k = 0; k < (int64_t)ni; k++) {
-		float *d = c->dai + (size_t)k * H1;
-		memset(d, 0, H1 * sizeof(float));
-		uint32_t e1 = c->istart[k + 1];
-		for (uint32_t e = c->istart[k]; e < e1; e++) {
-			/* rows come from anywhere in dz1: fetch a few rows ahead */
-			if (e + 4 < e1) {
-				size_t ahead_row = c->rowof[c->ilist[e + 4]];
-				const char *ahead = (const char *)(c->dz1 + ahead_row * H1);
-				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
-					__builtin_prefetch(ahead + b);
-			}
-			const float *restrict z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
-			float *restrict dd = d;
-			for (size_t h = 0; h < H1; h++)
-				dd[h] += z[h];
-		}
+	if (bf) {
+		slot_sums_bf16(c->ustart, NULL, NULL, nu, (const ncf_bf16 *)c->dz1, H1, c->dau);
+		slot_sums_bf16(c->istart, c->ilist, c->rowof, ni, (const ncf_bf16 *)c->dz1, H1,
+			       c->dai);
+	} else {
+		slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau);
+		slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai);
 	}
 	float *gW1 = c->h.grad + L->w[1];
 	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
