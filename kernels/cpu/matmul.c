@@ -56,6 +56,9 @@ void ncf_mm_force_lib(enum ncf_mm_lib lib)
 	forced = lib;
 }
 
+#ifdef NCF_HAVE_DNNL
+/* ---- oneDNN ------------------------------------------------------------ */
+
 /* The thread count the calling thread would give a parallel region it
  * opened; set to 1 around oneDNN calls. */
 static int omp_threads_get(void)
@@ -76,8 +79,6 @@ static void omp_threads_set(int n)
 #endif
 }
 
-#ifdef NCF_HAVE_DNNL
-/* ---- oneDNN ------------------------------------------------------------ */
 
 #define DNNL_CHECK(call)                                                                        \
 	do {                                                                                    \
@@ -331,8 +332,8 @@ int ncf_mm_available(enum ncf_mm_type t, const char **why)
 				    : "bf16 needs AVX512_BF16 or AMX instructions, and this CPU has "
 				      "neither";
 #else
-		w = "bf16 on the cpu needs oneDNN, and this build has none (apt-get install "
-		    "libdnnl-dev, then make)";
+		w = "bf16 needs oneDNN, and this build has none (apt-get install libdnnl-dev, "
+		    "then make)";
 #endif
 	}
 	if (why)
