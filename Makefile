@@ -6,7 +6,8 @@
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
-# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 CUDA_HOME NVCC CUDA_ARCH
+# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1
+#            CUDA_HOME NVCC CUDA_ARCH
 #            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
 #
 # The build comes in flavours, each in its own directory with its own flags, and each
@@ -24,6 +25,7 @@ endif
 NO_CUDA ?= 0
 NO_MPI ?= 0
 NO_ONNX ?= 0
+NO_DNNL ?= 0
 OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
@@ -41,12 +43,13 @@ endif
 # --- configuration (probes) ----------------------------------------------------------------
 CONFIG := $(BUILD)/config.mk
 # Reconfigure when the switches change.
-CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) CC=$(CC)
+CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) CC=$(CC)
 CONFIG_STAMP := $(BUILD)/config.want
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG_WANT)" ] || echo "$(CONFIG_WANT)" > $(CONFIG_STAMP))
 
 $(CONFIG): scripts/configure.sh $(CONFIG_STAMP)
-	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) sh scripts/configure.sh $@
+	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
+		sh scripts/configure.sh $@
 
 # Goals that need no probing.
 NOCONF_GOALS := clean help uninstall
@@ -59,6 +62,11 @@ WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CPPFLAGS_NCF := -Icommon -Ikernels -Icli -D_GNU_SOURCE
 BASE_CFLAGS := -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math $(WARN) -MMD -MP
 LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+# oneDNN: the cpu backend's dense products (kernels/cpu/matmul.h); without it, OpenBLAS.
+ifeq ($(HAVE_DNNL),1)
+CPPFLAGS_NCF += -DNCF_HAVE_DNNL
+LIBS += -ldnnl
+endif
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)

@@ -2,10 +2,12 @@
  * bench_train - training throughput of a backend at a given batch size, on
  * a cache: warm-up steps, then timed steps; prints samples/s, the FLOP rate
  * of the dense layers, and this machine's own sgemm rate measured in the
- * same run, as key<TAB>value lines.  Used by scripts/bench.sh.
+ * same run (in bf16 also the rate of oneDNN's bf16 products of the
+ * backend's shape, the reference bf16 is held to), as key<TAB>value lines.
+ * Used by scripts/bench.sh.
  *
  *   bench_train CACHE [--batch N] [--steps N] [--warmup N] [--device D]
- *               [--precision PREC] [--threads N]
+ *               [--precision PREC] [--threads N] [--no-eval]
  */
 #include <cblas.h>
 #undef I
@@ -19,6 +21,7 @@
 #include "backend.h"
 #include "backend_opts.h"
 #include "cache.h"
+#include "cpu/matmul.h"
 #include "cli.h"
 #include "err.h"
 #include "evaluate.h"
@@ -74,18 +77,62 @@ static double sgemm_rate(int threads)
 	return best;
 }
 
+/*
+ * The FLOP rate of oneDNN's bf16 products on this machine with `threads`
+ * threads, the way the cpu backend calls them (matmul.h): each thread its
+ * own (2048, 256) x (256, 128) forward products with bias and ReLU, one
+ * at a time; best of several trials.  0 when bf16 products cannot run.
+ */
+static double bf16_rate(int threads)
+{
+	if (!ncf_mm_available(NCF_MM_BF16, NULL))
+		return 0;
+	size_t m = 2048, n = 128, k = 256;
+	int reps = 40;
+	ncf_bf16 *a = ncf_xmalloc((size_t)threads * m * k * sizeof *a);
+	ncf_bf16 *w = ncf_xmalloc(n * k * sizeof *w);
+	float *bias = ncf_xcalloc(n, sizeof *bias);
+	float *c = ncf_xmalloc((size_t)threads * m * n * sizeof *c);
+	for (size_t i = 0; i < (size_t)threads * m * k; i++)
+		a[i] = ncf_bf16_from_f32((float)(i % 13) * 0.01f);
+	for (size_t i = 0; i < n * k; i++)
+		w[i] = ncf_bf16_from_f32((float)(i % 7) * 0.01f);
+	double best = 0;
+	for (int trial = 0; trial < 5; trial++) {
+		int fail = 0;
+		double t = ncf_now();
+#pragma omp parallel num_threads(threads) reduction(| : fail)
+		{
+#ifdef _OPENMP
+			size_t id = (size_t)omp_get_thread_num();
+#else
+			size_t id = 0;
+#endif
+			for (int r = 0; r < reps; r++)
+				fail |= ncf_mm_forward(NCF_MM_BF16, a + id * m * k, k, w, k, bias, 1, m, n,
+						       k, c + id * m * n, n) != 0;
+		}
+		t = ncf_now() - t;
+		double rate = 2.0 * (double)(m * n * k) * reps * threads / t;
+		if (!fail && rate > best)
+			best = rate;
+	}
+	free(a), free(w), free(bias), free(c);
+	return best;
+}
+
 int main(int argc, char **argv)
 {
 	ncf_set_progname("bench_train");
 	ncf_verbosity = 1;
 	uint64_t batch = 1u << 20;
-	int steps = 3, warmup = 1, threads = 0;
+	int steps = 3, warmup = 1, threads = 0, no_eval = 0;
 	enum ncf_device device = NCF_DEVICE_CPU;
 	enum ncf_precision prec = NCF_PRECISION_DEFAULT;
 	static const struct option opts[] = {
 		{"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},	{"warmup", 1, 0, 'w'},
 		{"device", 1, 0, 'd'}, {"precision", 1, 0, 'p'}, {"threads", 1, 0, 't'},
-		{0, 0, 0, 0},
+		{"no-eval", 0, 0, 'n'}, {0, 0, 0, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -96,6 +143,7 @@ int main(int argc, char **argv)
 		case 'd': if (ncf_device_parse(optarg, &device)) ncf_usage_error("--device"); break;
 		case 'p': if (ncf_precision_parse(optarg, &prec)) ncf_usage_error("--precision"); break;
 		case 't': threads = (int)ncf_opt_int("--threads", optarg, 1, 4096); break;
+		case 'n': no_eval = 1; break;
 		default: ncf_usage_error("bad option");
 		}
 	}
@@ -177,8 +225,8 @@ int main(int argc, char **argv)
 	}
 	free(seen_u), free(seen_i);
 	double flops = per_sample * batch * steps + first_row * distinct;
-	double t2 = ncf_now(), hr, ndcg;
-	if (ncf_evaluate(&be, &cache, 10, &hr, &ndcg))
+	double t2 = ncf_now(), hr = 0, ndcg = 0;
+	if (!no_eval && ncf_evaluate(&be, &cache, 10, &hr, &ndcg))
 		return 1;
 	double te = ncf_now() - t2;
 	if (dist.rank != 0) {
@@ -187,6 +235,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	printf("backend\t%s\n", ncf_backend_name(&be));
+	int bf16 = be.precision == NCF_PRECISION_BF16;
+	printf("precision\t%s\n", on_cpu && !bf16 ? "fp32" : ncf_precision_name(be.precision));
+	if (on_cpu)
+		printf("matmul\t%s\n", ncf_mm_describe());
 	printf("ranks\t%d\n", dist.size);
 	printf("threads\t%d\n", nth);
 	printf("batch\t%llu\n", (unsigned long long)batch);
@@ -203,10 +255,18 @@ int main(int argc, char **argv)
 		printf("dense_fraction_of_sgemm\t%.3f\n", flops / t / peak);
 		printf("unfactorized_equivalent_gflops\t%.2f\n",
 		       6.0 * ncf_dense_macs_per_sample(&shape) * batch * steps / t / 1e9);
+		double bpeak = bf16 ? bf16_rate(nth) : 0;
+		if (bpeak > 0) {
+			printf("bf16_matmul_gflops\t%.2f\n", bpeak / 1e9);
+			printf("dense_fraction_of_bf16_matmul\t%.3f\n", flops / t / bpeak);
+		}
 	}
 	printf("rank_samples_per_s\t%.0f\n", sps / dist.size);
-	printf("eval_seconds\t%.4f\n", te);
-	printf("eval_samples_per_s\t%.0f\n", (double)cache.users * (cache.eval_negatives + 1) / te);
+	if (!no_eval) {
+		printf("eval_seconds\t%.4f\n", te);
+		printf("eval_samples_per_s\t%.0f\n",
+		       (double)cache.users * (cache.eval_negatives + 1) / te);
+	}
 	printf("epoch_seconds_estimate\t%.2f\n", (double)S / sps);
 	printf("peak_rss_mb\t%.1f\n", (double)ncf_peak_rss() / 1e6);
 	ncf_backend_close(&be);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "cpu/matmul.h"
 #include "err.h"
 #include "module.h"
 #include "ncf_hd.h"
@@ -114,10 +115,20 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 	const struct ncf_backend_i *impl = choose(device);
 	if (!impl)
 		return -3;
-	if (impl->device == NCF_DEVICE_CPU && precision != NCF_PRECISION_DEFAULT &&
-	    precision != NCF_PRECISION_FP32) {
+	const char *why = NULL;
+	if (impl->device == NCF_DEVICE_CPU && precision == NCF_PRECISION_BF16 &&
+	    !ncf_mm_available(NCF_MM_BF16, &why)) {
 		if (device == NCF_DEVICE_CPU) {
-			ncf_error("--precision %s needs a GPU; the cpu backend computes in fp32",
+			ncf_error("--precision bf16 on the cpu: %s", why);
+			return -3;
+		}
+		ncf_warn("--precision bf16: no usable GPU, and on the cpu %s; computing in fp32",
+			 why);
+		precision = NCF_PRECISION_FP32;
+	} else if (impl->device == NCF_DEVICE_CPU && precision != NCF_PRECISION_DEFAULT &&
+		   precision != NCF_PRECISION_FP32 && precision != NCF_PRECISION_BF16) {
+		if (device == NCF_DEVICE_CPU) {
+			ncf_error("--precision %s needs a GPU; the cpu backend computes in fp32 or bf16",
 				  ncf_precision_name(precision));
 			return -3;
 		}

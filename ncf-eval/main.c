@@ -37,8 +37,9 @@ static void usage(void)
 	       "      --scores FILE|-      also write every candidate's probability as\n"
 	       "                           user<TAB>item<TAB>score lines (original ids)\n"
 	       "      --device auto|cpu|cuda  where to score (default auto)\n"
-	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
-	       "      --amp                bf16 where the GPU has it\n"
+	       "      --precision P        fp32 or bf16 (a CPU needs AVX512_BF16 or AMX\n"
+	       "                           for bf16); tf32 and fp16 on a GPU\n"
+	       "      --amp                bf16: bf16 products, fp32 sums (NVIDIA's AMP)\n"
 	       "      --threads N          CPU threads (default: all)\n"
 	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose            print timings\n"
@@ -46,7 +47,7 @@ static void usage(void)
 	       "  -V, --version            show the version\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 failure (bad file, model and cache do not match), 2 usage,\n"
-	       "3 device unavailable.\n");
+	       "3 device or bf16 unavailable.\n");
 }
 
 enum { OPT_BASELINE = 256, OPT_JSON, OPT_SCORES };

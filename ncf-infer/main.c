@@ -58,8 +58,9 @@ static void usage(void)
 	       "      --iterations N       (--bench) timed passes per batch size (default 190)\n"
 	       "      --json               (--bench) one JSON object instead of the table\n"
 	       "      --device auto|cpu|cuda  where to run (default auto)\n"
-	       "      --precision P        fp32, tf32, bf16, fp16 (GPU)\n"
-	       "      --amp                bf16 where the GPU has it\n"
+	       "      --precision P        fp32 or bf16 (a CPU needs AVX512_BF16 or AMX\n"
+	       "                           for bf16); tf32 and fp16 on a GPU\n"
+	       "      --amp                bf16: bf16 products, fp32 sums (NVIDIA's AMP)\n"
 	       "      --threads N          CPU threads (default: all)\n"
 	       "  -s, --seed N             seed of the random model and ids (default 1)\n"
 	       "  -q, --quiet              less output (-q: warnings and errors, -qq: errors)\n"
@@ -68,7 +69,7 @@ static void usage(void)
 	       "  -V, --version            show the version\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 failure (bad input line, unknown id, bad model), 2 usage,\n"
-	       "3 device or ONNX export unavailable.\n");
+	       "3 device, bf16 or ONNX export unavailable.\n");
 }
 
 enum {
@@ -290,12 +291,13 @@ static int run_bench(const struct infer_opts *o, const struct infer_model *m,
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
 #endif
-	ncf_info("inference benchmark: %s model (%u users, %u items), %s backend, %d "
+	ncf_info("inference benchmark: %s model (%u users, %u items), %s backend in %s, %d "
 		 "thread%s, %d warm-up and %d timed passes; throughput in samples/s, "
 		 "latency in seconds; pairs on the device (NVIDIA's inference.py), then "
 		 "host to host (host_*)",
 		 o->random ? "random ml-20m-sized" : o->model_path, m->shape.users, m->shape.items,
-		 ncf_backend_name(be), nth, nth == 1 ? "" : "s", o->warmup, o->iterations);
+		 ncf_backend_name(be), infer_precision_name(be), nth, nth == 1 ? "" : "s",
+		 o->warmup, o->iterations);
 	return infer_bench(be, o->sizes, o->nsizes, o->warmup, o->iterations, o->json,
 			       o->seed);
 }

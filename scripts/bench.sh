@@ -6,14 +6,18 @@
 #      stage, peak memory, cache/CSV size ratio, whether both caches are the
 #      same bytes (BENCH_LARGE=1 adds ml-20mx10, 200M ratings, ~5 GB of CSV,
 #      some 5.5 GB of memory in memory: not in the usual run for its time);
-#   2. CPU training at batch 2^20 on ml-20m-shaped data: samples/s, dense
-#      FLOP rate against this machine's sgemm rate measured in the same run,
-#      evaluation throughput, peak memory; seconds per epoch on
+#   2. CPU training at batch 2^20 on ml-20m-shaped data, fp32 and bf16 side
+#      by side (NVIDIA's training table: throughput per precision and the
+#      speedup): samples/s, dense FLOP rate against this machine's sgemm
+#      rate (and bf16 product rate) measured in the same run, evaluation
+#      throughput, peak memory; the dense products per shape and library
+#      (bench_matmul) and the ISA oneDNN uses; seconds per epoch on
 #      ml-latest-small (../shared/data, else synthetic of its shape);
 #   3. many processes: 1 and 2 CPU ranks (mpirun), samples/s per rank and
 #      the fraction of step time in the all-reduce;
-#   4. inference: NVIDIA's table (throughput, latency mean/p90/p95/p99) on
-#      the CPU with a random ml-20m-sized model;
+#   4. inference on the CPU with a random ml-20m-sized model, fp32 and
+#      bf16: NVIDIA's tables (throughput per batch size and precision with
+#      the speedup, then latency mean/p90/p95/p99 per precision);
 #   5. the GPU part, when the cuda backend is built and a GPU is usable:
 #      build/bench/bench_gpu (NVIDIA's training table per precision, epoch
 #      time, evaluation time, fractions of peak) and ncf-infer --bench on
@@ -94,11 +98,39 @@ if [ "${BENCH_LARGE:-0}" = 1 ]; then
 	rm -f "$W/ml-20mx10.csv" "$W/ml-20mx10.ncfc" "$W/ml-20mx10-S100M.ncfc"
 fi
 
-say "ncf-train, cpu backend: batch 2^20 on ml-20m-shaped data ($STEPS timed steps; targets >= 150,000 samples/s, dense layers >= 50% of sgemm)"
+# side KEY-FILE-FP32 KEY-FILE-BF16: key<TAB>value lines of both as one
+# table, key fp32 bf16 (- where one lacks the key), in the first's order
+side() {
+	awk -F'\t' 'FNR == 1 { f++ } f == 1 { k[++n] = $1; a[$1] = $2; next }
+		{ b[$1] = $2; if (!($1 in a)) k[++n] = $1 }
+		END { printf "  %-32s %-42s %s\n", "", "fp32", "bf16"
+		      for (i = 1; i <= n; i++) printf "  %-32s %-42s %s\n", k[i],
+			(k[i] in a) ? a[k[i]] : "-", (k[i] in b) ? b[k[i]] : "-" }' "$1" "$2"
+}
+# kv KEY FILE: the value of KEY in key<TAB>value lines
+kv() { awk -F'\t' -v k="$1" '$1 == k { print $2 }' "$2"; }
+
+say "ncf-train, cpu backend: batch 2^20 on ml-20m-shaped data, fp32 and bf16 ($STEPS timed steps each; targets >= 150,000 samples/s in fp32, dense layers >= 50% of sgemm; bf16 >= 1.6x fp32)"
 [ -s "$W/ml-20m.ncfc" ] || "$BIN/ncf-prep" -q --synthetic ml-20m -o "$W/ml-20m.ncfc"
-measure "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS" --warmup 1 >"$W/train.out"
-sed 's/^/  /' "$W/train.out"
-echo "  peak_rss_mb_total	$PEAK_MB"
+for prec in fp32 bf16; do
+	if measure "$BENCHBIN/bench_train" "$W/ml-20m.ncfc" --batch 1048576 --steps "$STEPS" --warmup 1 \
+		--precision $prec >"$W/train-$prec.out" 2>"$W/train-$prec.err"; then
+		echo "peak_rss_mb_total	$PEAK_MB" >>"$W/train-$prec.out"
+	else
+		echo "unavailable	$(tail -n 1 "$W/train-$prec.err")" >"$W/train-$prec.out"
+	fi
+done
+cp "$W/train-fp32.out" "$W/train.out"
+side "$W/train-fp32.out" "$W/train-bf16.out"
+f=$(kv samples_per_s "$W/train-fp32.out") b=$(kv samples_per_s "$W/train-bf16.out")
+echo "$f $b" | awk '$1 > 0 && $2 > 0 { printf "  training throughput, samples/s (NVIDIA'"'"'s columns): fp32 %.0f, bf16 %.0f, speedup %.2f\n", $1, $2, $2 / $1 }'
+
+if [ -x "$BENCHBIN/bench_matmul" ]; then
+	say "the dense products alone: GFLOP/s per product of NVIDIA's shapes, every thread its own (bench_matmul)"
+	"$BENCHBIN/bench_matmul" 2>&1 | sed 's/^/  /'
+	isa=$(ONEDNN_VERBOSE=1 "$BENCHBIN/bench_matmul" --reps 1 2>/dev/null | sed -n 's/^onednn_verbose,info,cpu,isa://p' | head -n 1)
+	echo "  oneDNN's ISA here (ONEDNN_VERBOSE): ${isa:-not reported}"
+fi
 
 say "ncf-train checkpoints, ml-20m-sized model: the snapshot (on the training clock), a write with zstd on one thread (before), with workers (the writer thread), the copy to -o (seconds, min and median of 3)"
 measure "$BENCHBIN/bench_save" "$W" --reps 3 >"$W/save.out"
@@ -132,10 +164,29 @@ if command -v mpirun >/dev/null 2>&1 && [ -s "$W/ml-20m.ncfc" ]; then
 	done
 fi
 
-say "ncf-infer --bench, cpu backend, random ml-20m-sized model (NVIDIA's columns, then the same host to host; 3 warm-up + 30 timed passes; target >= 500,000 samples/s at 1,048,576)"
-measure "$BIN/ncf-infer" --bench --random-model --warmup 3 --iterations 30 >"$W/infer.out" 2>/dev/null
-column -t "$W/infer.out" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$W/infer.out"
-echo "  peak memory $PEAK_MB MB"
+say "ncf-infer --bench, cpu backend, random ml-20m-sized model, fp32 and bf16 (NVIDIA's tables; 3 warm-up + 30 timed passes per batch size; target >= 500,000 samples/s at 1,048,576)"
+for prec in fp32 bf16; do
+	if measure "$BIN/ncf-infer" --bench --random-model --device cpu --precision $prec --warmup 3 \
+		--iterations 30 >"$W/infer-$prec.out" 2>"$W/infer-$prec.err"; then
+		echo "  $prec: peak memory $PEAK_MB MB"
+	else
+		echo "  $prec: unavailable: $(tail -n 1 "$W/infer-$prec.err")"
+		: >"$W/infer-$prec.out"
+	fi
+done
+cp "$W/infer-fp32.out" "$W/infer.out"
+echo "  throughput, samples/s (pairs kept where the backend computes, as inference.py; host_ columns: ids in and probabilities out of host memory)"
+awk -F'\t' 'FNR == 1 { f++; next } { t[f, $1] = $2; h[f, $1] = $7; if (f == 1) k[++n] = $1 }
+	END { printf "  %10s %16s %16s %8s %18s %18s\n", "batch_size", "throughput_fp32", "throughput_bf16", "speedup", "host_thr_fp32", "host_thr_bf16"
+	      for (i = 1; i <= n; i++) { b = k[i]; x = t[1, b]; y = "-"; hy = "-"; sp = "-"
+		if ((2, b) in t) { y = t[2, b]; hy = h[2, b]; if (x > 0) sp = sprintf("%.2f", y / x) }
+		printf "  %10s %16s %16s %8s %18s %18s\n", b, x, y, sp, h[1, b], hy } }' \
+	"$W/infer-fp32.out" "$W/infer-bf16.out"
+for prec in fp32 bf16; do
+	[ -s "$W/infer-$prec.out" ] || continue
+	echo "  latency in $prec, seconds"
+	cut -f1,3-6 "$W/infer-$prec.out" | column -t | sed 's/^/    /'
+done
 
 if [ -x "$BENCHBIN/bench_gpu" ]; then
 	say "GPU: training and evaluation (build/bench/bench_gpu; targets on an H200: >= 200M samples/s bf16, >= 120M tf32, epoch <= 0.5 s, evaluation <= 50 ms)"

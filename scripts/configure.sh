@@ -5,7 +5,10 @@
 # Every feature is found by compiling and linking a small program (not by
 # looking for files), and reported on one line.  Required: a C compiler with
 # OpenMP, zstd, libcsv, jansson (the safetensors header), OpenBLAS.
-# Wanted: MPI (installed like the required ones unless NO_MPI=1).
+# Wanted: MPI (installed like the required ones unless NO_MPI=1).  Wanted
+# but optional: oneDNN (libdnnl-dev: the cpu backend's fused dense layers
+# and bf16), installed unless NO_DNNL=1; without it the cpu backend runs on
+# OpenBLAS alone and --precision bf16 on the cpu exits 3.
 # Optional: CUDA with cuBLAS/cuBLASLt, NCCL (probed, never installed;
 # NO_CUDA=1 turns them off).  Wanted but optional: ONNX
 # export (protobuf-c, protoc-c and the onnx.proto of libonnx-dev, with
@@ -15,7 +18,7 @@
 # Missing Debian packages are installed with apt-get when we are root or
 # have password-less sudo; otherwise the script stops with the exact
 # apt-get line to run.  Environment: CC, NVCC, CUDA_HOME, NO_CUDA, NO_MPI,
-# NO_ONNX, ONNX_PROTO (default /usr/include/onnx/onnx.proto), NO_INSTALL (1:
+# NO_DNNL, NO_ONNX, ONNX_PROTO (default /usr/include/onnx/onnx.proto), NO_INSTALL (1:
 # never install, only report).
 set -u
 out=${1:-build/config.mk}
@@ -24,6 +27,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NO_CUDA=${NO_CUDA:-0}
 NO_MPI=${NO_MPI:-0}
 NO_ONNX=${NO_ONNX:-0}
+NO_DNNL=${NO_DNNL:-0}
 ONNX_PROTO=${ONNX_PROTO:-/usr/include/onnx/onnx.proto}
 NO_INSTALL=${NO_INSTALL:-0}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ncf-probe.XXXXXX") || exit 1
@@ -122,6 +126,71 @@ if [ "$NO_MPI" = 1 ]; then
 else
 	HAVE_MPI=1
 	say "mpi" "found ($(mpirun --version 2>/dev/null | head -n 1))"
+fi
+
+# oneDNN: a program that creates a matmul primitive through the C API of
+# its version (2.x or 3.x: kernels/cpu/dnnl.c keeps the difference), so
+# that a header without a working library, or a library without matmul,
+# is not taken for one.
+probe_dnnl() {
+	probe dnnl "-fopenmp" "-ldnnl -fopenmp" <<'EOF'
+#include <oneapi/dnnl/dnnl.h>
+int main(void) {
+  dnnl_engine_t e; if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success) return 1;
+  dnnl_memory_desc_t a, b, c; dnnl_dims_t da = {4, 8}, db = {8, 2}, dc = {4, 2};
+  dnnl_primitive_desc_t pd; int ok;
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl_memory_desc_create_with_tag(&a, 2, da, dnnl_f32, dnnl_ab);
+  dnnl_memory_desc_create_with_tag(&b, 2, db, dnnl_f32, dnnl_ab);
+  dnnl_memory_desc_create_with_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
+  ok = dnnl_matmul_primitive_desc_create(&pd, e, a, b, NULL, c, NULL) == dnnl_success;
+#else
+  dnnl_matmul_desc_t md;
+  dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_f32, dnnl_ab);
+  dnnl_memory_desc_init_by_tag(&b, 2, db, dnnl_f32, dnnl_ab);
+  dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
+  ok = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+       dnnl_primitive_desc_create(&pd, &md, NULL, e, NULL) == dnnl_success;
+#endif
+  if (ok) dnnl_primitive_desc_destroy(pd);
+  dnnl_engine_destroy(e); return !ok; }
+EOF
+}
+dnnl_version() {
+	cat >"$dir/dnnlv.c" <<'EOF'
+#include <stdio.h>
+#include <oneapi/dnnl/dnnl.h>
+int main(void) { const dnnl_version_t *v = dnnl_version();
+  printf("%d.%d.%d", v->major, v->minor, v->patch); return 0; }
+EOF
+	$CC "$dir/dnnlv.c" -o "$dir/dnnlv" -ldnnl >/dev/null 2>&1 && "$dir/dnnlv"
+}
+HAVE_DNNL=0
+if [ "$NO_DNNL" = 1 ]; then
+	say "onednn" "off (NO_DNNL=1): OpenBLAS only, no bf16 on the cpu"
+else
+	if ! probe_dnnl && [ "$NO_INSTALL" != 1 ]; then
+		if [ "$(id -u)" = 0 ]; then
+			sudo=""
+		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+			sudo="sudo -n"
+		else
+			sudo=none
+		fi
+		if [ "$sudo" != none ]; then
+			echo "configure: installing libdnnl-dev (oneDNN)"
+			{ $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libdnnl-dev >"$dir/apt-dnnl.log" 2>&1 ||
+			  { $sudo apt-get update -q >>"$dir/apt-dnnl.log" 2>&1 &&
+			    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libdnnl-dev >>"$dir/apt-dnnl.log" 2>&1; }; } ||
+				echo "configure: installing libdnnl-dev failed; going on without it" >&2
+		fi
+	fi
+	if probe_dnnl; then
+		HAVE_DNNL=1
+		say "onednn" "found ($(dnnl_version))"
+	else
+		say "onednn" "not found (apt-get install libdnnl-dev): OpenBLAS only, no bf16 on the cpu"
+	fi
 fi
 
 # CUDA: nvcc, then a host program that links cudart, cuBLAS and cuBLASLt.
@@ -245,6 +314,8 @@ tmp="$out.tmp"
 	echo "CUDA_HOME := $CUDA_HOME"
 	echo "CONFIG_NO_CUDA := $NO_CUDA"
 	echo "CONFIG_NO_MPI := $NO_MPI"
+	echo "HAVE_DNNL := $HAVE_DNNL"
+	echo "CONFIG_NO_DNNL := $NO_DNNL"
 	echo "HAVE_ONNX := $HAVE_ONNX"
 	echo "PROTOC_C := $PROTOC_C"
 	echo "ONNX_PROTO := $ONNX_PROTO"

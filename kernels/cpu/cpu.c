@@ -28,7 +28,15 @@ static int cpu_init(struct ncf_backend *be)
 	be->impl = c;
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total;
+	c->mt = be->precision == NCF_PRECISION_BF16 ? NCF_MM_BF16 : NCF_MM_F32;
+	const char *why;
+	if (!ncf_mm_available(c->mt, &why)) {
+		ncf_error("--precision bf16 on the cpu: %s", why);
+		return -3;
+	}
 	ncf_host_state_init(&c->h, total);
+	if (c->mt == NCF_MM_BF16)
+		c->pb = ncf_xcalloc(total, sizeof *c->pb);
 	c->uslot = ncf_xmalloc((size_t)s->users * sizeof *c->uslot);
 	c->islot = ncf_xmalloc((size_t)s->items * sizeof *c->islot);
 	memset(c->uslot, 0xff, (size_t)s->users * sizeof *c->uslot);
@@ -61,6 +69,11 @@ static int cpu_init(struct ncf_backend *be)
 		x->dz = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(float));
 		x->g = ncf_xmalloc((size_t)CHUNK * s->factors * sizeof(float));
 		x->logit = ncf_xmalloc((size_t)CHUNK * sizeof(float));
+		if (c->mt != NCF_MM_BF16)
+			continue;
+		for (uint32_t k = 1; k + 1 < s->n_layers; k++)
+			x->hb[k] = ncf_xmalloc((size_t)CHUNK * s->layers[k] * sizeof(ncf_bf16));
+		x->dzb = ncf_xmalloc((size_t)CHUNK * hmax * sizeof(ncf_bf16));
 	}
 	return 0;
 }
@@ -70,9 +83,15 @@ static void cpu_free(struct ncf_backend *be)
 	struct cpu *c = be->impl;
 	if (!c)
 		return;
+	if (!c->ts) { /* init stopped before allocating */
+		free(c);
+		be->impl = NULL;
+		return;
+	}
 	for (int t = 0; t < c->nthreads; t++) {
 		for (uint32_t k = 1; k < be->shape.n_layers; k++)
-			free(c->ts[t].h[k]), free(c->ts[t].hp[k]);
+			free(c->ts[t].h[k]), free(c->ts[t].hp[k]), free(c->ts[t].hb[k]);
+		free(c->ts[t].dzb);
 		free(c->ts[t].dh);
 		free(c->ts[t].dz);
 		free(c->ts[t].g);
@@ -86,19 +105,29 @@ static void cpu_free(struct ncf_backend *be)
 	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
 	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
 	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
+	free(c->pb), free(c->xub), free(c->xib), free(c->daub), free(c->daib), free(c->mm_part);
 	for (int k = 0; k < NCF_MAX_LAYERS; k++)
 		free(c->wt[k]);
 	free(c);
 	be->impl = NULL;
 }
 
-/* The shared copy (state.h), and the scoring tables made again. */
+/* The shared copy (state.h), its bf16 copy, and the scoring tables made
+ * again. */
 static int cpu_set_state(struct ncf_backend *be, const float *params, const float *m,
 			 const float *v)
 {
 	struct cpu *c = be->impl;
 	c->tables_valid = 0;
-	return ncf_host_set_state(be, params, m, v);
+	if (ncf_host_set_state(be, params, m, v) != 0)
+		return -1;
+	if (c->pb) {
+		size_t total = be->layout.total;
+#pragma omp parallel for schedule(static)
+		for (int64_t j = 0; j < (int64_t)total; j++)
+			c->pb[j] = ncf_bf16_from_f32(c->h.params[j]);
+	}
+	return 0;
 }
 
 static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
@@ -114,9 +143,19 @@ static int cpu_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first
 	ncf_adam_constants(&be->hp, be->step, &k);
 	size_t total = be->layout.total;
 	float *p = c->h.params, *m = c->h.m, *v = c->h.v, *g = c->h.grad;
+	ncf_bf16 *pb = c->pb;
+	if (pb) {
+		/* the fp32 master weights, then their bf16 copy in the same pass */
 #pragma omp parallel for schedule(static)
-	for (int64_t j = 0; j < (int64_t)total; j++)
-		ncf_adam_update(&p[j], &m[j], &v[j], g[j], &k);
+		for (int64_t j = 0; j < (int64_t)total; j++) {
+			ncf_adam_update(&p[j], &m[j], &v[j], g[j], &k);
+			pb[j] = ncf_bf16_from_f32(p[j]);
+		}
+	} else {
+#pragma omp parallel for schedule(static)
+		for (int64_t j = 0; j < (int64_t)total; j++)
+			ncf_adam_update(&p[j], &m[j], &v[j], g[j], &k);
+	}
 	c->tables_valid = 0;
 	return 0;
 }

@@ -4,7 +4,9 @@
  *   train.c    the gradient of a batch: the factorized first layer, chunks
  *              of samples in lanes, per-slot reductions;
  *   infer.c    logits, scores, evaluation ranks over precomputed tables;
- *   tiles.c    OpenBLAS sgemm over fixed tiles of rows, in parallel;
+ *   tiles.c    column sums over fixed tiles of rows, in parallel;
+ *   matmul.c   the dense products of training and scoring (matmul.h): oneDNN, fp32
+ *              or bf16, or OpenBLAS; dnnl.c its oneDNN 2.x/3.x difference;
  *   simd.h     every intrinsic (AVX2, FMA), with the plain C it replaces.
  * It computes the function of reference.c (the specification, in plain C;
  * tests/unit/test_cpu_ref.c holds the two side by side) faster.
@@ -16,7 +18,17 @@
  * chunks of CHUNK, chunks into LANES lanes (chunk c goes to lane c % LANES
  * and a lane sums its chunks in order), table rows into tiles of TILE.
  * Threads take whole lanes or tiles; partial sums are added in lane or tile
- * order.  No float atomics anywhere.
+ * order.  No float atomics anywhere.  oneDNN is called the same way: each
+ * product on one thread, inside a lane or tile, its primitive planned for
+ * one thread (matmul.h).
+ *
+ * Precision.  fp32, or bf16 (--precision bf16, --amp) as NVIDIA's AMP
+ * means it: the dense products take bf16 operands and accumulate and write
+ * fp32; everything else (the first layer's gather-add, bias, ReLU,
+ * dropout, GMF, head, loss, the gradient sums, Adam) stays fp32, on fp32
+ * master weights.  pb, a bf16 copy of all parameters (the MLP tables and
+ * weights are what the products read), is refreshed by every Adam step and
+ * by set_state.
  *
  * Legend: B batch (this rank's slice), U users, I items, F GMF factors,
  * H0..HL the MLP widths (H0 = 2M, M the MLP embedding width), Bu and Bi the
@@ -34,11 +46,12 @@
 #endif
 
 #include "backend_impl.h"
+#include "matmul.h"
 #include "state.h"
 
 #define CHUNK 2048 /* samples per chunk */
 #define LANES 64   /* accumulators of the dense weight gradients */
-#define TILE 2048  /* table rows per tile */
+#define TILE 2048  /* table rows per tile (= NCF_MM_TILE) */
 #define NCF_MAX_HIDDEN 8192 /* widest layer (model.h limit) */
 #define PAD16(n) (((n) + 15) & ~(size_t)15) /* inference row stride */
 
@@ -49,6 +62,8 @@ struct scratch {
 	float *dh, *dz;		  /* (CHUNK, max H) */
 	float *g;		  /* (CHUNK, F) */
 	float *logit;		  /* (CHUNK) */
+	ncf_bf16 *hb[NCF_MAX_LAYERS]; /* bf16 only: (CHUNK, H_k) copies of h[k], k < L */
+	ncf_bf16 *dzb;		  /* bf16 only: (CHUNK, max H) copy of dz */
 };
 
 struct cpu {
@@ -77,6 +92,12 @@ struct cpu {
 	size_t tile_cap;
 	size_t tail_off, tail_len;   /* gradient part accumulated in lanes */
 	struct scratch *ts;	     /* per thread */
+	enum ncf_mm_type mt;	     /* the products' operands: NCF_MM_F32 or NCF_MM_BF16 */
+	ncf_bf16 *pb;		     /* bf16 only: (total) copy of h.params */
+	ncf_bf16 *xub, *xib;	     /* bf16 only: (Bu, M), (Bi, M) gathered from pb */
+	ncf_bf16 *daub, *daib;	     /* bf16 only: (Bu, H1), (Bi, H1) copies of dau, dai */
+	float *mm_part;		     /* (tiles, H1 * M): tile partials of dW1 */
+	size_t mm_part_cap;
 	int nthreads;
 	/* evaluation / scoring tables: first layer for every user and item */
 	float *AU, *AI;		     /* (U, H1) with b1 added, (I, H1) */
@@ -121,18 +142,8 @@ static inline float dot8_prod(const float *restrict a, const float *restrict b,
 	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-/* ---- tiles.c: row-major sgemm over tiles of TILE rows, in parallel ---- */
+/* ---- tiles.c: sums over tiles of TILE rows, in parallel -------------- */
 
-/* out (rows, H) = x (rows, M) W^T, W (H, M) with leading dimension ldw. */
-void ncf_cpu_rows_times_wt(const float *x, size_t rows, size_t M, const float *W, size_t ldw,
-			   size_t H, float *out);
-/* out (rows, M) = d (rows, H) W, W (H, M) with leading dimension ldw. */
-void ncf_cpu_rows_times_w(const float *d, size_t rows, size_t H, const float *W, size_t ldw,
-			  size_t M, float *out);
-/* out (H, M) with leading dimension ldo = d^T x over rows: d (rows, H),
- * x (rows, M); tile partials (c->tile_part) added in tile order. */
-void ncf_cpu_tn_sum(struct cpu *c, const float *d, const float *x, size_t rows, size_t H,
-		    size_t M, float *out, size_t ldo);
 /* out (H) = column sums of d (rows, H), tile partials in order. */
 void ncf_cpu_col_sum(struct cpu *c, const float *d, size_t rows, size_t H, float *out);
 

@@ -9,7 +9,8 @@
  *  3. the factorized first layer: Au = mlp_user[users] W1u^T (Bu, H1) and
  *     Ai = mlp_item[items] W1i^T (Bi, H1), once per distinct user and item;
  *  4. per chunk: z1 = Au[u] + Ai[i] + b1, then ReLU, dropout, the layers
- *     2..L, GMF, head, BCE; and backward down to dz1, which is kept (B, H1);
+ *     2..L (the product with its bias and ReLU in one call, then dropout),
+ *     GMF, head, BCE; and backward down to dz1, which is kept (B, H1);
  *     weight gradients of layers 2..L and the head go to the chunk's lane;
  *  5. dAu[slot] = sum of dz1 over the slot's samples (likewise dAi); then
  *     dW1 = [dAu^T mlp_user[users], dAi^T mlp_item[items]], db1 = column
@@ -17,7 +18,10 @@
  *  6. GMF: dgmf_user[u] = w_g * sum over u's samples of dlogit gmf_item[i],
  *     and dgmf_item alike.
  * The gradient is that of the mean loss over the global batch (n samples
- * of all ranks); cpu.c all-reduces it and takes the Adam step.
+ * of all ranks); cpu.c all-reduces it and takes the Adam step.  The dense
+ * products are matmul.h calls of type c->mt: in bf16 their operands are
+ * bf16 copies (of the parameters, c->pb; of activations and gradients,
+ * made here just before the product), their results fp32.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +156,27 @@ static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float
 	}
 }
 
+/* Dropout of rows already biased and ReLU'd (the product's post-ops): as
+ * bias_relu_dropout, with the multipliers only. */
+static void dropout_rows(float *restrict z, size_t n, size_t H, uint32_t drop16, float scale,
+			 uint64_t seed, uint32_t epoch, uint64_t pos0, const uint32_t *order,
+			 uint32_t layer)
+{
+	float mult[NCF_MAX_HIDDEN];
+	for (size_t j = 0; j < n; j++) {
+		float *restrict row = z + j * H;
+		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
+		for (size_t h = 0; h < H; h++)
+			row[h] *= mult[h];
+	}
+}
+
+/* Parameters (or any floats) as the products' operands of type mt: p
+ * itself for fp32, its bf16 copy pb (the same offsets) for bf16. */
+static const void *operand(enum ncf_mm_type mt, const float *p, const ncf_bf16 *pb, size_t off)
+{
+	return mt == NCF_MM_BF16 ? (const void *)(pb + off) : (const void *)(p + off);
+}
 
 /* dz = dh where the unit was active and kept (h > 0), times scale. */
 static void relu_dropout_back(float *restrict dz, const float *restrict dh,
@@ -181,11 +206,12 @@ static void relu_dropout_back_stream(float *restrict dz, const float *restrict d
  * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
  * of one user are adjacent).  Weight gradients of layers 2..L and the head
  * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
- * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  Returns the
- * rows' loss sum.
+ * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  The rows'
+ * loss sum into *loss_out.  Returns 0 or -1 (reported).
  */
-static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
-			  size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane)
+static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
+		       size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane,
+		       double *loss_out)
 {
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
@@ -197,6 +223,8 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	uint32_t drop16 = ncf_dropout_threshold(be->hp.dropout);
 	float scale = drop ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
 	uint64_t seed = be->hp.seed;
+	enum ncf_mm_type mt = c->mt;
+	int bf = mt == NCF_MM_BF16;
 
 	/* layer 1, factorized: gather the per-slot projections */
 	float *h1 = x->h[1];
@@ -210,12 +238,18 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 	}
 	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, order,
 			  0);
+	if (bf && last > 1)
+		ncf_bf16_from_f32_n(h1, n * H1, x->hb[1]);
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f,
-			    x->h[k - 1], (int)in, prm + L->w[k], (int)in, 0.0f, x->h[k], (int)out);
-		bias_relu_dropout(x->h[k], n, out, prm + L->b[k], drop, drop16, scale, seed, epoch,
-				  pos0, order, k - 1);
+		const void *a = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1];
+		if (ncf_mm_forward(mt, a, in, operand(mt, prm, c->pb, L->w[k]), in, prm + L->b[k], 1, n,
+				   out, in, x->h[k], out) != 0)
+			return -1;
+		if (drop)
+			dropout_rows(x->h[k], n, out, drop16, scale, seed, epoch, pos0, order, k - 1);
+		if (bf && k < last)
+			ncf_bf16_from_f32_n(x->h[k], n * out, x->hb[k]);
 	}
 	/* GMF, head, loss */
 	const float *wg = prm + L->head_w, *wh = wg + F;
@@ -271,14 +305,26 @@ static double chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch 
 		for (size_t r = 0; r < n; r++)
 			for (size_t h = 0; h < out; h++)
 				lB[h] += dzr[r * out + h];
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f,
-			    dz, (int)out, x->h[k - 1], (int)in, 1.0f, lW, (int)in);
+		const void *d = dz, *a = x->h[k - 1];
+		if (bf) {
+			ncf_bf16_from_f32_n(dz, n * out, x->dzb);
+			d = x->dzb, a = x->hb[k - 1];
+		}
+		if (ncf_mm_dw(mt, d, out, a, in, n, out, in, lW, in, 1) != 0)
+			return -1;
 		/* dh for layer k-1 */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f,
-			    dz, (int)out, prm + L->w[k], (int)in, 0.0f, dh, (int)in);
+		if (ncf_mm_dx(mt, d, out, operand(mt, prm, c->pb, L->w[k]), in, n, out, in, dh, in) !=
+		    0)
+			return -1;
 	}
-	relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
-	return loss;
+	if (bf) { /* dz1 kept in bf16, as AMP keeps the gradient of a bf16 activation */
+		relu_dropout_back(dz, dh, h1, n * H1, scale);
+		ncf_bf16_from_f32_n(dz, n * H1, (ncf_bf16 *)c->dz1 + k0 * H1);
+	} else {
+		relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
+	}
+	*loss_out = loss;
+	return 0;
 }
 
 /*
@@ -348,43 +394,71 @@ static void make_batch_slots(struct ncf_backend *be, struct cpu *c, size_t B, ui
 	for (int64_t k = 0; k < (int64_t)B; k++)
 		c->rowof[c->ulist[k]] = (uint32_t)k;
 	c->dx = ncf_xrealloc(c->dx, cap_ui * M * sizeof(float));
+	if (c->mt == NCF_MM_BF16) {
+		c->xub = ncf_xrealloc(c->xub, (size_t)c->cap_u * M * sizeof(ncf_bf16));
+		c->xib = ncf_xrealloc(c->xib, (size_t)c->cap_i * M * sizeof(ncf_bf16));
+		c->daub = ncf_xrealloc(c->daub, (size_t)c->cap_u * H1 * sizeof(ncf_bf16));
+		c->daib = ncf_xrealloc(c->daib, (size_t)c->cap_i * H1 * sizeof(ncf_bf16));
+	}
+	size_t tiles = (cap_ui + TILE - 1) / TILE, part = tiles * H1 * M;
+	if (part > c->mm_part_cap) {
+		c->mm_part = ncf_xrealloc(c->mm_part, part * sizeof(float));
+		c->mm_part_cap = part;
+	}
 }
 
-/* Step 3: Au (nu, H1) = mlp_user[slot users] W1u^T, Ai (ni, H1) alike. */
-static void layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
+/* Rows ids[0..n) of the table at offset off of the parameters (fp32: p;
+ * bf16: pb) into out (n, M) of the same type. */
+static void gather_rows(enum ncf_mm_type mt, const float *p, const ncf_bf16 *pb, size_t off,
+			const uint32_t *ids, size_t n, size_t M, void *out)
+{
+	size_t es = mt == NCF_MM_BF16 ? sizeof(ncf_bf16) : sizeof(float);
+	const char *src = operand(mt, p, pb, off);
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)n; k++)
+		memcpy((char *)out + (size_t)k * M * es, src + (size_t)ids[k] * M * es, M * es);
+}
+
+/* Step 3: Au (nu, H1) = mlp_user[slot users] W1u^T, Ai (ni, H1) alike.
+ * Returns 0 or -1 (reported). */
+static int layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
 {
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	const float *W1 = c->h.params + L->w[1];
-#pragma omp parallel for schedule(static)
-	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->xu + (size_t)k * M, c->h.params + L->mlp_user + (size_t)c->slot_user[k] * M,
-		       M * sizeof(float));
-#pragma omp parallel for schedule(static)
-	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->xi + (size_t)k * M, c->h.params + L->mlp_item + (size_t)c->slot_item[k] * M,
-		       M * sizeof(float));
-	ncf_cpu_rows_times_wt(c->xu, nu, M, W1, 2 * M, H1, c->au);
-	ncf_cpu_rows_times_wt(c->xi, ni, M, W1 + M, 2 * M, H1, c->ai);
+	enum ncf_mm_type mt = c->mt;
+	int bf = mt == NCF_MM_BF16;
+	void *xu = bf ? (void *)c->xub : (void *)c->xu, *xi = bf ? (void *)c->xib : (void *)c->xi;
+	gather_rows(mt, c->h.params, c->pb, L->mlp_user, c->slot_user, nu, M, xu);
+	gather_rows(mt, c->h.params, c->pb, L->mlp_item, c->slot_item, ni, M, xi);
+	if (ncf_mm_forward_tiles(mt, xu, M, operand(mt, c->h.params, c->pb, L->w[1]), 2 * M, NULL,
+				 0, nu, H1, M, c->au, H1) != 0)
+		return -1;
+	return ncf_mm_forward_tiles(mt, xi, M, operand(mt, c->h.params, c->pb, L->w[1] + M), 2 * M,
+				    NULL, 0, ni, H1, M, c->ai, H1);
 }
 
 /* Step 4: the chunks of the B samples in lanes, then the lanes' sum into
- * the gradient of layers 2..L and the head.  Returns the loss sum. */
-static double run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t pos0,
-			 uint32_t epoch, float inv_n)
+ * the gradient of layers 2..L and the head.  The loss sum into *loss_sum.
+ * Returns 0 or -1 (reported). */
+static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t pos0,
+		      uint32_t epoch, float inv_n, double *loss_sum)
 {
 	size_t chunks = (B + CHUNK - 1) / CHUNK;
 	size_t lanes = chunks < LANES ? chunks : LANES;
 	memset(c->lane, 0, lanes * c->tail_len * sizeof(float));
-#pragma omp parallel for schedule(dynamic, 1)
+	int fail = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : fail)
 	for (int64_t l = 0; l < (int64_t)lanes; l++) {
 		struct scratch *x = &c->ts[thread_id()];
 		float *lane = c->lane + (size_t)l * c->tail_len;
-		for (size_t ch = (size_t)l; ch < chunks; ch += LANES) {
+		for (size_t ch = (size_t)l; ch < chunks && !fail; ch += LANES) {
 			size_t j0 = ch * CHUNK, cn = B - j0 < CHUNK ? B - j0 : CHUNK;
-			c->chunk_loss[ch] = chunk_train(be, c, x, j0, cn, pos0, epoch, inv_n, lane);
+			fail |= chunk_train(be, c, x, j0, cn, pos0, epoch, inv_n, lane,
+					    &c->chunk_loss[ch]) != 0;
 		}
 	}
+	if (fail)
+		return -1;
 	double loss = 0;
 	for (size_t ch = 0; ch < chunks; ch++)
 		loss += c->chunk_loss[ch];
@@ -396,60 +470,99 @@ static double run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64
 			acc += c->lane[l * c->tail_len + (size_t)k];
 		gt[k] = acc;
 	}
-	return loss;
+	*loss_sum = loss;
+	return 0;
 }
 
-/* Step 5: dAu, dAi per slot from dz1, then the gradients of W1, b1 and the
- * MLP embedding rows of the batch. */
-static void layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
+/* d (nslots, H1): row k the sum of dz1's rows of slot k's samples e in
+ * [start[k], start[k+1]), in order: row e itself when list is NULL (user
+ * slots: dz1 is in user order), else row rowof[list[e]] (item slots, rows
+ * from anywhere: fetched a few ahead). */
+static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
+		      uint32_t nslots, const float *dz1, size_t H1, float *d)
 {
-	const struct ncf_layout *L = &be->layout;
-	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	const float *W1 = c->h.params + L->w[1];
 #pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t k = 0; k < (int64_t)nu; k++) {
-		float *d = c->dau + (size_t)k * H1;
-		memset(d, 0, H1 * sizeof(float));
-		for (uint32_t e = c->ustart[k]; e < c->ustart[k + 1]; e++) {
-			const float *restrict z = c->dz1 + (size_t)e * H1; /* rows in user order */
-			float *restrict dd = d;
-			for (size_t h = 0; h < H1; h++)
-				dd[h] += z[h];
-		}
-	}
-#pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t k = 0; k < (int64_t)ni; k++) {
-		float *d = c->dai + (size_t)k * H1;
-		memset(d, 0, H1 * sizeof(float));
-		uint32_t e1 = c->istart[k + 1];
-		for (uint32_t e = c->istart[k]; e < e1; e++) {
-			/* rows come from anywhere in dz1: fetch a few rows ahead */
-			if (e + 4 < e1) {
-				size_t ahead_row = c->rowof[c->ilist[e + 4]];
-				const char *ahead = (const char *)(c->dz1 + ahead_row * H1);
+	for (int64_t k = 0; k < (int64_t)nslots; k++) {
+		float *restrict dd = d + (size_t)k * H1;
+		memset(dd, 0, H1 * sizeof(float));
+		uint32_t e1 = start[k + 1];
+		for (uint32_t e = start[k]; e < e1; e++) {
+			if (list && e + 4 < e1) {
+				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
 				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
 					__builtin_prefetch(ahead + b);
 			}
-			const float *restrict z = c->dz1 + (size_t)c->rowof[c->ilist[e]] * H1;
-			float *restrict dd = d;
+			const float *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
 			for (size_t h = 0; h < H1; h++)
 				dd[h] += z[h];
 		}
 	}
+}
+
+/* slot_sums of a bf16 dz1, summed in fp32. */
+static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
+			   uint32_t nslots, const ncf_bf16 *dz1, size_t H1, float *d)
+{
+#pragma omp parallel for schedule(dynamic, 64)
+	for (int64_t k = 0; k < (int64_t)nslots; k++) {
+		float *restrict dd = d + (size_t)k * H1;
+		memset(dd, 0, H1 * sizeof(float));
+		uint32_t e1 = start[k + 1];
+		for (uint32_t e = start[k]; e < e1; e++) {
+			if (list && e + 4 < e1) {
+				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
+				for (size_t b = 0; b < H1 * sizeof(ncf_bf16); b += 64)
+					__builtin_prefetch(ahead + b);
+			}
+			const ncf_bf16 *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
+			for (size_t h = 0; h < H1; h++)
+				dd[h] += ncf_f32_from_bf16(z[h]);
+		}
+	}
+}
+
+/* Step 5: dAu, dAi per slot from dz1, then the gradients of W1, b1 and the
+ * MLP embedding rows of the batch.  Returns 0 or -1 (reported). */
+static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
+{
+	const struct ncf_layout *L = &be->layout;
+	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
+	enum ncf_mm_type mt = c->mt;
+	int bf = mt == NCF_MM_BF16;
+	if (bf) {
+		slot_sums_bf16(c->ustart, NULL, NULL, nu, (const ncf_bf16 *)c->dz1, H1, c->dau);
+		slot_sums_bf16(c->istart, c->ilist, c->rowof, ni, (const ncf_bf16 *)c->dz1, H1,
+			       c->dai);
+	} else {
+		slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau);
+		slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai);
+	}
 	float *gW1 = c->h.grad + L->w[1];
-	ncf_cpu_tn_sum(c, c->dau, c->xu, nu, H1, M, gW1, 2 * M);
-	ncf_cpu_tn_sum(c, c->dai, c->xi, ni, H1, M, gW1 + M, 2 * M);
+	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
+	if (bf) {
+		ncf_bf16_from_f32_n(c->dau, (size_t)nu * H1, c->daub);
+		ncf_bf16_from_f32_n(c->dai, (size_t)ni * H1, c->daib);
+		du = c->daub, di = c->daib, xu = c->xub, xi = c->xib;
+	}
+	const void *W1u = operand(mt, c->h.params, c->pb, L->w[1]);
+	const void *W1i = operand(mt, c->h.params, c->pb, L->w[1] + M);
+	if (ncf_mm_dw_tiles(mt, du, H1, xu, M, nu, H1, M, gW1, 2 * M, c->mm_part) != 0 ||
+	    ncf_mm_dw_tiles(mt, di, H1, xi, M, ni, H1, M, gW1 + M, 2 * M, c->mm_part) != 0)
+		return -1;
 	ncf_cpu_col_sum(c, c->dau, nu, H1, c->h.grad + L->b[1]);
-	ncf_cpu_rows_times_w(c->dau, nu, H1, W1, 2 * M, M, c->dx);
+	if (ncf_mm_dx_tiles(mt, du, H1, W1u, 2 * M, nu, H1, M, c->dx, M) != 0)
+		return -1;
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)nu; k++)
 		memcpy(c->h.grad + L->mlp_user + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
-	ncf_cpu_rows_times_w(c->dai, ni, H1, W1 + M, 2 * M, M, c->dx);
+	if (ncf_mm_dx_tiles(mt, di, H1, W1i, 2 * M, ni, H1, M, c->dx, M) != 0)
+		return -1;
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)ni; k++)
 		memcpy(c->h.grad + L->mlp_item + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
 		       M * sizeof(float));
+	return 0;
 }
 
 int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
@@ -485,9 +598,12 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	make_samples(be, c, S, epoch, pos0, B);			 /* 1 */
 	uint32_t nu, ni;
 	make_batch_slots(be, c, B, &nu, &ni);			 /* 2 */
-	layer1_forward(be, c, nu, ni);				 /* 3 */
-	*loss_sum = run_chunks(be, c, B, pos0, epoch, inv_n);	 /* 4 */
-	layer1_backward(be, c, nu, ni);				 /* 5 */
+	if (layer1_forward(be, c, nu, ni) != 0)			 /* 3 */
+		return -1;
+	if (run_chunks(be, c, B, pos0, epoch, inv_n, loss_sum) != 0) /* 4 */
+		return -1;
+	if (layer1_backward(be, c, nu, ni) != 0)		 /* 5 */
+		return -1;
 	const float *wg = c->h.params + L->head_w;		 /* 6 */
 	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->h.params + L->gmf_item, c->slot_user,
 		      c->h.grad + L->gmf_user, wg, F);
