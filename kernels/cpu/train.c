@@ -245,15 +245,19 @@ static void relu_dropout_back_rows(float *restrict dz, ncf_bf16 *restrict dzb,
 	}
 }
 
-/* relu_dropout_back of rows [0, n), H wide, into the bf16 dz1 (n, H), each
- * row converted while in cache. */
+/* relu_dropout_back of rows [0, n), H wide, into the bf16 dz1 (n, H),
+ * which is read only after every chunk is done: converted from cache a
+ * few rows (BACK_ROWS floats) at a time, with non-temporal stores. */
+#define BACK_ROWS 4096
 static void relu_dropout_back_bf16(ncf_bf16 *restrict dzb, const float *restrict dh,
 				   const float *restrict h, size_t n, size_t H, float scale)
 {
-	float tmp[NCF_MAX_HIDDEN];
-	for (size_t r = 0; r < n; r++) {
-		relu_dropout_back(tmp, dh + r * H, h + r * H, H, scale);
-		ncf_bf16_from_f32_n(tmp, H, dzb + r * H);
+	float tmp[BACK_ROWS > NCF_MAX_HIDDEN ? BACK_ROWS : NCF_MAX_HIDDEN];
+	size_t rows = BACK_ROWS / H ? BACK_ROWS / H : 1;
+	for (size_t r = 0; r < n; r += rows) {
+		size_t cnt = (n - r < rows ? n - r : rows) * H;
+		relu_dropout_back(tmp, dh + r * H, h + r * H, cnt, scale);
+		ncf_bf16_from_f32_n_stream(tmp, cnt, dzb + r * H);
 	}
 }
 
