@@ -149,6 +149,11 @@ static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
+		if (r + 4 < n) { /* item rows come from anywhere: fetched a few ahead */
+			const char *ahead = (const char *)(ai + (size_t)slot_i[order[r + 4]] * H);
+			for (size_t o = 0; o < H * sizeof(float); o += 64)
+				__builtin_prefetch(ahead + o);
+		}
 		const float *restrict pa = au + (size_t)slot_u[j] * H;
 		const float *restrict pi = ai + (size_t)slot_i[j] * H;
 		float *restrict row = h1 + r * H;
