@@ -106,8 +106,9 @@ static uint32_t make_slots(const uint32_t *ids, size_t n, int32_t *map, uint32_t
  * Dropout multipliers of one sample's H units of hidden layer `layer` at
  * position pos: scale where kept, 0 where dropped.  The eight 16-bit
  * uniforms of a Philox block, read as little-endian u16, are units
- * 8w..8w+7 (ncf_dropout_keep, written for vectors); eight blocks at a time
- * with AVX2 (simd_philox8: the same numbers as ncf_dropout_bits).
+ * 8w..8w+7 (ncf_dropout_keep, written for vectors); sixteen blocks at a
+ * time with AVX-512 and eight with AVX2 (simd_philox16, simd_philox8: the
+ * same numbers as ncf_dropout_bits).
  */
 static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
 			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
@@ -115,8 +116,17 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 	size_t blocks = (H + 7) / 8;
 	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 63) / 8)];
 #ifdef NCF_SIMD_AVX2
+	size_t w0 = 0;
+#ifdef NCF_SIMD_AVX512
+	for (; w0 + 16 <= blocks; w0 += 16) {
+		uint32_t wide[64];
+		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
+		simd_philox16(&in, wide);
+		memcpy(u16 + 8 * w0, wide, sizeof wide);
+	}
+#endif
 	uint32_t words[4][8];
-	for (size_t w0 = 0; w0 < blocks; w0 += 8) {
+	for (; w0 < blocks; w0 += 8) {
 		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
 		simd_philox8(&in, words);
 		for (size_t w = 0; w < 8; w++) /* block-major, as ncf_dropout_bits lays them */
