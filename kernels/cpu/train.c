@@ -159,6 +159,10 @@ static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
+		if (r + 16 < n) { /* slots of samples from anywhere: their ids first */
+			__builtin_prefetch(slot_u + order[r + 16]);
+			__builtin_prefetch(slot_i + order[r + 16]);
+		}
 		if (r + 4 < n) { /* item rows come from anywhere: fetched a few ahead */
 			const char *ahead = (const char *)(ai + (size_t)slot_i[order[r + 4]] * H);
 			for (size_t o = 0; o < H * sizeof(float); o += 64)
@@ -532,7 +536,8 @@ static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t 
 /* d (nslots, H1): row k the sum of dz1's rows of slot k's samples e in
  * [start[k], start[k+1]), in order: row e itself when list is NULL (user
  * slots: dz1 is in user order), else row rowof[list[e]] (item slots, rows
- * from anywhere: fetched a few ahead). */
+ * from anywhere: fetched a few ahead, their rowof further ahead, across
+ * slots). */
 static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
 		      uint32_t nslots, const float *dz1, size_t H1, float *d)
 {
@@ -540,9 +545,11 @@ static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_
 	for (int64_t k = 0; k < (int64_t)nslots; k++) {
 		float *restrict dd = d + (size_t)k * H1;
 		memset(dd, 0, H1 * sizeof(float));
-		uint32_t e1 = start[k + 1];
+		uint32_t e1 = start[k + 1], end = start[nslots];
 		for (uint32_t e = start[k]; e < e1; e++) {
-			if (list && e + 4 < e1) {
+			if (list && e + 16 < end)
+				__builtin_prefetch(rowof + list[e + 16]);
+			if (list && e + 4 < end) {
 				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
 				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
 					__builtin_prefetch(ahead + b);
@@ -564,9 +571,11 @@ static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const ui
 	for (int64_t k = 0; k < (int64_t)nslots; k++) {
 		float *restrict dd = d + (size_t)k * H1;
 		memset(dd, 0, H1 * sizeof(float));
-		uint32_t e1 = start[k + 1];
+		uint32_t e1 = start[k + 1], end = start[nslots];
 		for (uint32_t e = start[k]; e < e1; e++) {
-			if (list && e + 4 < e1) {
+			if (list && e + 16 < end)
+				__builtin_prefetch(rowof + list[e + 16]);
+			if (list && e + 4 < end) {
 				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
 				for (size_t b = 0; b < H1 * sizeof(ncf_bf16); b += 64)
 					__builtin_prefetch(ahead + b);
