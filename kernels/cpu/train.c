@@ -396,6 +396,7 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 			  const float *dlogit, const uint32_t *other_id, const float *other,
 			  const uint32_t *slot_id, float *grad, const float *wg, size_t F)
 {
+	uint32_t end = start[nslots];
 #pragma omp parallel
 	{
 		float *acc = ncf_xmalloc(F * sizeof(float));
@@ -403,6 +404,16 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 		for (int64_t k = 0; k < (int64_t)nslots; k++) {
 			memset(acc, 0, F * sizeof(float));
 			for (uint32_t e = start[k]; e < start[k + 1]; e++) {
+				if (e + 16 < end) { /* as slot_sums: rows from anywhere */
+					__builtin_prefetch(other_id + list[e + 16]);
+					__builtin_prefetch(dlogit + list[e + 16]);
+				}
+				if (e + 4 < end) {
+					const char *ahead =
+						(const char *)(other + (size_t)other_id[list[e + 4]] * F);
+					for (size_t b = 0; b < F * sizeof(float); b += 64)
+						__builtin_prefetch(ahead + b);
+				}
 				uint32_t j = list[e];
 				float dl = dlogit[j];
 				const float *o = other + (size_t)other_id[j] * F;
