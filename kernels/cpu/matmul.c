@@ -51,6 +51,21 @@ void ncf_bf16_from_f32_n(const float *src, size_t n, ncf_bf16 *dst)
 		dst[j] = ncf_bf16_from_f32(src[j]);
 }
 
+void ncf_bf16_from_f32_n_stream(const float *src, size_t n, ncf_bf16 *dst)
+{
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+	if (((uintptr_t)dst & 31) == 0 && n % 16 == 0) {
+		for (size_t j = 0; j < n; j += 16) {
+			__m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + j));
+			_mm256_stream_si256((__m256i *)(dst + j), (__m256i)h);
+		}
+		_mm_sfence();
+		return;
+	}
+#endif
+	ncf_bf16_from_f32_n(src, n, dst);
+}
+
 void ncf_mm_force_lib(enum ncf_mm_lib lib)
 {
 	forced = lib;

@@ -82,6 +82,11 @@ static inline float ncf_f32_from_bf16(ncf_bf16 h)
  * (AVX512_BF16 where compiled for it: the same bits). */
 void ncf_bf16_from_f32_n(const float *src, size_t n, ncf_bf16 *dst);
 
+/* The same bits with non-temporal stores (where compiled for AVX512_BF16,
+ * dst 32-byte aligned and n a multiple of 16), for an output read long
+ * after, which should not evict what is in cache. */
+void ncf_bf16_from_f32_n_stream(const float *src, size_t n, ncf_bf16 *dst);
+
 /* ---- what is there ----------------------------------------------------- */
 
 /* 1 when products of type t can run here; 0 with a one-line reason in

@@ -6,6 +6,7 @@
  *   simd_philox8          eight Philox-4x32-10 blocks at once, the rounds
  *                         and constants of ncf_hd.h instantiated on AVX2
  *                         lanes (twin: ncf_dropout_bits per block);
+ *   simd_philox16         the same, sixteen blocks on AVX-512 lanes;
  *   simd_relu_back_stream the ReLU/dropout backward with streaming stores
  *                         (twin: relu_dropout_back in train.c);
  *   dense_tile6/1         6x16 and 1x16 register tiles of y = relu(x W^T + b)
@@ -64,6 +65,50 @@ static inline void simd_philox8(const ncf_rng_input *in, uint32_t out[4][8])
 	_mm256_storeu_si256((__m256i *)out[2], x2);
 	_mm256_storeu_si256((__m256i *)out[3], x3);
 }
+
+#if defined(__AVX512F__)
+#define NCF_SIMD_AVX512 1
+/* lo, hi of the sixteen 32x32-bit products a * b. */
+static inline void simd_mulhilo16(__m512i a, __m512i b, __m512i *lo, __m512i *hi)
+{
+	__m512i even = _mm512_mul_epu32(a, b);
+	__m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
+	*lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+	*hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+#define NCF_MULHILO_X16(m, x, lo, hi) \
+	simd_mulhilo16(_mm512_set1_epi32((int)(m)), (x), &(lo), &(hi))
+#define NCF_XORK_X16(a, b, k) \
+	_mm512_xor_si512(_mm512_xor_si512((a), (b)), _mm512_set1_epi32((int)(k)))
+
+/* Sixteen Philox blocks in->c[3] + 0..15 (w0 + 15 < 2^16 for dropout
+ * inputs), as simd_philox8 computes them, written block-major: out[4b + i]
+ * is word i of block b, the layout of ncf_dropout_bits for blocks 0..15. */
+static inline void simd_philox16(const ncf_rng_input *in, uint32_t out[64])
+{
+	__m512i x0 = _mm512_set1_epi32((int)in->c[0]), x1 = _mm512_set1_epi32((int)in->c[1]);
+	__m512i x2 = _mm512_set1_epi32((int)in->c[2]);
+	__m512i x3 = _mm512_add_epi32(_mm512_set1_epi32((int)in->c[3]),
+				      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+							13, 14, 15));
+	NCF_PHILOX4X32_10(__m512i, NCF_MULHILO_X16, NCF_XORK_X16, x0, x1, x2, x3, in->k[0],
+			  in->k[1]);
+	/* transpose: in each 128-bit lane q, vj gets block 4q + j's four words */
+	__m512i t0 = _mm512_unpacklo_epi32(x0, x1), t1 = _mm512_unpackhi_epi32(x0, x1);
+	__m512i t2 = _mm512_unpacklo_epi32(x2, x3), t3 = _mm512_unpackhi_epi32(x2, x3);
+	__m512i v0 = _mm512_unpacklo_epi64(t0, t2), v1 = _mm512_unpackhi_epi64(t0, t2);
+	__m512i v2 = _mm512_unpacklo_epi64(t1, t3), v3 = _mm512_unpackhi_epi64(t1, t3);
+	/* blocks 4q..4q+3 are 128-bit lane q of v0..v3: gather them in order */
+	__m512i a = _mm512_shuffle_i32x4(v0, v1, 0x44), b = _mm512_shuffle_i32x4(v2, v3, 0x44);
+	__m512i c = _mm512_shuffle_i32x4(v0, v1, 0xEE), d = _mm512_shuffle_i32x4(v2, v3, 0xEE);
+	/* a = v0.q0 v0.q1 v1.q0 v1.q1, b = v2.q0 v2.q1 v3.q0 v3.q1 (c, d: q2, q3) */
+	_mm512_storeu_si512((void *)out, _mm512_shuffle_i32x4(a, b, 0x88));
+	_mm512_storeu_si512((void *)(out + 16), _mm512_shuffle_i32x4(a, b, 0xDD));
+	_mm512_storeu_si512((void *)(out + 32), _mm512_shuffle_i32x4(c, d, 0x88));
+	_mm512_storeu_si512((void *)(out + 48), _mm512_shuffle_i32x4(c, d, 0xDD));
+}
+#endif /* __AVX512F__ */
 
 /* ---- ReLU / dropout backward, streamed -------------------------------- */
 

@@ -21,7 +21,8 @@
  * of all ranks); cpu.c all-reduces it and takes the Adam step.  The dense
  * products are matmul.h calls of type c->mt: in bf16 their operands are
  * bf16 copies (of the parameters, c->pb; of activations and gradients,
- * made here just before the product), their results fp32.
+ * written by the pass that computes them, row by row while in cache),
+ * their results fp32.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +106,9 @@ static uint32_t make_slots(const uint32_t *ids, size_t n, int32_t *map, uint32_t
  * Dropout multipliers of one sample's H units of hidden layer `layer` at
  * position pos: scale where kept, 0 where dropped.  The eight 16-bit
  * uniforms of a Philox block, read as little-endian u16, are units
- * 8w..8w+7 (ncf_dropout_keep, written for vectors); eight blocks at a time
- * with AVX2 (simd_philox8: the same numbers as ncf_dropout_bits).
+ * 8w..8w+7 (ncf_dropout_keep, written for vectors); sixteen blocks at a
+ * time with AVX-512 and eight with AVX2 (simd_philox16, simd_philox8: the
+ * same numbers as ncf_dropout_bits).
  */
 static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
 			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
@@ -114,8 +116,17 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 	size_t blocks = (H + 7) / 8;
 	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 63) / 8)];
 #ifdef NCF_SIMD_AVX2
+	size_t w0 = 0;
+#ifdef NCF_SIMD_AVX512
+	for (; w0 + 16 <= blocks; w0 += 16) {
+		uint32_t wide[64];
+		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
+		simd_philox16(&in, wide);
+		memcpy(u16 + 8 * w0, wide, sizeof wide);
+	}
+#endif
 	uint32_t words[4][8];
-	for (size_t w0 = 0; w0 < blocks; w0 += 8) {
+	for (; w0 < blocks; w0 += 8) {
 		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
 		simd_philox8(&in, words);
 		for (size_t w = 0; w < 8; w++) /* block-major, as ncf_dropout_bits lays them */
@@ -132,42 +143,71 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 		mult[h] = u16[h] >= drop16 ? scale : 0.0f;
 }
 
-/* z += b, ReLU, dropout (hidden layer index `layer`; row j is the sample
- * at epoch position pos0 + order[j]), in place: z is (n, H). */
-static void bias_relu_dropout(float *restrict z, size_t n, size_t H, const float *restrict b,
-			      int drop, uint32_t drop16, float scale, uint64_t seed, uint32_t epoch,
-			      uint64_t pos0, const uint32_t *order, uint32_t layer)
+/*
+ * Layer 1's activations of rows [0, n) in one pass: row r is the sample
+ * j = order[r] (epoch position pos0 + j), h1[r] = dropout(ReLU(au[slot_u[j]]
+ * + ai[slot_i[j]] + b)) (hidden layer 0's multipliers when drop), and its
+ * bf16 copy into hb (n, H) when hb is not NULL, converted while the row is
+ * in cache.  The sum is rounded to float before b is added, as two
+ * separate passes would do: the same bits.
+ */
+static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_t *order,
+			size_t n, size_t H, const uint32_t *slot_u, const uint32_t *slot_i,
+			const float *au, const float *ai, const float *restrict b, int drop,
+			uint32_t drop16, float scale, uint64_t seed, uint32_t epoch, uint64_t pos0)
 {
 	float mult[NCF_MAX_HIDDEN];
-	for (size_t j = 0; j < n; j++) {
-		float *restrict row = z + j * H;
-		if (!drop) {
+	for (size_t r = 0; r < n; r++) {
+		uint32_t j = order[r];
+		if (r + 16 < n) { /* slots of samples from anywhere: their ids first */
+			__builtin_prefetch(slot_u + order[r + 16]);
+			__builtin_prefetch(slot_i + order[r + 16]);
+		}
+		if (r + 4 < n) { /* item rows come from anywhere: fetched a few ahead */
+			const char *ahead = (const char *)(ai + (size_t)slot_i[order[r + 4]] * H);
+			for (size_t o = 0; o < H * sizeof(float); o += 64)
+				__builtin_prefetch(ahead + o);
+		}
+		const float *restrict pa = au + (size_t)slot_u[j] * H;
+		const float *restrict pi = ai + (size_t)slot_i[j] * H;
+		float *restrict row = h1 + r * H;
+		if (drop) {
+			dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + j, 0);
 			for (size_t h = 0; h < H; h++) {
-				float x = row[h] + b[h];
+				float z = pa[h] + pi[h], x = z + b[h];
+				row[h] = (x > 0.0f ? x : 0.0f) * mult[h];
+			}
+		} else {
+			for (size_t h = 0; h < H; h++) {
+				float z = pa[h] + pi[h], x = z + b[h];
 				row[h] = x > 0.0f ? x : 0.0f;
 			}
-			continue;
 		}
-		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
-		for (size_t h = 0; h < H; h++) {
-			float x = row[h] + b[h];
-			row[h] = (x > 0.0f ? x : 0.0f) * mult[h];
-		}
+		if (hb)
+			ncf_bf16_from_f32_n(row, H, hb + r * H);
 	}
 }
 
-/* Dropout of rows already biased and ReLU'd (the product's post-ops): as
- * bias_relu_dropout, with the multipliers only. */
-static void dropout_rows(float *restrict z, size_t n, size_t H, uint32_t drop16, float scale,
-			 uint64_t seed, uint32_t epoch, uint64_t pos0, const uint32_t *order,
-			 uint32_t layer)
+/* Dropout of rows already biased and ReLU'd (the product's post-ops), in
+ * place, z (n, H), hidden layer index `layer`, rows as layer1_rows'; and
+ * the bf16 copy of each row into hb (n, H) when hb is not NULL. */
+static void dropout_rows(float *restrict z, ncf_bf16 *restrict hb, size_t n, size_t H, int drop,
+			 uint32_t drop16, float scale, uint64_t seed, uint32_t epoch, uint64_t pos0,
+			 const uint32_t *order, uint32_t layer)
 {
+	if (!drop) {
+		if (hb)
+			ncf_bf16_from_f32_n(z, n * H, hb);
+		return;
+	}
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t j = 0; j < n; j++) {
 		float *restrict row = z + j * H;
 		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
 		for (size_t h = 0; h < H; h++)
 			row[h] *= mult[h];
+		if (hb)
+			ncf_bf16_from_f32_n(row, H, hb + j * H);
 	}
 }
 
@@ -202,6 +242,45 @@ static void relu_dropout_back_stream(float *restrict dz, const float *restrict d
 }
 
 /*
+ * The backward of ReLU and dropout of rows [0, n) of a layer H wide, with
+ * the bias gradient: dz = relu_dropout_back(dh, h), lb (H) += the column
+ * sums of dz, rows in order (as a pass over dz after the first would add
+ * them: the same bits).  With dzb not NULL (bf16) dz goes only there, in
+ * bf16, each row converted while in cache, and the fp32 dz is not
+ * written; else to dz (n, H).
+ */
+static void relu_dropout_back_rows(float *restrict dz, ncf_bf16 *restrict dzb,
+				   const float *restrict dh, const float *restrict h, size_t n,
+				   size_t H, float scale, float *restrict lb)
+{
+	float tmp[NCF_MAX_HIDDEN];
+	for (size_t r = 0; r < n; r++) {
+		float *restrict d = dzb ? tmp : dz + r * H;
+		relu_dropout_back(d, dh + r * H, h + r * H, H, scale);
+		for (size_t k = 0; k < H; k++)
+			lb[k] += d[k];
+		if (dzb)
+			ncf_bf16_from_f32_n(d, H, dzb + r * H);
+	}
+}
+
+/* relu_dropout_back of rows [0, n), H wide, into the bf16 dz1 (n, H),
+ * which is read only after every chunk is done: converted from cache a
+ * few rows (BACK_ROWS floats) at a time, with non-temporal stores. */
+#define BACK_ROWS 4096
+static void relu_dropout_back_bf16(ncf_bf16 *restrict dzb, const float *restrict dh,
+				   const float *restrict h, size_t n, size_t H, float scale)
+{
+	float tmp[BACK_ROWS > NCF_MAX_HIDDEN ? BACK_ROWS : NCF_MAX_HIDDEN];
+	size_t rows = BACK_ROWS / H ? BACK_ROWS / H : 1;
+	for (size_t r = 0; r < n; r += rows) {
+		size_t cnt = (n - r < rows ? n - r : rows) * H;
+		relu_dropout_back(tmp, dh + r * H, h + r * H, cnt, scale);
+		ncf_bf16_from_f32_n_stream(tmp, cnt, dzb + r * H);
+	}
+}
+
+/*
  * Forward and backward of rows [k0, k0 + n) of the step, in user order:
  * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
  * of one user are adjacent).  Weight gradients of layers 2..L and the head
@@ -228,28 +307,16 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 
 	/* layer 1, factorized: gather the per-slot projections */
 	float *h1 = x->h[1];
-	for (size_t r = 0; r < n; r++) {
-		uint32_t j = order[r];
-		const float *restrict a = c->au + (size_t)c->slot_u[j] * H1;
-		const float *restrict b = c->ai + (size_t)c->slot_i[j] * H1;
-		float *restrict z = h1 + r * H1;
-		for (size_t h = 0; h < H1; h++)
-			z[h] = a[h] + b[h];
-	}
-	bias_relu_dropout(h1, n, H1, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0, order,
-			  0);
-	if (bf && last > 1)
-		ncf_bf16_from_f32_n(h1, n * H1, x->hb[1]);
+	layer1_rows(h1, bf && last > 1 ? x->hb[1] : NULL, order, n, H1, c->slot_u, c->slot_i, c->au,
+		    c->ai, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0);
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		const void *a = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1];
 		if (ncf_mm_forward(mt, a, in, operand(mt, prm, c->pb, L->w[k]), in, prm + L->b[k], 1, n,
 				   out, in, x->h[k], out) != 0)
 			return -1;
-		if (drop)
-			dropout_rows(x->h[k], n, out, drop16, scale, seed, epoch, pos0, order, k - 1);
-		if (bf && k < last)
-			ncf_bf16_from_f32_n(x->h[k], n * out, x->hb[k]);
+		dropout_rows(x->h[k], bf && k < last ? x->hb[k] : NULL, n, out, drop, drop16, scale,
+			     seed, epoch, pos0, order, k - 1);
 	}
 	/* GMF, head, loss */
 	const float *wg = prm + L->head_w, *wh = wg + F;
@@ -298,18 +365,12 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 	}
 	for (uint32_t k = last; k >= 2; k--) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		relu_dropout_back(dz, dh, x->h[k], n * out, scale);
 		float *lW = lane + (L->w[k] - c->tail_off);
-		float *restrict lB = lane + (L->b[k] - c->tail_off);
-		const float *restrict dzr = dz;
-		for (size_t r = 0; r < n; r++)
-			for (size_t h = 0; h < out; h++)
-				lB[h] += dzr[r * out + h];
+		float *lB = lane + (L->b[k] - c->tail_off);
+		relu_dropout_back_rows(dz, bf ? x->dzb : NULL, dh, x->h[k], n, out, scale, lB);
 		const void *d = dz, *a = x->h[k - 1];
-		if (bf) {
-			ncf_bf16_from_f32_n(dz, n * out, x->dzb);
+		if (bf)
 			d = x->dzb, a = x->hb[k - 1];
-		}
 		if (ncf_mm_dw(mt, d, out, a, in, n, out, in, lW, in, 1) != 0)
 			return -1;
 		/* dh for layer k-1 */
@@ -317,12 +378,10 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 		    0)
 			return -1;
 	}
-	if (bf) { /* dz1 kept in bf16, as AMP keeps the gradient of a bf16 activation */
-		relu_dropout_back(dz, dh, h1, n * H1, scale);
-		ncf_bf16_from_f32_n(dz, n * H1, (ncf_bf16 *)c->dz1 + k0 * H1);
-	} else {
+	if (bf) /* dz1 kept in bf16, as AMP keeps the gradient of a bf16 activation */
+		relu_dropout_back_bf16((ncf_bf16 *)c->dz1 + k0 * H1, dh, h1, n, H1, scale);
+	else
 		relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
-	}
 	*loss_out = loss;
 	return 0;
 }
@@ -337,6 +396,7 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 			  const float *dlogit, const uint32_t *other_id, const float *other,
 			  const uint32_t *slot_id, float *grad, const float *wg, size_t F)
 {
+	uint32_t end = start[nslots];
 #pragma omp parallel
 	{
 		float *acc = ncf_xmalloc(F * sizeof(float));
@@ -344,6 +404,16 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 		for (int64_t k = 0; k < (int64_t)nslots; k++) {
 			memset(acc, 0, F * sizeof(float));
 			for (uint32_t e = start[k]; e < start[k + 1]; e++) {
+				if (e + 16 < end) { /* as slot_sums: rows from anywhere */
+					__builtin_prefetch(other_id + list[e + 16]);
+					__builtin_prefetch(dlogit + list[e + 16]);
+				}
+				if (e + 4 < end) {
+					const char *ahead =
+						(const char *)(other + (size_t)other_id[list[e + 4]] * F);
+					for (size_t b = 0; b < F * sizeof(float); b += 64)
+						__builtin_prefetch(ahead + b);
+				}
 				uint32_t j = list[e];
 				float dl = dlogit[j];
 				const float *o = other + (size_t)other_id[j] * F;
@@ -477,7 +547,8 @@ static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t 
 /* d (nslots, H1): row k the sum of dz1's rows of slot k's samples e in
  * [start[k], start[k+1]), in order: row e itself when list is NULL (user
  * slots: dz1 is in user order), else row rowof[list[e]] (item slots, rows
- * from anywhere: fetched a few ahead). */
+ * from anywhere: fetched a few ahead, their rowof further ahead, across
+ * slots). */
 static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
 		      uint32_t nslots, const float *dz1, size_t H1, float *d)
 {
@@ -485,9 +556,11 @@ static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_
 	for (int64_t k = 0; k < (int64_t)nslots; k++) {
 		float *restrict dd = d + (size_t)k * H1;
 		memset(dd, 0, H1 * sizeof(float));
-		uint32_t e1 = start[k + 1];
+		uint32_t e1 = start[k + 1], end = start[nslots];
 		for (uint32_t e = start[k]; e < e1; e++) {
-			if (list && e + 4 < e1) {
+			if (list && e + 16 < end)
+				__builtin_prefetch(rowof + list[e + 16]);
+			if (list && e + 4 < end) {
 				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
 				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
 					__builtin_prefetch(ahead + b);
@@ -499,17 +572,21 @@ static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_
 	}
 }
 
-/* slot_sums of a bf16 dz1, summed in fp32. */
+/* slot_sums of a bf16 dz1, summed in fp32, and each row of d converted to
+ * bf16 into db (nslots, H1) while in cache. */
 static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
-			   uint32_t nslots, const ncf_bf16 *dz1, size_t H1, float *d)
+			   uint32_t nslots, const ncf_bf16 *dz1, size_t H1, float *d,
+			   ncf_bf16 *db)
 {
 #pragma omp parallel for schedule(dynamic, 64)
 	for (int64_t k = 0; k < (int64_t)nslots; k++) {
 		float *restrict dd = d + (size_t)k * H1;
 		memset(dd, 0, H1 * sizeof(float));
-		uint32_t e1 = start[k + 1];
+		uint32_t e1 = start[k + 1], end = start[nslots];
 		for (uint32_t e = start[k]; e < e1; e++) {
-			if (list && e + 4 < e1) {
+			if (list && e + 16 < end)
+				__builtin_prefetch(rowof + list[e + 16]);
+			if (list && e + 4 < end) {
 				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
 				for (size_t b = 0; b < H1 * sizeof(ncf_bf16); b += 64)
 					__builtin_prefetch(ahead + b);
@@ -518,6 +595,7 @@ static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const ui
 			for (size_t h = 0; h < H1; h++)
 				dd[h] += ncf_f32_from_bf16(z[h]);
 		}
+		ncf_bf16_from_f32_n(dd, H1, db + (size_t)k * H1);
 	}
 }
 
@@ -530,20 +608,18 @@ static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 	enum ncf_mm_type mt = c->mt;
 	int bf = mt == NCF_MM_BF16;
 	if (bf) {
-		slot_sums_bf16(c->ustart, NULL, NULL, nu, (const ncf_bf16 *)c->dz1, H1, c->dau);
+		slot_sums_bf16(c->ustart, NULL, NULL, nu, (const ncf_bf16 *)c->dz1, H1, c->dau,
+			       c->daub);
 		slot_sums_bf16(c->istart, c->ilist, c->rowof, ni, (const ncf_bf16 *)c->dz1, H1,
-			       c->dai);
+			       c->dai, c->daib);
 	} else {
 		slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau);
 		slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai);
 	}
 	float *gW1 = c->h.grad + L->w[1];
 	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
-	if (bf) {
-		ncf_bf16_from_f32_n(c->dau, (size_t)nu * H1, c->daub);
-		ncf_bf16_from_f32_n(c->dai, (size_t)ni * H1, c->daib);
+	if (bf)
 		du = c->daub, di = c->daib, xu = c->xub, xi = c->xib;
-	}
 	const void *W1u = operand(mt, c->h.params, c->pb, L->w[1]);
 	const void *W1i = operand(mt, c->h.params, c->pb, L->w[1] + M);
 	if (ncf_mm_dw_tiles(mt, du, H1, xu, M, nu, H1, M, gW1, 2 * M, c->mm_part) != 0 ||
