@@ -83,6 +83,27 @@ EOF
 	fi
 }
 
+# find_sudo: how to run apt-get here, in $sudo: "" as root, "sudo -n" with
+# password-less sudo, "none" when neither.
+find_sudo() {
+	if [ "$(id -u)" = 0 ]; then
+		sudo=""
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		sudo="sudo -n"
+	else
+		sudo=none
+	fi
+}
+
+# apt_install LOG PACKAGE...: install them (after an apt-get update when the
+# first try fails), apt-get's words into LOG; its status.
+apt_install() {
+	log=$1; shift
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >"$log" 2>&1 ||
+		{ $sudo apt-get update -q >>"$log" 2>&1 &&
+		  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>"$log" 2>&1; }
+}
+
 probe_all_required
 if [ -n "$missing_pkgs" ]; then
 	line="apt-get install -y$missing_pkgs"
@@ -90,19 +111,15 @@ if [ -n "$missing_pkgs" ]; then
 		echo "configure: missing packages; run: $line" >&2
 		exit 1
 	fi
-	if [ "$(id -u)" = 0 ]; then
-		sudo=""
-	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-		sudo="sudo -n"
-	else
+	find_sudo
+	if [ "$sudo" = none ]; then
 		echo "configure: missing packages:$missing_pkgs" >&2
 		echo "configure: run as root: $line" >&2
 		exit 1
 	fi
 	echo "configure: installing$missing_pkgs"
-	if ! { $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing_pkgs >"$dir/apt.log" 2>&1 ||
-		{ $sudo apt-get update -q >>"$dir/apt.log" 2>&1 &&
-		  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing_pkgs >>"$dir/apt.log" 2>&1; }; }; then
+	# shellcheck disable=SC2086 # the list splits into packages
+	if ! apt_install "$dir/apt.log" $missing_pkgs; then
 		tail -n 20 "$dir/apt.log" >&2
 		echo "configure: installing failed; run: $line" >&2
 		exit 1
@@ -170,18 +187,10 @@ if [ "$NO_DNNL" = 1 ]; then
 	say "onednn" "off (NO_DNNL=1): OpenBLAS only, no bf16 on the cpu"
 else
 	if ! probe_dnnl && [ "$NO_INSTALL" != 1 ]; then
-		if [ "$(id -u)" = 0 ]; then
-			sudo=""
-		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-			sudo="sudo -n"
-		else
-			sudo=none
-		fi
+		find_sudo
 		if [ "$sudo" != none ]; then
 			echo "configure: installing libdnnl-dev (oneDNN)"
-			{ $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libdnnl-dev >"$dir/apt-dnnl.log" 2>&1 ||
-			  { $sudo apt-get update -q >>"$dir/apt-dnnl.log" 2>&1 &&
-			    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libdnnl-dev >>"$dir/apt-dnnl.log" 2>&1; }; } ||
+			apt_install "$dir/apt-dnnl.log" libdnnl-dev ||
 				echo "configure: installing libdnnl-dev failed; going on without it" >&2
 		fi
 	fi
@@ -272,18 +281,11 @@ else
 	probe_onnx
 	want="$onnx_missing$onnx_test_missing"
 	if [ -n "$want" ] && [ "$NO_INSTALL" != 1 ]; then
-		if [ "$(id -u)" = 0 ]; then
-			sudo=""
-		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-			sudo="sudo -n"
-		else
-			sudo=none
-		fi
+		find_sudo
 		if [ "$sudo" != none ]; then
 			echo "configure: installing$want (ONNX export)"
-			{ $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $want >"$dir/apt-onnx.log" 2>&1 ||
-			  { $sudo apt-get update -q >>"$dir/apt-onnx.log" 2>&1 &&
-			    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $want >>"$dir/apt-onnx.log" 2>&1; }; } ||
+			# shellcheck disable=SC2086 # the list splits into packages
+			apt_install "$dir/apt-onnx.log" $want ||
 				echo "configure: installing$want failed; going on without it" >&2
 			probe_onnx
 		fi
