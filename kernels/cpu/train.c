@@ -548,10 +548,13 @@ static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t 
  * [start[k], start[k+1]), in order: row e itself when list is NULL (user
  * slots: dz1 is in user order), else row rowof[list[e]] (item slots, rows
  * from anywhere: fetched a few ahead, their rowof further ahead, across
- * slots). */
+ * slots).  dz1 is float, or ncf_bf16 when db is not NULL: then the sums
+ * are still fp32, and each row of d also goes to db (nslots, H1) as bf16
+ * while in cache. */
 static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
-		      uint32_t nslots, const float *dz1, size_t H1, float *d)
+		      uint32_t nslots, const void *dz1, size_t H1, float *d, ncf_bf16 *db)
 {
+	size_t es = db ? sizeof(ncf_bf16) : sizeof(float);
 #pragma omp parallel for schedule(dynamic, 64)
 	for (int64_t k = 0; k < (int64_t)nslots; k++) {
 		float *restrict dd = d + (size_t)k * H1;
@@ -561,41 +564,23 @@ static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_
 			if (list && e + 16 < end)
 				__builtin_prefetch(rowof + list[e + 16]);
 			if (list && e + 4 < end) {
-				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
-				for (size_t b = 0; b < H1 * sizeof(float); b += 64)
+				const char *ahead = (const char *)dz1 + rowof[list[e + 4]] * H1 * es;
+				for (size_t b = 0; b < H1 * es; b += 64)
 					__builtin_prefetch(ahead + b);
 			}
-			const float *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
-			for (size_t h = 0; h < H1; h++)
-				dd[h] += z[h];
-		}
-	}
-}
-
-/* slot_sums of a bf16 dz1, summed in fp32, and each row of d converted to
- * bf16 into db (nslots, H1) while in cache. */
-static void slot_sums_bf16(const uint32_t *start, const uint32_t *list, const uint32_t *rowof,
-			   uint32_t nslots, const ncf_bf16 *dz1, size_t H1, float *d,
-			   ncf_bf16 *db)
-{
-#pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t k = 0; k < (int64_t)nslots; k++) {
-		float *restrict dd = d + (size_t)k * H1;
-		memset(dd, 0, H1 * sizeof(float));
-		uint32_t e1 = start[k + 1], end = start[nslots];
-		for (uint32_t e = start[k]; e < e1; e++) {
-			if (list && e + 16 < end)
-				__builtin_prefetch(rowof + list[e + 16]);
-			if (list && e + 4 < end) {
-				const char *ahead = (const char *)(dz1 + rowof[list[e + 4]] * H1);
-				for (size_t b = 0; b < H1 * sizeof(ncf_bf16); b += 64)
-					__builtin_prefetch(ahead + b);
+			size_t row = (size_t)(list ? rowof[list[e]] : e) * H1;
+			if (db) {
+				const ncf_bf16 *restrict z = (const ncf_bf16 *)dz1 + row;
+				for (size_t h = 0; h < H1; h++)
+					dd[h] += ncf_f32_from_bf16(z[h]);
+			} else {
+				const float *restrict z = (const float *)dz1 + row;
+				for (size_t h = 0; h < H1; h++)
+					dd[h] += z[h];
 			}
-			const ncf_bf16 *restrict z = dz1 + (size_t)(list ? rowof[list[e]] : e) * H1;
-			for (size_t h = 0; h < H1; h++)
-				dd[h] += ncf_f32_from_bf16(z[h]);
 		}
-		ncf_bf16_from_f32_n(dd, H1, db + (size_t)k * H1);
+		if (db)
+			ncf_bf16_from_f32_n(dd, H1, db + (size_t)k * H1);
 	}
 }
 
@@ -607,15 +592,8 @@ static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
 	enum ncf_mm_type mt = c->mt;
 	int bf = mt == NCF_MM_BF16;
-	if (bf) {
-		slot_sums_bf16(c->ustart, NULL, NULL, nu, (const ncf_bf16 *)c->dz1, H1, c->dau,
-			       c->daub);
-		slot_sums_bf16(c->istart, c->ilist, c->rowof, ni, (const ncf_bf16 *)c->dz1, H1,
-			       c->dai, c->daib);
-	} else {
-		slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau);
-		slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai);
-	}
+	slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau, bf ? c->daub : NULL);
+	slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai, bf ? c->daib : NULL);
 	float *gW1 = c->h.grad + L->w[1];
 	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
 	if (bf)
