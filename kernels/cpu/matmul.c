@@ -243,9 +243,12 @@ static int thread_get(size_t bytes)
 	return 0;
 }
 
-static int mem_make(dnnl_memory_t *m, struct prim *p, dnnl_query_t q, const void *handle)
+/* *m: handle as the primitive's q memory (index: 1 for the bias among the
+ * weights). */
+static int mem_make(dnnl_memory_t *m, struct prim *p, dnnl_query_t q, int index,
+		    const void *handle)
 {
-	DNNL_CHECK(dnnl_memory_create(m, dnnl_primitive_desc_query_md(p->pd, q, 0), engine,
+	DNNL_CHECK(dnnl_memory_create(m, dnnl_primitive_desc_query_md(p->pd, q, index), engine,
 				      (void *)handle));
 	return 0;
 }
@@ -260,23 +263,22 @@ static int dnnl_run(const struct ncf_dnnl_mm *d, const void *A, const void *B, c
 	dnnl_memory_t mem[5] = {0};
 	dnnl_exec_arg_t args[5];
 	int nargs = 0, rc = -1;
-	if (mem_make(&mem[0], p, dnnl_query_src_md, A) != 0)
+	if (mem_make(&mem[0], p, dnnl_query_src_md, 0, A) != 0)
 		goto out;
 	args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem[0]};
-	if (mem_make(&mem[1], p, dnnl_query_weights_md, B) != 0)
+	if (mem_make(&mem[1], p, dnnl_query_weights_md, 0, B) != 0)
 		goto out;
 	args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mem[1]};
-	if (mem_make(&mem[2], p, dnnl_query_dst_md, C) != 0)
+	if (mem_make(&mem[2], p, dnnl_query_dst_md, 0, C) != 0)
 		goto out;
 	args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem[2]};
 	if (d->bias) {
-		DNNL_CHECK(dnnl_memory_create(&mem[3],
-					      dnnl_primitive_desc_query_md(p->pd, dnnl_query_weights_md, 1),
-					      engine, (void *)bias));
+		if (mem_make(&mem[3], p, dnnl_query_weights_md, 1, bias) != 0)
+			goto out;
 		args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem[3]};
 	}
 	if (p->scratch_bytes) {
-		if (mem_make(&mem[4], p, dnnl_query_scratchpad_md, tl_scratch) != 0)
+		if (mem_make(&mem[4], p, dnnl_query_scratchpad_md, 0, tl_scratch) != 0)
 			goto out;
 		args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, mem[4]};
 	}
