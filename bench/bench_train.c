@@ -29,6 +29,57 @@
 #include "ncf_hd.h"
 #include "usage.h"
 
+/* Each thread's own (m, n) x (n, k)^T products, the way the cpu backend
+ * calls them: A (threads, m, k), W (n, k), bias (n) or NULL, C (threads,
+ * m, n), of type t (NCF_MM_F32: OpenBLAS sgemm; NCF_MM_BF16: matmul.h's
+ * forward with bias and ReLU). */
+struct own_products {
+	enum ncf_mm_type t;
+	size_t m, n, k;
+	const void *a, *w;
+	const float *bias;
+	float *c;
+};
+
+static int own_product(const struct own_products *p, size_t id)
+{
+	size_t m = p->m, n = p->n, k = p->k;
+	if (p->t == NCF_MM_F32) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f,
+			    (const float *)p->a + id * m * k, (int)k, p->w, (int)k, 0.0f,
+			    p->c + id * m * n, (int)n);
+		return 0;
+	}
+	return ncf_mm_forward(p->t, (const ncf_bf16 *)p->a + id * m * k, k, p->w, k, p->bias, 1,
+			      m, n, k, p->c + id * m * n, n);
+}
+
+/* The best FLOP/s of `trials` trials of each of `threads` threads running
+ * reps of its own products; a trial where a product fails does not count. */
+static double own_products_rate(const struct own_products *p, int threads, int trials, int reps)
+{
+	double best = 0;
+	for (int trial = 0; trial < trials; trial++) {
+		int fail = 0;
+		double t = ncf_now();
+#pragma omp parallel num_threads(threads) reduction(| : fail)
+		{
+#ifdef _OPENMP
+			size_t id = (size_t)omp_get_thread_num();
+#else
+			size_t id = 0;
+#endif
+			for (int r = 0; r < reps; r++)
+				fail |= own_product(p, id) != 0;
+		}
+		t = ncf_now() - t;
+		double rate = 2.0 * (double)(p->m * p->n * p->k) * reps * threads / t;
+		if (!fail && rate > best)
+			best = rate;
+	}
+	return best;
+}
+
 /*
  * The sgemm rate (FLOP/s) of this machine with `threads` threads: the best
  * of (a) OpenBLAS's own threading on one 2048^3 product and (b) each thread
@@ -54,27 +105,10 @@ static double sgemm_rate(int threads)
 			best = 2.0 * big * big * big / t;
 	}
 	openblas_set_num_threads(1);
-	int m = 1024, n = 128, k = 256, reps = 60;
-	for (int trial = 0; trial < 5; trial++) {
-		double t = ncf_now();
-#pragma omp parallel num_threads(threads)
-		{
-#ifdef _OPENMP
-			size_t id = (size_t)omp_get_thread_num();
-#else
-			size_t id = 0;
-#endif
-			for (int r = 0; r < reps; r++)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
-					    a + id * m * k, k, b, k, 0.0f, c + id * m * n, n);
-		}
-		t = ncf_now() - t;
-		double rate = 2.0 * m * n * k * (double)reps * threads / t;
-		if (rate > best)
-			best = rate;
-	}
+	struct own_products p = {NCF_MM_F32, 1024, 128, 256, a, b, NULL, c};
+	double own = own_products_rate(&p, threads, 5, 60);
 	free(a), free(b), free(c);
-	return best;
+	return own > best ? own : best;
 }
 
 /*
@@ -88,7 +122,6 @@ static double bf16_rate(int threads)
 	if (!ncf_mm_available(NCF_MM_BF16, NULL))
 		return 0;
 	size_t m = 2048, n = 128, k = 256;
-	int reps = 40;
 	ncf_bf16 *a = ncf_xmalloc((size_t)threads * m * k * sizeof *a);
 	ncf_bf16 *w = ncf_xmalloc(n * k * sizeof *w);
 	float *bias = ncf_xcalloc(n, sizeof *bias);
@@ -97,26 +130,8 @@ static double bf16_rate(int threads)
 		a[i] = ncf_bf16_from_f32((float)(i % 13) * 0.01f);
 	for (size_t i = 0; i < n * k; i++)
 		w[i] = ncf_bf16_from_f32((float)(i % 7) * 0.01f);
-	double best = 0;
-	for (int trial = 0; trial < 5; trial++) {
-		int fail = 0;
-		double t = ncf_now();
-#pragma omp parallel num_threads(threads) reduction(| : fail)
-		{
-#ifdef _OPENMP
-			size_t id = (size_t)omp_get_thread_num();
-#else
-			size_t id = 0;
-#endif
-			for (int r = 0; r < reps; r++)
-				fail |= ncf_mm_forward(NCF_MM_BF16, a + id * m * k, k, w, k, bias, 1, m, n,
-						       k, c + id * m * n, n) != 0;
-		}
-		t = ncf_now() - t;
-		double rate = 2.0 * (double)(m * n * k) * reps * threads / t;
-		if (!fail && rate > best)
-			best = rate;
-	}
+	struct own_products p = {NCF_MM_BF16, m, n, k, a, w, bias, c};
+	double best = own_products_rate(&p, threads, 5, 40);
 	free(a), free(w), free(bias), free(c);
 	return best;
 }
