@@ -105,6 +105,14 @@ struct cpu {
 	int tables_valid;
 };
 
+/* The parameters at offset off as the products' operands of c->mt:
+ * h.params itself in fp32, its bf16 copy pb (the same offsets) in bf16. */
+static inline const void *ncf_cpu_param(const struct cpu *c, size_t off)
+{
+	return c->mt == NCF_MM_BF16 ? (const void *)(c->pb + off)
+				    : (const void *)(c->h.params + off);
+}
+
 static inline int thread_id(void)
 {
 #ifdef _OPENMP

@@ -121,15 +121,12 @@ static int build_tables(struct ncf_backend *be, struct cpu *c)
 		c->AU = ncf_xmalloc((size_t)s->users * H1 * sizeof(float));
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
-	int bf = c->mt == NCF_MM_BF16;
-	const char *p = bf ? (const char *)c->pb : (const char *)c->h.params;
-	size_t es = bf ? sizeof(ncf_bf16) : sizeof(float);
-	const char *W1 = p + L->w[1] * es;
 	const float *b1 = c->h.params + L->b[1];
-	if (ncf_mm_forward_tiles(c->mt, p + L->mlp_user * es, M, W1, 2 * M, b1, 0, s->users, H1, M,
-				 c->AU, H1) != 0 ||
-	    ncf_mm_forward_tiles(c->mt, p + L->mlp_item * es, M, W1 + M * es, 2 * M, NULL, 0,
-				 s->items, H1, M, c->AI, H1) != 0)
+	if (ncf_mm_forward_tiles(c->mt, ncf_cpu_param(c, L->mlp_user), M, ncf_cpu_param(c, L->w[1]),
+				 2 * M, b1, 0, s->users, H1, M, c->AU, H1) != 0 ||
+	    ncf_mm_forward_tiles(c->mt, ncf_cpu_param(c, L->mlp_item), M,
+				 ncf_cpu_param(c, L->w[1] + M), 2 * M, NULL, 0, s->items, H1, M,
+				 c->AI, H1) != 0)
 		return -1;
 	if (layers_on_mm(c)) {
 		c->tables_valid = 1;
@@ -168,9 +165,7 @@ static const float *chunk_layers_mm(struct ncf_backend *be, struct cpu *c, struc
 		for (size_t r = 0; r < rows; r += MM_ROWS) {
 			const void *X = bf ? (const void *)(x->hb[k - 1] + r * in)
 					   : (const void *)(x->h[k - 1] + r * in);
-			const void *W = bf ? (const void *)(c->pb + L->w[k])
-					   : (const void *)(c->h.params + L->w[k]);
-			if (ncf_mm_forward(c->mt, X, in, W, in, c->h.params + L->b[k], 1, MM_ROWS,
+			if (ncf_mm_forward(c->mt, X, in, ncf_cpu_param(c, L->w[k]), in, c->h.params + L->b[k], 1, MM_ROWS,
 					   out, in, x->h[k] + r * out, out) != 0)
 				return NULL;
 		}

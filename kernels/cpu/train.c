@@ -211,12 +211,6 @@ static void dropout_rows(float *restrict z, ncf_bf16 *restrict hb, size_t n, siz
 	}
 }
 
-/* Parameters (or any floats) as the products' operands of type mt: p
- * itself for fp32, its bf16 copy pb (the same offsets) for bf16. */
-static const void *operand(enum ncf_mm_type mt, const float *p, const ncf_bf16 *pb, size_t off)
-{
-	return mt == NCF_MM_BF16 ? (const void *)(pb + off) : (const void *)(p + off);
-}
 
 /* dz = dh where the unit was active and kept (h > 0), times scale. */
 static void relu_dropout_back(float *restrict dz, const float *restrict dh,
@@ -312,7 +306,7 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		const void *a = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1];
-		if (ncf_mm_forward(mt, a, in, operand(mt, prm, c->pb, L->w[k]), in, prm + L->b[k], 1, n,
+		if (ncf_mm_forward(mt, a, in, ncf_cpu_param(c, L->w[k]), in, prm + L->b[k], 1, n,
 				   out, in, x->h[k], out) != 0)
 			return -1;
 		dropout_rows(x->h[k], bf && k < last ? x->hb[k] : NULL, n, out, drop, drop16, scale,
@@ -374,7 +368,7 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 		if (ncf_mm_dw(mt, d, out, a, in, n, out, in, lW, in, 1) != 0)
 			return -1;
 		/* dh for layer k-1 */
-		if (ncf_mm_dx(mt, d, out, operand(mt, prm, c->pb, L->w[k]), in, n, out, in, dh, in) !=
+		if (ncf_mm_dx(mt, d, out, ncf_cpu_param(c, L->w[k]), in, n, out, in, dh, in) !=
 		    0)
 			return -1;
 	}
@@ -477,13 +471,13 @@ static void make_batch_slots(struct ncf_backend *be, struct cpu *c, size_t B, ui
 	}
 }
 
-/* Rows ids[0..n) of the table at offset off of the parameters (fp32: p;
- * bf16: pb) into out (n, M) of the same type. */
-static void gather_rows(enum ncf_mm_type mt, const float *p, const ncf_bf16 *pb, size_t off,
-			const uint32_t *ids, size_t n, size_t M, void *out)
+/* Rows ids[0..n) of the table at offset off of the parameters (as
+ * ncf_cpu_param gives them) into out (n, M) of the same type. */
+static void gather_rows(const struct cpu *c, size_t off, const uint32_t *ids, size_t n, size_t M,
+			void *out)
 {
-	size_t es = mt == NCF_MM_BF16 ? sizeof(ncf_bf16) : sizeof(float);
-	const char *src = operand(mt, p, pb, off);
+	size_t es = c->mt == NCF_MM_BF16 ? sizeof(ncf_bf16) : sizeof(float);
+	const char *src = ncf_cpu_param(c, off);
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)n; k++)
 		memcpy((char *)out + (size_t)k * M * es, src + (size_t)ids[k] * M * es, M * es);
@@ -498,12 +492,12 @@ static int layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, ui
 	enum ncf_mm_type mt = c->mt;
 	int bf = mt == NCF_MM_BF16;
 	void *xu = bf ? (void *)c->xub : (void *)c->xu, *xi = bf ? (void *)c->xib : (void *)c->xi;
-	gather_rows(mt, c->h.params, c->pb, L->mlp_user, c->slot_user, nu, M, xu);
-	gather_rows(mt, c->h.params, c->pb, L->mlp_item, c->slot_item, ni, M, xi);
-	if (ncf_mm_forward_tiles(mt, xu, M, operand(mt, c->h.params, c->pb, L->w[1]), 2 * M, NULL,
+	gather_rows(c, L->mlp_user, c->slot_user, nu, M, xu);
+	gather_rows(c, L->mlp_item, c->slot_item, ni, M, xi);
+	if (ncf_mm_forward_tiles(mt, xu, M, ncf_cpu_param(c, L->w[1]), 2 * M, NULL,
 				 0, nu, H1, M, c->au, H1) != 0)
 		return -1;
-	return ncf_mm_forward_tiles(mt, xi, M, operand(mt, c->h.params, c->pb, L->w[1] + M), 2 * M,
+	return ncf_mm_forward_tiles(mt, xi, M, ncf_cpu_param(c, L->w[1] + M), 2 * M,
 				    NULL, 0, ni, H1, M, c->ai, H1);
 }
 
@@ -598,8 +592,8 @@ static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, u
 	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
 	if (bf)
 		du = c->daub, di = c->daib, xu = c->xub, xi = c->xib;
-	const void *W1u = operand(mt, c->h.params, c->pb, L->w[1]);
-	const void *W1i = operand(mt, c->h.params, c->pb, L->w[1] + M);
+	const void *W1u = ncf_cpu_param(c, L->w[1]);
+	const void *W1i = ncf_cpu_param(c, L->w[1] + M);
 	if (ncf_mm_dw_tiles(mt, du, H1, xu, M, nu, H1, M, gW1, 2 * M, c->mm_part) != 0 ||
 	    ncf_mm_dw_tiles(mt, di, H1, xi, M, ni, H1, M, gW1 + M, 2 * M, c->mm_part) != 0)
 		return -1;
