@@ -290,7 +290,8 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall \
 	-Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
 FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_MPI $(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
-FUZZ_LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+# the libraries of every other build (oneDNN's among them, where it was found) but MPI's
+FUZZ_LIBS := $(filter-out $(MPI_LIBS),$(LIBS))
 FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
 FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
 	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
