@@ -179,7 +179,7 @@ expect hostile-prep-negatives-synthetic "$err" "... said before a rating is made
 # ids chosen to collide under the unkeyed mix the id map used to hash with (one slot for
 # all, a cost quadratic in the ids; make bench times them): read as any ids, their cache
 # exactly as before
-"$NCF_BIN/../tests/tools/crafted_ids" crafted 2000 >crafted.csv
+"$NCF_ROOT/build/tests/tools/crafted_ids" crafted 2000 >crafted.csv || bail "no crafted_ids"
 run ncf-prep -q --eval-negatives 5 -o crafted.ncfc crafted.csv
 ok $status "2000 users with colliding ids: read"
 ncf-prep --info crafted.ncfc >crafted.info
