@@ -8,14 +8,13 @@
 void ncf_idmap_init(struct ncf_idmap *m)
 {
 	memset(m, 0, sizeof *m);
-	/* calloc'd: only the pages of ids that occur are ever touched */
-	m->direct = ncf_xcalloc(NCF_IDMAP_DIRECT, sizeof *m->direct);
 	m->key = ncf_hash_key();
 }
 
 void ncf_idmap_free(struct ncf_idmap *m)
 {
-	free(m->direct);
+	for (size_t b = 0; b < sizeof m->direct / sizeof m->direct[0]; b++)
+		free(m->direct[b]);
 	free(m->slots);
 	free(m->ids);
 	memset(m, 0, sizeof *m);
@@ -43,7 +42,8 @@ static void grow(struct ncf_idmap *m)
 	free(old);
 }
 
-uint32_t ncf_idmap_new_index(struct ncf_idmap *m, uint32_t id)
+/* The next index, given to id. */
+static uint32_t new_index(struct ncf_idmap *m, uint32_t id)
 {
 	if (m->count == m->ids_cap) {
 		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
@@ -51,6 +51,17 @@ uint32_t ncf_idmap_new_index(struct ncf_idmap *m, uint32_t id)
 	}
 	m->ids[m->count] = id;
 	return m->count++;
+}
+
+uint32_t ncf_idmap_get_direct(struct ncf_idmap *m, uint32_t id)
+{
+	uint32_t **b = &m->direct[id >> NCF_IDMAP_BLOCK];
+	if (!*b)
+		*b = ncf_xcalloc((size_t)1 << NCF_IDMAP_BLOCK, sizeof **b);
+	uint32_t *v = &(*b)[id & ((1u << NCF_IDMAP_BLOCK) - 1)];
+	if (!*v)
+		*v = new_index(m, id) + 1;
+	return *v - 1;
 }
 
 uint32_t ncf_idmap_get_hashed(struct ncf_idmap *m, uint32_t id)
@@ -63,7 +74,7 @@ uint32_t ncf_idmap_get_hashed(struct ncf_idmap *m, uint32_t id)
 			return m->slots[h].val - 1;
 		h = (h + 1) & (m->cap - 1);
 	}
-	uint32_t v = ncf_idmap_new_index(m, id);
+	uint32_t v = new_index(m, id);
 	m->slots[h].id = id;
 	m->slots[h].val = v + 1;
 	m->used++;
@@ -72,8 +83,10 @@ uint32_t ncf_idmap_get_hashed(struct ncf_idmap *m, uint32_t id)
 
 int64_t ncf_idmap_find(const struct ncf_idmap *m, uint32_t id)
 {
-	if (id < NCF_IDMAP_DIRECT)
-		return (int64_t)m->direct[id] - 1;
+	if (id < NCF_IDMAP_DIRECT) {
+		const uint32_t *b = m->direct[id >> NCF_IDMAP_BLOCK];
+		return b ? (int64_t)b[id & ((1u << NCF_IDMAP_BLOCK) - 1)] - 1 : -1;
+	}
 	if (!m->cap)
 		return -1;
 	for (size_t h = slot_of(m, id); m->slots[h].val; h = (h + 1) & (m->cap - 1))
