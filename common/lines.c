@@ -42,15 +42,27 @@ void ncf_lines_free(struct ncf_lines *l)
 	l->buf = NULL;
 }
 
+/* The offset of the first c in the buffer's [from, to), or to. */
+static size_t find(const struct ncf_lines *l, size_t from, size_t to, int c)
+{
+	const char *p = memchr(l->buf + from, c, to - from);
+	return p ? (size_t)(p - l->buf) : to;
+}
+
 /* Read more input (blocking), after what is buffered.  Returns 0, or -1
- * on a read error (reported). */
+ * on a read error (reported).  The first CR and NUL are looked for in
+ * what it read only when none came before: a line's checks cost nothing
+ * in a file that has neither. */
 static int lines_fill(struct ncf_lines *l)
 {
 	if (l->start > 0) {
 		memmove(l->buf, l->buf + l->start, l->end - l->start);
 		l->end -= l->start;
+		l->cr -= l->start;
+		l->nul -= l->start;
 		l->start = 0;
 	}
+	size_t from = l->end;
 	size_t room = l->cap - l->end;
 	size_t got;
 	if (l->fp) {
@@ -78,6 +90,10 @@ static int lines_fill(struct ncf_lines *l)
 		l->crc = ncf_crc32c(l->crc, l->buf + l->end, got);
 	l->bytes += got;
 	l->end += got;
+	if (l->cr == from)
+		l->cr = find(l, from, l->end, '\r');
+	if (l->nul == from)
+		l->nul = find(l, from, l->end, 0);
 	if (l->prog)
 		ncf_progress_update(l->prog, "reading", (double)l->bytes, l->total, NULL);
 	return 0;
@@ -112,18 +128,18 @@ int ncf_lines_peek(struct ncf_lines *l, size_t want, const char **p, size_t *n)
 }
 
 /*
- * Judge a line (number no) from its first bytes p (n of them, at most max
- * + 1; body of them before its line end, body <= n): a NUL, then a bare
- * CR, then a line longer than max.  Returns 0, or -1 (reported).
+ * Judge the line (number no) at start from its first n bytes (at most max
+ * + 1; body of them before its line end): a NUL, then a bare CR, then a
+ * line longer than max.  Returns 0, or -1 (reported).
  */
-static int judge(const struct ncf_lines *l, uint64_t no, const char *p, size_t n, size_t body)
+static int judge(const struct ncf_lines *l, uint64_t no, size_t n, size_t body)
 {
-	if (memchr(p, 0, n)) {
+	if (l->nul < l->start + n) {
 		ncf_error("%s:%llu: a NUL byte in the line (binary data, not text)", l->display,
 			  (unsigned long long)no);
 		return -1;
 	}
-	if (memchr(p, '\r', body)) {
+	if (l->cr < l->start + body) {
 		ncf_error("%s:%llu: a carriage return inside the line (lines end with LF or CRLF; "
 			  "convert CR line ends (old Mac files) with tr '\\r' '\\n')",
 			  l->display, (unsigned long long)no);
@@ -155,7 +171,7 @@ static int lines_take(struct ncf_lines *l, char **s, size_t *len, int *more)
 		/* no whole line yet: one already too long is judged now (it
 		 * fails, as a NUL, a CR or its length) */
 		if (have > l->max + 1) {
-			judge(l, l->line + 1, p, l->max + 1, l->max + 1);
+			judge(l, l->line + 1, l->max + 1, l->max + 1);
 			return -1;
 		}
 		return 0;
@@ -164,13 +180,20 @@ static int lines_take(struct ncf_lines *l, char **s, size_t *len, int *more)
 	size_t body = nl && n && p[n - 1] == '\r' ? n - 1 : n;
 	l->line++;
 	size_t seen = n < l->max + 1 ? n : l->max + 1;
-	if (judge(l, l->line, p, seen, body < seen ? body : seen) != 0)
+	if (judge(l, l->line, seen, body < seen ? body : seen) != 0)
 		return -1;
-	p[body] = 0;
+	if (!l->keep_end)
+		p[body] = 0;
 	*s = p;
 	*len = body;
 	l->ended = nl != NULL;
+	l->eol = n - body + (nl != NULL);
 	l->start += n + (nl != NULL);
+	/* the next CR and NUL after the line (a CRLF's CR, the NUL written) */
+	if (l->cr < l->start)
+		l->cr = find(l, l->start, l->end, '\r');
+	if (l->nul < l->start)
+		l->nul = find(l, l->start, l->end, 0);
 	return 1;
 }
 

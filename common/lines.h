@@ -32,11 +32,14 @@ struct ncf_lines {
 	const char *display; /* name for messages */
 	char *buf;	     /* (cap + 1) */
 	size_t cap, max, start, end;
+	size_t cr, nul;	     /* the first CR, NUL at or after start (end: none before it) */
 	uint64_t line;	     /* lines returned so far, blank ones included */
 	uint64_t bytes;	     /* bytes read so far */
 	int eof, at_start;
 	int ended;	     /* the last line returned had its line end */
+	size_t eol;	     /* the bytes of that end: 0, 1 (LF) or 2 (CRLF) */
 	/* set by the caller after init, when wanted: */
+	int keep_end;		   /* leave lines as they are, their ends after them (no NUL) */
 	int crc_on;		   /* keep crc, the CRC-32C of the bytes read */
 	uint32_t crc;
 	struct ncf_progress *prog; /* updated after each read ("reading", bytes of total) */
@@ -63,7 +66,8 @@ int ncf_lines_peek(struct ncf_lines *l, size_t want, const char **p, size_t *n);
 
 /*
  * The next line, blank or not, into *s (NUL-terminated, its line end
- * stripped) and *len; l->ended says whether it had its end.  The line
+ * stripped; with keep_end, not terminated and its l->eol bytes of line end
+ * after it) and *len; l->ended says whether it had its end.  The line
  * stays valid until the next call.  Returns 1 line, 0 at the end of the
  * input, -1 on an error (reported as "FILE:LINE: ...": a read error, a
  * NUL byte, a bare CR, a line too long).

@@ -60,6 +60,7 @@ struct parser {
 	int header_fields;
 	int header_extra;
 	uint64_t rows_ended;	  /* rows completed, to catch a quote left open */
+	const struct ncf_lines *lines; /* the reader (its lines keep their ends) */
 };
 
 static void fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -357,14 +358,13 @@ static enum ncf_format detect(const char *s, size_t len)
 	return NCF_FORMAT_UNKNOWN;
 }
 
-/* Feed one line (len bytes, its end stripped) to libcsv and end it with
- * the LF that libcsv ends a row at.  Returns 0, or -1 when libcsv refused
- * it (csv_error says why). */
+/* Feed one line (len bytes and the reader's l->eol bytes of line end
+ * after them, at which libcsv ends the row) to libcsv.  Returns 0, or -1
+ * when libcsv refused it (csv_error says why). */
 static int csv_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
 {
-	if (csv_parse(cp, s, len, cb_field, cb_row, p) != len)
-		return -1;
-	return csv_parse(cp, "\n", 1, cb_field, cb_row, p) == 1 ? 0 : -1;
+	size_t all = len + p->lines->eol;
+	return csv_parse(cp, s, all, cb_field, cb_row, p) == all ? 0 : -1;
 }
 
 /* The header line (len bytes, its end stripped; a CR inside it the line
@@ -586,6 +586,8 @@ int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct pre
 		l.total = (double)st.st_size;
 	l.prog = &prog;
 	l.crc_on = 1;
+	l.keep_end = 1;
+	p.lines = &l;
 	int rc = parse_input(&p, &cp, &l, format);
 	if (rows->failed)
 		rc = -1; /* rows that could not spill (reported) */

@@ -7,7 +7,7 @@
  * byte 1 --min-ratings (bits 0-1: 0..3), --eval-negatives (bits 2-3: 1..4)
  * and whether the file is expanded (bit 4); the rest is the file.  An
  * expanded file repeats: the marker F5 F5 C stands for the byte before it
- * (or 'x' at the start) (C + 1) x 16 KiB times, at most 6 MiB in all, so
+ * (or 'x' at the start) (C + 1) x 16 KiB times, up to 6 MiB of them, so
  * that a few bytes make lines past the 1 MiB limit anywhere (the first
  * line, the last, inside a quoted field) which inputs of libFuzzer's
  * -max_len never reach.  The hash key of the id maps is pinned
@@ -42,25 +42,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* d (n bytes) with its markers expanded, into a new buffer (*len). */
-static uint8_t *expand(const uint8_t *d, size_t n, size_t *len)
+/* d (n bytes) with its markers expanded into out (NULL: only counted);
+ * returns the expanded size. */
+static size_t expand_into(const uint8_t *d, size_t n, uint8_t *out)
 {
-	size_t cap = n + EXPAND_MAX, o = 0;
-	uint8_t *out = malloc(cap ? cap : 1);
-	FUZZ_ASSERT(out, "malloc");
+	size_t o = 0;
+	uint8_t last = 'x';
 	for (size_t i = 0; i < n; i++) {
 		if (i + 2 < n && d[i] == 0xf5 && d[i + 1] == 0xf5) {
 			size_t rep = ((size_t)d[i + 2] + 1) * EXPAND_UNIT;
-			if (o + rep <= cap - (n - i)) {
-				memset(out + o, o ? out[o - 1] : 'x', rep);
+			if (o + rep <= EXPAND_MAX) {
+				if (out)
+					memset(out + o, last, rep);
 				o += rep;
 			}
 			i += 2;
 			continue;
 		}
-		out[o++] = d[i];
+		if (out)
+			out[o] = d[i];
+		last = d[i];
+		o++;
 	}
-	*len = o;
+	return o;
+}
+
+/* d (n bytes) with its markers expanded, into a new buffer (*len). */
+static uint8_t *expand(const uint8_t *d, size_t n, size_t *len)
+{
+	*len = expand_into(d, n, NULL);
+	uint8_t *out = malloc(*len ? *len : 1);
+	FUZZ_ASSERT(out, "malloc");
+	expand_into(d, n, out);
 	return out;
 }
 

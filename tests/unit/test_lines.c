@@ -162,6 +162,25 @@ static void t_peek_count_crc(void)
 	close_text(&l, fp, fd);
 }
 
+/* keep_end: lines stay as read, their ends after them. */
+static void t_keep_end(void)
+{
+	const char text[] = "1 2\r\n3\n4";
+	struct ncf_lines l;
+	FILE *fp;
+	int fd;
+	open_text(&l, text, sizeof text - 1, 16, 64, &fp, &fd);
+	l.keep_end = 1;
+	char *s;
+	size_t len;
+	TAP_CHECK(ncf_lines_next(&l, &s, &len) == 1 && len == 3 && l.eol == 2 &&
+		  !memcmp(s, "1 2\r\n", 5));
+	TAP_CHECK(ncf_lines_next(&l, &s, &len) == 1 && len == 1 && l.eol == 1 && !memcmp(s, "3\n", 2));
+	TAP_CHECK(ncf_lines_next(&l, &s, &len) == 1 && len == 1 && l.eol == 0 && !l.ended);
+	TAP_CHECK(ncf_lines_next(&l, &s, &len) == 0);
+	close_text(&l, fp, fd);
+}
+
 int main(void)
 {
 	ncf_set_progname("test");
@@ -171,5 +190,6 @@ int main(void)
 	TEST(t_nul(), "NUL bytes");
 	TEST(t_long_lines(), "the longest line, wherever it is");
 	TEST(t_peek_count_crc(), "peeking, the byte count and the checksum");
+	TEST(t_keep_end(), "lines kept with their ends");
 	return tap_done();
 }
