@@ -2,7 +2,8 @@
 #
 #   make            build the tools into build/bin (probes first, installs what is missing)
 #   make demo       the whole pipeline on synthetic data
-#   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan
+#   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan,
+#                   then every fuzz harness built and run briefly
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
@@ -290,11 +291,14 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -fopenmp -ffp-contract=off -fno-math-errno -Wall \
 	-Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas -MMD -MP $(FUZZ_SAN)
 FUZZ_CPPFLAGS := $(filter-out -DNCF_HAVE_MPI $(MPI_CFLAGS),$(CPPFLAGS_NCF)) -Itests/fuzz
-FUZZ_LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
+# the libraries of every other build (oneDNN's among them, where it was found) but MPI's
+FUZZ_LIBS := $(filter-out $(MPI_LIBS),$(LIBS))
 FUZZ_OBJ := $(call objs,$(BUILD)/fuzz/obj,$(LIB_SRC))
 FUZZ_TARGETS := $(foreach n,$(filter-out safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_$(n)) \
 	$(if $(filter cache,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_cache_sa) \
 	$(if $(filter ckpt,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_ckpt_sa)
+FUZZ_ALL := $(FUZZ_TARGETS) $(if $(filter safetensors,$(FUZZ_NAMES)),$(BUILD)/fuzz/fuzz_safetensors)
+FUZZ_CC_FOUND := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo 1)
 $(BUILD)/fuzz/obj/%.o: %.c $(CONFIG) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [fuzz])$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
@@ -313,8 +317,20 @@ $(BUILD)/fuzz/fuzz_prep: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
 $(BUILD)/fuzz/fuzz_prep: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 ## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
-fuzz: $(TOOL_BINS) $(FUZZ_TARGETS)
+fuzz: $(TOOL_BINS) $(TESTTOOL_BINS) $(FUZZ_TARGETS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_TARGETS))
+
+# make check builds every harness and runs each on its seeds for FUZZ_RUNS inputs, so that
+# the fuzz build cannot break unnoticed; without clang it says so and goes on.
+FUZZ_RUNS ?= 200
+## check-fuzz: build every libFuzzer harness (clang) and run each briefly (FUZZ_RUNS inputs)
+ifeq ($(FUZZ_CC_FOUND),1)
+check-fuzz: $(TOOL_BINS) $(TESTTOOL_BINS) $(FUZZ_ALL)
+	@FUZZ_RUNS=$(FUZZ_RUNS) sh tests/fuzz/run.sh $(BUILD) $(notdir $(FUZZ_ALL))
+else
+check-fuzz:
+	@echo "check-fuzz: skipped: no $(FUZZ_CC) to build the libFuzzer harnesses (install clang)"
+endif
 
 ## fuzz-safetensors: fuzz the safetensors reader for FUZZ_TIME seconds (default 600; clang)
 fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors $(TOOL_BINS)
@@ -361,11 +377,12 @@ all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 
-## check: run every test (unit, CLI, man page examples), then check-asan
+## check: run every test (unit, CLI, man page examples), then check-asan and check-fuzz
 check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
 		tests/gpu/cost.t
 	$(MAKE) --no-print-directory check-asan
+	$(MAKE) --no-print-directory check-fuzz
 
 ## check-gpu: the GPU tests (tests/gpu; each skips without a GPU)
 check-gpu: all
@@ -437,7 +454,7 @@ help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
 .PHONY: all check check-asan check-gpu check-nodes check-slurm bench-nodes demo bench ml-20m \
-	plot install uninstall clean help fuzz fuzz-safetensors cuda
+	plot install uninstall clean help fuzz fuzz-safetensors check-fuzz cuda
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -287,10 +287,10 @@ static int check_meta(const struct ncf_cache *c, const unsigned char *m, const c
 		return BAD("impossible sizes in its meta section: users is 0");
 	if (I == 0)
 		return BAD("impossible sizes in its meta section: items is 0");
-	if (N == 0 || N > 100000)
+	if (N == 0 || N > NCF_CACHE_MAX_NEGATIVES)
 		return BAD("impossible sizes in its meta section: eval_negatives is %llu (1 to "
-			   "100000)",
-			   (unsigned long long)N);
+			   "%u)",
+			   (unsigned long long)N, NCF_CACHE_MAX_NEGATIVES);
 	if (P > ((uint64_t)1 << 40) || P > U * (I - 1))
 		return BAD("impossible sizes in its meta section: train_positives is %llu, more than "
 			   "%s",
@@ -300,7 +300,7 @@ static int check_meta(const struct ncf_cache *c, const unsigned char *m, const c
 		return BAD("impossible sizes in its meta section: items is %llu, more than "
 			   "train_positives + users (every item is rated)",
 			   (unsigned long long)I);
-	if (U * N > ((uint64_t)1 << 36))
+	if (U * N > NCF_CACHE_MAX_SCORES)
 		return BAD("impossible sizes in its meta section: users x eval_negatives is %llu, "
 			   "more than 2^36",
 			   (unsigned long long)(U * N));

@@ -14,6 +14,12 @@
 
 #define NCF_CACHE_VERSION 1
 
+/* What a cache may hold, and its readers accept: N evaluation negatives
+ * per user at most NCF_CACHE_MAX_NEGATIVES, U N at most
+ * NCF_CACHE_MAX_SCORES (2^36: 256 GiB of negatives). */
+#define NCF_CACHE_MAX_NEGATIVES 100000
+#define NCF_CACHE_MAX_SCORES ((uint64_t)1 << 36)
+
 /* Source formats (DESIGN.md section 1). */
 enum ncf_format {
 	NCF_FORMAT_UNKNOWN = 0,

@@ -1,13 +1,36 @@
 /* idindex.c - see idindex.h. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "err.h"
 #include "idindex.h"
 
-static int cmp_u64(const void *a, const void *b)
+/*
+ * pairs (n) sorted by their high 32 bits (the id), stably, into place: a
+ * radix sort, a byte of the id a pass (a pass whose byte is the same in
+ * every id is skipped), so that the time is linear whichever ids a model
+ * or a cache holds; tmp has room for n.  The pairs come in index order, so
+ * equal ids stay in index order, as a sort of the whole value would leave
+ * them.
+ */
+static void sort_by_id(uint64_t *pairs, uint64_t *tmp, size_t n)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
+	for (int shift = 32; shift < 64; shift += 8) {
+		size_t count[256] = {0};
+		for (size_t k = 0; k < n; k++)
+			count[(pairs[k] >> shift) & 0xff]++;
+		if (count[(pairs[0] >> shift) & 0xff] == n)
+			continue;
+		size_t at = 0;
+		for (int b = 0; b < 256; b++) {
+			size_t c = count[b];
+			count[b] = at;
+			at += c;
+		}
+		for (size_t k = 0; k < n; k++)
+			tmp[count[(pairs[k] >> shift) & 0xff]++] = pairs[k];
+		memcpy(pairs, tmp, n * sizeof *pairs);
+	}
 }
 
 void ncf_idindex_init(struct ncf_idindex *x, const uint32_t *ids, size_t n)
@@ -16,7 +39,11 @@ void ncf_idindex_init(struct ncf_idindex *x, const uint32_t *ids, size_t n)
 	x->pairs = ncf_xmalloc((n ? n : 1) * sizeof *x->pairs);
 	for (size_t k = 0; k < n; k++)
 		x->pairs[k] = (uint64_t)ids[k] << 32 | (uint64_t)k;
-	qsort(x->pairs, n, sizeof *x->pairs, cmp_u64);
+	if (n > 1) {
+		uint64_t *tmp = ncf_xmalloc(n * sizeof *tmp);
+		sort_by_id(x->pairs, tmp, n);
+		free(tmp);
+	}
 }
 
 void ncf_idindex_free(struct ncf_idindex *x)

@@ -1,6 +1,8 @@
 /*
  * idindex.h - original MovieLens ids back to dense indices (the inverse of
  * a cache's or a model's id map), for the tools that read ids from people.
+ * Building it is linear (a radix sort) and a lookup a binary search,
+ * whichever ids the map holds.
  */
 #ifndef NCF_IDINDEX_H
 #define NCF_IDINDEX_H

@@ -169,7 +169,8 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o)
 			o->po.min_ratings = (uint32_t)ncf_opt_int("--min-ratings", optarg, 0, UINT32_MAX);
 			break;
 		case OPT_NEG:
-			o->po.eval_negatives = (uint32_t)ncf_opt_int("--eval-negatives", optarg, 1, 100000);
+			o->po.eval_negatives = (uint32_t)ncf_opt_int("--eval-negatives", optarg, 1,
+									 NCF_CACHE_MAX_NEGATIVES);
 			break;
 		case OPT_SEED:
 			o->po.seed = ncf_opt_u64("--seed", optarg);
@@ -400,6 +401,11 @@ static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, str
  * once its oracle is computed.  Returns the exit status. */
 static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double t0)
 {
+	/* the generator's users are all kept without --min-ratings: too many
+	 * for the negatives is known before a rating is made */
+	if (synth && o->po.min_ratings <= 1 &&
+	    prep_protocol_check_size(synth->users, o->po.eval_negatives) != 0)
+		return NCF_EXIT_FAIL;
 	struct prep_times t = {.start = t0};
 	struct prep_rows rows = {0};
 	struct prep_spill *sp = prep_spill_attach(&rows, o->buffer);

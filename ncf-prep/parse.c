@@ -3,17 +3,19 @@
  *
  * Formats: ml-20m CSV (header userId,movieId,rating,timestamp), ml-1m
  * "::"-separated, ml-100k tab-separated, and a generic CSV whose header
- * names its columns.  CSV and TSV go through libcsv, one line at a time,
- * so that every message can name its line; the input streams through a
- * fixed buffer and memory grows with the rows kept, not with the file.
+ * names its columns.  Lines come from common/lines.h's reader; CSV and
+ * TSV go through libcsv, one line at a time, so that every message can
+ * name its line; the input streams through a fixed buffer and memory
+ * grows with the rows kept, not with the file.
  *
  * What is accepted (and what the man page promises): ids are decimal
  * integers 0..4294967295, timestamps decimal integers 0..2^63-1 (Unix
  * seconds), ratings any decimal number (checked, then dropped); CRLF or LF
- * line ends; blank lines are skipped; every line, the last included, ends
- * with a line end (a missing one means a truncated file).
+ * line ends, a carriage return nowhere else (libcsv would end a row at
+ * it, taking one line for two); lines of at most 1 MiB wherever they are;
+ * blank lines are skipped; every line, the last included, ends with a
+ * line end (a missing one means a truncated file).
  */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +24,13 @@
 
 #include "cache.h"
 #include "cli.h"
-#include "crc32c.h"
 #include "err.h"
+#include "lines.h"
 #include "parse.h"
 
 #define BUF_SIZE (4u << 20)
-#define MAX_LINE (1u << 20)
+#define MAX_LINE NCF_LINES_MAX /* the longest line (ncf-prep(1)) */
+#define PROBE 65536	       /* the first bytes looked at for binary data */
 #define MAX_FIELDS 32
 
 static const char ML20M_HEADER[] = "userId,movieId,rating,timestamp";
@@ -57,6 +60,7 @@ struct parser {
 	int header_fields;
 	int header_extra;
 	uint64_t rows_ended;	  /* rows completed, to catch a quote left open */
+	const struct ncf_lines *lines; /* the reader (its lines keep their ends) */
 };
 
 static void fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -354,28 +358,27 @@ static enum ncf_format detect(const char *s, size_t len)
 	return NCF_FORMAT_UNKNOWN;
 }
 
+/* Feed one line (len bytes and the reader's l->eol bytes of line end
+ * after them, at which libcsv ends the row) to libcsv.  Returns 0, or -1
+ * when libcsv refused it (csv_error says why). */
+static int csv_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
+{
+	size_t all = len + p->lines->eol;
+	return csv_parse(cp, s, all, cb_field, cb_row, p) == all ? 0 : -1;
+}
+
+/* The header line (len bytes, its end stripped; a CR inside it the line
+ * reader has refused, so libcsv cannot end it early) into the columns. */
 static int setup_header(struct parser *p, struct csv_parser *cp, const char *line, size_t len)
 {
-	/* libcsv ends a row at a bare CR: a header line holding one would
-	 * end early, and what follows it be taken as data */
-	size_t body = len && line[len - 1] == '\n' ? len - 1 : len;
-	if (body && line[body - 1] == '\r')
-		body--;
-	if (memchr(line, '\r', body)) {
-		ncf_error("%s:1: malformed header: a carriage return inside the line",
-			  p->display);
-		return -1;
-	}
 	p->in_header = 1;
 	p->header_fields = p->header_extra = 0;
-	size_t used = csv_parse(cp, line, len, cb_field, cb_row, p);
+	int bad = csv_line(p, cp, line, len);
 	int state = p->in_header;
 	p->in_header = 0;
-	if (used != len || state == 1) {
-		/* A header line without its end is handled by the caller's
-		 * truncation check; here the line always ends with '\n'. */
+	if (bad || state == 1) {
 		ncf_error("%s:1: malformed header: %s", p->display,
-			  used != len ? csv_strerror(csv_error(cp)) : "a quote is left open");
+			  bad ? csv_strerror(csv_error(cp)) : "a quote is left open");
 		return -1;
 	}
 	if (p->header_extra) {
@@ -402,46 +405,11 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	if (!seen[COL_USER] || !seen[COL_ITEM] || !seen[COL_TS]) {
 		ncf_error("%s:1: unknown format: the header '%s' does not name a user, an item and "
 			  "a timestamp column (like userId,movieId,rating,timestamp)",
-			  p->display, ncf_escape(line, len && line[len - 1] == '\n' ? len - 1 : len, 80));
+			  p->display, ncf_escape(line, len, 80));
 		return -1;
 	}
 	p->field = 0;
 	p->header_match = 1;
-	return 0;
-}
-
-/* The input as it streams through a fixed buffer: whole lines in
- * [pos, have), an unfinished one kept and read after. */
-struct reader {
-	FILE *fp;
-	const char *display;
-	char *buf;		/* (BUF_SIZE) */
-	size_t have, pos;
-	int eof;
-	uint64_t bytes;		/* read so far */
-	uint32_t crc;		/* CRC-32C of those bytes */
-	double total;		/* the file's size, 0 when unknown */
-	struct ncf_progress prog;
-};
-
-/* Keep the unfinished line, read after it.  Returns 0 or -1 (reported). */
-static int refill(struct reader *rd)
-{
-	memmove(rd->buf, rd->buf + rd->pos, rd->have - rd->pos);
-	rd->have -= rd->pos;
-	rd->pos = 0;
-	size_t got = fread(rd->buf + rd->have, 1, BUF_SIZE - rd->have, rd->fp);
-	if (got == 0) {
-		if (ferror(rd->fp)) {
-			ncf_error("%s: read failed: %s", rd->display, strerror(errno));
-			return -1;
-		}
-		rd->eof = 1;
-	}
-	rd->crc = ncf_crc32c(rd->crc, rd->buf + rd->have, got);
-	rd->bytes += got;
-	rd->have += got;
-	ncf_progress_update(&rd->prog, "reading", (double)rd->bytes, rd->total, NULL);
 	return 0;
 }
 
@@ -455,13 +423,13 @@ static void fixed_columns(struct parser *p)
 	p->col[3] = COL_TS;
 }
 
-/* The format from the first line (first, l0 bytes, its end nl or NULL at
- * the end of the input), and the header when the format has one.
- * Returns 0 or -1 (reported). */
-static int setup_format(struct parser *p, struct csv_parser *cp, struct reader *rd,
-			enum ncf_format format, const char *first, size_t l0, const char *nl)
+/* The format from the first line (first, l0 bytes without its end, which
+ * it had when ended), and the header when the format has one.  Returns 1
+ * when the line was a header, 0 when it is data, -1 (reported). */
+static int setup_format(struct parser *p, struct csv_parser *cp, enum ncf_format format,
+			const char *first, size_t l0, int ended)
 {
-	const char *display = rd->display;
+	const char *display = p->display;
 	enum ncf_format guess = detect(first, l0);
 	if (format == NCF_FORMAT_UNKNOWN)
 		format = guess;
@@ -488,72 +456,27 @@ static int setup_format(struct parser *p, struct csv_parser *cp, struct reader *
 		fixed_columns(p);
 		return 0;
 	}
-	if (!nl) {
+	if (!ended) {
 		ncf_error("%s:1: no ratings after the header (and no line end: truncated file?)",
 			  display);
 		return -1;
 	}
-	if (setup_header(p, cp, first, (size_t)(nl - first) + 1) != 0)
-		return -1;
-	rd->pos = (size_t)(nl - rd->buf) + 1;
-	p->line = 1;
-	return 0;
+	return setup_header(p, cp, first, l0) != 0 ? -1 : 1;
 }
 
-/* The start of the input: not empty, not binary, a byte-order mark
- * skipped, the format and header from the first line.  Returns 1 when
- * done, 0 when the first line is not all in yet, -1 (reported). */
-static int start_input(struct parser *p, struct csv_parser *cp, struct reader *rd,
-		       enum ncf_format format)
-{
-	const char *display = rd->display;
-	if (rd->have == 0 && rd->eof) {
-		ncf_error("%s: empty input, expected MovieLens ratings", display);
-		return -1;
-	}
-	if (rd->have >= 3 && !memcmp(rd->buf, "\xEF\xBB\xBF", 3))
-		rd->pos = 3; /* a UTF-8 byte-order mark: skip it */
-	size_t probe = rd->have < 65536 ? rd->have : 65536;
-	if (memchr(rd->buf, 0, probe)) {
-		ncf_error("%s: binary data (NUL bytes), not a ratings file", display);
-		return -1;
-	}
-	char *nl = memchr(rd->buf + rd->pos, '\n', rd->have - rd->pos);
-	if (!nl && !rd->eof)
-		return 0; /* the first line is not complete yet */
-	const char *first = rd->buf + rd->pos;
-	size_t l0 = nl ? (size_t)(nl - first) : rd->have - rd->pos;
-	if (l0 > MAX_LINE) {
-		ncf_error("%s:1: line longer than %u bytes, not a ratings file", display, MAX_LINE);
-		return -1;
-	}
-	if (l0 && first[l0 - 1] == '\r')
-		l0--;
-	if (setup_format(p, cp, rd, format, first, l0, nl) != 0)
-		return -1;
-	return 1;
-}
-
-/* One line s (len bytes with its LF) into the rows.  Returns 0 or -1
- * (reported). */
+/* One data line s (len bytes, its end stripped) into the rows.  Returns 0
+ * or -1 (reported). */
 static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
 {
-	size_t body = len - 1;
-	if (body && s[body - 1] == '\r')
-		body--;
 	size_t sp = 0;
-	while (sp < body && (s[sp] == ' ' || s[sp] == '\t'))
+	while (sp < len && (s[sp] == ' ' || s[sp] == '\t'))
 		sp++;
-	if (sp == body)
+	if (sp == len)
 		return 0; /* blank line (or spaces only) */
-	if (memchr(s, 0, body)) {
-		ncf_error("%s:%llu: binary data (NUL byte)", p->display, (unsigned long long)p->line);
-		return -1;
-	}
 	uint64_t ended = p->rows_ended;
 	if (p->format == NCF_FORMAT_ML1M) {
-		parse_dat_line(p, s, body);
-	} else if (csv_parse(cp, s, len, cb_field, cb_row, p) != len) {
+		parse_dat_line(p, s, len);
+	} else if (csv_line(p, cp, s, len) != 0) {
 		ncf_error("%s:%llu: malformed CSV: %s", p->display, (unsigned long long)p->line,
 			  csv_strerror(csv_error(cp)));
 		return -1;
@@ -566,36 +489,6 @@ static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, si
 	}
 	if (p->err) {
 		ncf_error("%s:%llu: %s", p->display, (unsigned long long)p->line, p->msg);
-		return -1;
-	}
-	return 0;
-}
-
-/* The whole lines in the buffer; at the end of the input, none may be
- * left without its line end.  Returns 0 or -1 (reported). */
-static int parse_lines(struct parser *p, struct csv_parser *cp, struct reader *rd)
-{
-	while (rd->pos < rd->have) {
-		char *nl = memchr(rd->buf + rd->pos, '\n', rd->have - rd->pos);
-		if (!nl) {
-			if (rd->have - rd->pos > MAX_LINE) {
-				ncf_error("%s:%llu: line longer than %u bytes (binary data?)",
-					  rd->display, (unsigned long long)p->line + 1, MAX_LINE);
-				return -1;
-			}
-			break;
-		}
-		size_t len = (size_t)(nl - (rd->buf + rd->pos)) + 1;
-		const char *s = rd->buf + rd->pos;
-		rd->pos += len;
-		p->line++;
-		if (parse_line(p, cp, s, len) != 0 || p->rows->failed)
-			return -1; /* a bad line, or rows that could not spill (reported) */
-	}
-	if (rd->eof && rd->pos < rd->have) {
-		ncf_error("%s:%llu: last line has no line end (truncated file?): '%s'", rd->display,
-			  (unsigned long long)p->line + 1,
-			  ncf_escape(rd->buf + rd->pos, rd->have - rd->pos, 60));
 		return -1;
 	}
 	return 0;
@@ -621,24 +514,53 @@ static int finish_input(struct parser *p, struct csv_parser *cp)
 	return 0;
 }
 
-/* Read and parse until the end of the input.  Returns 0 or -1 (reported). */
-static int parse_input(struct parser *p, struct csv_parser *cp, struct reader *rd,
+/* The reader's line s (len bytes) as data: it must have its end.
+ * Returns 0, or -1 (reported; also when the rows could not spill). */
+static int data_line(struct parser *p, struct csv_parser *cp, const struct ncf_lines *l,
+		     const char *s, size_t len)
+{
+	p->line = l->line;
+	if (!l->ended) {
+		ncf_error("%s:%llu: last line has no line end (truncated file?): '%s'", p->display,
+			  (unsigned long long)p->line, ncf_escape(s, len, 60));
+		return -1;
+	}
+	return parse_line(p, cp, s, len) != 0 || p->rows->failed ? -1 : 0;
+}
+
+/* The whole input, line by line (common/lines.h: line ends, bare CRs, NUL
+ * bytes and long lines are the reader's to refuse): not empty, not binary,
+ * the format from the first line, then every data line, the last one with
+ * its end.  Returns 0 or -1 (reported). */
+static int parse_input(struct parser *p, struct csv_parser *cp, struct ncf_lines *l,
 		       enum ncf_format format)
 {
-	int started = 0;
-	while (!rd->eof) {
-		if (refill(rd) != 0)
-			return -1;
-		if (!started) {
-			started = start_input(p, cp, rd, format);
-			if (started < 0)
-				return -1;
-			if (!started)
-				continue;
-		}
-		if (parse_lines(p, cp, rd) != 0)
-			return -1;
+	const char *head;
+	size_t n;
+	if (ncf_lines_peek(l, PROBE, &head, &n) != 0)
+		return -1;
+	if (n == 0) {
+		ncf_error("%s: empty input, expected MovieLens ratings", p->display);
+		return -1;
 	}
+	if (memchr(head, 0, n)) {
+		ncf_error("%s: binary data (NUL bytes), not a ratings file", p->display);
+		return -1;
+	}
+	char *s;
+	size_t len;
+	int got = ncf_lines_next(l, &s, &len);
+	if (got <= 0)
+		return -1; /* not 0: the input holds a line */
+	p->line = 1;
+	int header = setup_format(p, cp, format, s, len, l->ended);
+	if (header < 0 || (!header && data_line(p, cp, l, s, len) != 0))
+		return -1;
+	while ((got = ncf_lines_next(l, &s, &len)) > 0)
+		if (data_line(p, cp, l, s, len) != 0)
+			return -1;
+	if (got < 0)
+		return -1;
 	return finish_input(p, cp);
 }
 
@@ -655,28 +577,33 @@ int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct pre
 		ncf_error("libcsv: csv_init failed");
 		return -1;
 	}
-	struct reader rd = {.fp = fp, .display = display};
+	struct ncf_lines l;
+	ncf_lines_init_stream(&l, fp, display, MAX_LINE, BUF_SIZE);
+	struct ncf_progress prog;
+	ncf_progress_init(&prog, force_progress);
 	struct stat st;
 	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode))
-		rd.total = (double)st.st_size;
-	ncf_progress_init(&rd.prog, force_progress);
-	rd.buf = ncf_xmalloc(BUF_SIZE);
-	int rc = parse_input(&p, &cp, &rd, format);
+		l.total = (double)st.st_size;
+	l.prog = &prog;
+	l.crc_on = 1;
+	l.keep_end = 1;
+	p.lines = &l;
+	int rc = parse_input(&p, &cp, &l, format);
 	if (rows->failed)
 		rc = -1; /* rows that could not spill (reported) */
 	if (rc == 0) {
 		info->format = p.format;
-		info->bytes = rd.bytes;
-		info->crc = rd.crc;
-		info->lines = p.line;
+		info->bytes = l.bytes;
+		info->crc = l.crc;
+		info->lines = l.line;
 	} else {
 		prep_rows_free(rows); /* the rows before the bad one */
 	}
-	ncf_progress_clear(&rd.prog);
+	ncf_progress_clear(&prog);
 	csv_free(&cp);
 	for (int i = 0; i < MAX_FIELDS; i++)
 		free(p.header[i]);
-	free(rd.buf);
+	ncf_lines_free(&l);
 	return rc;
 }
 

@@ -229,6 +229,18 @@ static void leave_one_out(const struct prep_rows *r, const struct grouping *g, s
 	c->test_ties = ties;
 }
 
+int prep_protocol_check_size(uint64_t users, uint32_t N)
+{
+	if (users * N <= NCF_CACHE_MAX_SCORES)
+		return 0;
+	ncf_error("%llu users x %u evaluation negatives is %llu, more than the 2^36 (%llu) a cache "
+		  "may hold for its readers; the largest --eval-negatives that fits is %llu",
+		  (unsigned long long)users, N, (unsigned long long)(users * N),
+		  (unsigned long long)NCF_CACHE_MAX_SCORES,
+		  (unsigned long long)(NCF_CACHE_MAX_SCORES / users));
+	return -1;
+}
+
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
 	NCF_TRY(prep_rows_check_count(r->n));
@@ -236,6 +248,8 @@ int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, s
 	group_by_user(r, &g);
 	c->duplicates_dropped = dedup(r, &g);
 	int rc = reindex(r, o, &g, c);
+	if (rc == 0)
+		rc = prep_protocol_check_size(c->users, o->eval_negatives);
 	if (rc == 0)
 		leave_one_out(r, &g, c);
 	grouping_free(&g);
@@ -547,6 +561,8 @@ int prep_protocol_run_spilled(struct prep_spill *sp, const struct prep_rows *ids
 			g.user_new[u] = u;
 		same_items(g.item_new, g.I0);
 	}
+	if (rc == 0)
+		rc = prep_protocol_check_size(U, o->eval_negatives);
 	if (rc == 0) {
 		set_ids(&g, U, I, ratings_dropped, ids, o, c);
 		c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);

@@ -17,9 +17,16 @@ struct prep_protocol_opts {
  * Turn indexed rows (prep_rows_index done) into the arrays and counts of c:
  * sizes, id maps, CSR, test items, evaluation negatives and the protocol
  * counters.  Source fields (format, bytes, crc) are the caller's.
- * Returns 0, or -1 after reporting (nothing left after --min-ratings).
+ * Returns 0, or -1 after reporting (nothing left after --min-ratings, or
+ * too many users for N: prep_protocol_check_size).
  */
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c);
+
+/* Do U users with N evaluation negatives each fit in a cache (at most
+ * NCF_CACHE_MAX_SCORES, cache.h)?  0, or -1 after reporting the limit and
+ * the largest --eval-negatives that fits.  The protocol asks once U is
+ * settled, before it allocates anything of that size. */
+int prep_protocol_check_size(uint64_t users, uint32_t N);
 
 /* Draw the (U, N) evaluation negatives of c for seed (step 5). */
 void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);

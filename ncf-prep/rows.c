@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "idmap.h"
 #include "rows.h"
 
 void prep_rows_grow(struct prep_rows *r, size_t need)
@@ -33,91 +34,16 @@ size_t prep_rows_extend(struct prep_rows *r, size_t n)
 	return first;
 }
 
-/*
- * An id -> index map: a direct table for ids below DIRECT, open addressing
- * for the rest.  Values are index + 1 (0 = absent).
- */
-#define DIRECT (1u << 22)
-struct idmap {
-	uint32_t *direct;		 /* (DIRECT) */
-	uint32_t *keys, *vals;		 /* hash part */
-	size_t cap, used;
-	uint32_t count;
-	uint32_t *ids;			 /* index -> id */
-	size_t ids_cap;
-};
-
-static uint32_t hash32(uint32_t x)
-{
-	x ^= x >> 16;
-	x *= 0x45d9f3bu;
-	x ^= x >> 16;
-	return x;
-}
-
-static void idmap_rehash(struct idmap *m)
-{
-	size_t cap = m->cap ? m->cap * 2 : 1024;
-	uint32_t *keys = ncf_xcalloc(cap, sizeof *keys);
-	uint32_t *vals = ncf_xcalloc(cap, sizeof *vals);
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->vals[i]) {
-			size_t h = hash32(m->keys[i]) & (cap - 1);
-			while (vals[h])
-				h = (h + 1) & (cap - 1);
-			keys[h] = m->keys[i];
-			vals[h] = m->vals[i];
-		}
-	free(m->keys);
-	free(m->vals);
-	m->keys = keys;
-	m->vals = vals;
-	m->cap = cap;
-}
-
-static uint32_t idmap_new(struct idmap *m, uint32_t id)
-{
-	if (m->count == m->ids_cap) {
-		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
-		m->ids = ncf_xrealloc(m->ids, m->ids_cap * sizeof *m->ids);
-	}
-	m->ids[m->count] = id;
-	return ++m->count;
-}
-
-static inline uint32_t idmap_get(struct idmap *m, uint32_t id)
-{
-	if (id < DIRECT) {
-		uint32_t v = m->direct[id];
-		if (!v)
-			v = m->direct[id] = idmap_new(m, id);
-		return v - 1;
-	}
-	if ((m->used + 1) * 2 > m->cap)
-		idmap_rehash(m);
-	size_t h = hash32(id) & (m->cap - 1);
-	while (m->vals[h]) {
-		if (m->keys[h] == id)
-			return m->vals[h] - 1;
-		h = (h + 1) & (m->cap - 1);
-	}
-	m->keys[h] = id;
-	m->vals[h] = idmap_new(m, id);
-	m->used++;
-	return m->vals[h] - 1;
-}
-
 struct prep_ids {
-	struct idmap users, items;
+	struct ncf_idmap users, items;
 	uint32_t last_id, last_idx; /* the previous row's user (last_idx UINT32_MAX: none) */
 };
 
 struct prep_ids *prep_ids_new(void)
 {
 	struct prep_ids *x = ncf_xcalloc(1, sizeof *x);
-	/* calloc'd: only the pages of ids that occur are ever touched */
-	x->users.direct = ncf_xcalloc(DIRECT, sizeof(uint32_t));
-	x->items.direct = ncf_xcalloc(DIRECT, sizeof(uint32_t));
+	ncf_idmap_init(&x->users);
+	ncf_idmap_init(&x->items);
 	x->last_idx = UINT32_MAX;
 	return x;
 }
@@ -128,10 +54,10 @@ void prep_ids_index(struct prep_ids *x, struct prep_rows *r, size_t from)
 		/* Files are usually grouped by user: skip the lookup for a repeat. */
 		if (r->user[k] != x->last_id || x->last_idx == UINT32_MAX) {
 			x->last_id = r->user[k];
-			x->last_idx = idmap_get(&x->users, x->last_id);
+			x->last_idx = ncf_idmap_get(&x->users, x->last_id);
 		}
 		r->user[k] = x->last_idx;
-		r->item[k] = idmap_get(&x->items, r->item[k]);
+		r->item[k] = ncf_idmap_get(&x->items, r->item[k]);
 	}
 }
 
@@ -140,21 +66,14 @@ uint32_t prep_ids_users(const struct prep_ids *x)
 	return x->users.count;
 }
 
-static void idmap_free(struct idmap *m)
-{
-	free(m->direct);
-	free(m->keys);
-	free(m->vals);
-}
-
 void prep_ids_finish(struct prep_ids *x, struct prep_rows *r)
 {
 	r->n_users = x->users.count;
 	r->n_items = x->items.count;
-	r->user_ids = x->users.ids;
-	r->item_ids = x->items.ids;
-	idmap_free(&x->users);
-	idmap_free(&x->items);
+	r->user_ids = ncf_idmap_take_ids(&x->users);
+	r->item_ids = ncf_idmap_take_ids(&x->items);
+	ncf_idmap_free(&x->users);
+	ncf_idmap_free(&x->items);
 	free(x);
 }
 

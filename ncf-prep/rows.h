@@ -1,7 +1,8 @@
 /*
  * rows.h - the interactions ncf-prep collects before the protocol runs:
  * one (user, item, timestamp) per input row, in file order, and the maps
- * that give users and items dense indices in order of first appearance.
+ * that give users and items dense indices in order of first appearance
+ * (common/idmap.h: what an id costs does not depend on which ids come).
  */
 #ifndef NCF_ROWS_H
 #define NCF_ROWS_H

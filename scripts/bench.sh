@@ -6,6 +6,8 @@
 #      stage, peak memory, cache/CSV size ratio, whether both caches are the
 #      same bytes (BENCH_LARGE=1 adds ml-20mx10, 200M ratings, ~5 GB of CSV,
 #      some 5.5 GB of memory in memory: not in the usual run for its time);
+#      then 50,000 to 200,000 users with ids chosen to collide in a hash
+#      table beside as many random ids: seconds and peak memory of each;
 #   2. CPU training at batch 2^20 on ml-20m-shaped data, fp32 and bf16 side
 #      by side (NVIDIA's training table: throughput per precision and the
 #      speedup): samples/s, dense FLOP rate against this machine's sgemm
@@ -97,6 +99,18 @@ if [ "${BENCH_LARGE:-0}" = 1 ]; then
 	prep_pair ml-20mx10
 	rm -f "$W/ml-20mx10.csv" "$W/ml-20mx10.ncfc" "$W/ml-20mx10-S100M.ncfc"
 fi
+
+say "ncf-prep: users whose ids were chosen to collide under the unkeyed mix its id map once hashed with (tests/tools/crafted_ids: every id in one run of slots, quadratic there), beside as many random ids; both now cost the same (one rating per user)"
+printf '%-8s %9s %10s %8s %9s %14s\n' users crafted_s crafted_MB random_s random_MB crafted/random
+for n in 50000 100000 200000; do
+	for kind in crafted random; do
+		[ -s "$W/ids-$kind-$n.csv" ] || "$ROOT/build/tests/tools/crafted_ids" $kind $n >"$W/ids-$kind-$n.csv"
+		measure "$BIN/ncf-prep" -q -o "$W/ids-$kind.ncfc" "$W/ids-$kind-$n.csv"
+		eval "${kind}_s=\$WALL_S ${kind}_mb=\$PEAK_MB"
+	done
+	echo "$n $crafted_s $crafted_mb $random_s $random_mb" | awk '{
+		printf "%-8d %9.2f %10s %8.2f %9s %14.2f\n", $1, $2, $3, $4, $5, ($4 > 0 ? $2 / $4 : 0) }'
+done
 
 # side KEY-FILE-FP32 KEY-FILE-BF16: key<TAB>value lines of both as one
 # table, key fp32 bf16 (- where one lacks the key), in the first's order

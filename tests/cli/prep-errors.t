@@ -67,7 +67,7 @@ bad nul.csv "\000\001\002garbage\377\n" ': binary data \(NUL bytes\), not a rati
 	echo "$H"
 	seq 1 6000 | awk '{ print $1 "," $1 ",4.0," 1000000 + $1 }'
 } >"in/long.csv"
-bad nul-late.csv "$(sed 's/%/%%/g' in/long.csv)\n1,2\0003,4.0,5\n" ':6002: binary data \(NUL byte\)$' \
+bad nul-late.csv "$(sed 's/%/%%/g' in/long.csv)\n1,2\0003,4.0,5\n" ':6002: a NUL byte in the line \(binary data, not text\)$' \
 	"a NUL byte on line 6002"
 bad trunc.csv "$H\n1,2,3.0,100\n1,3,4.0,1" ":3: last line has no line end \(truncated file\?\): '1,3,4.0,1'$" \
 	"a truncated last line"

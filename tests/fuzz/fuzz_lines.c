@@ -1,13 +1,17 @@
 /*
  * fuzz_lines.c - libFuzzer harness of the line reader of ncf-infer --score
- * and --recommend (common/lines.c), checked against a plain reference.
+ * and --recommend and of ncf-prep (common/lines.c), checked against a
+ * plain reference.
  *
- * Input: byte 0 picks the buffer (8 to 263 bytes, so that lines cross
- * refills and overflow it) and the id count (1 or 2); the rest is what
- * comes on stdin, through a pipe-like memfd.  The reference splits the
- * same bytes on LF itself: the reader must return exactly its non-blank
- * lines (CR before LF dropped), stop with an error at the first line
- * holding a NUL or longer than the buffer, and parse ids as strtoul would.
+ * Input: byte 0 picks the longest line (8 to 263 bytes, so that lines
+ * cross refills and overflow it) and the id count (1 or 2); the rest is
+ * what comes on stdin: through a pipe-like memfd for even sizes, a stream
+ * with a larger buffer (ncf-prep's way) for odd ones.  The reference splits
+ * the same bytes on LF itself: the reader must skip a leading byte-order
+ * mark, return exactly the non-blank lines (CR before LF dropped), stop
+ * with an error at the first line whose first max + 1 bytes hold a NUL or
+ * a CR not before its LF, or which is longer than max, and parse ids as
+ * strtoul would.
  */
 #include <ctype.h>
 #include <sys/mman.h>
@@ -57,71 +61,75 @@ static int count_flush(void *arg)
 	return 0;
 }
 
+/* The reference: the next non-blank line of in (n bytes) from *pos, as
+ * s, len; 1 line, 0 the end, -1 an error. */
+static int ref_next(const uint8_t *in, size_t n, size_t max, size_t *pos, uint64_t *line,
+		    const uint8_t **s, size_t *len)
+{
+	for (;;) {
+		if (*pos >= n)
+			return 0;
+		const uint8_t *p = in + *pos;
+		const uint8_t *nl = memchr(p, '\n', n - *pos);
+		size_t all = nl ? (size_t)(nl - p) : n - *pos;
+		size_t body = nl && all && p[all - 1] == '\r' ? all - 1 : all;
+		size_t seen = all < max + 1 ? all : max + 1;
+		++*line;
+		if (memchr(p, 0, seen) || memchr(p, '\r', body < seen ? body : seen) || body > max)
+			return -1;
+		*pos += all + (nl != NULL);
+		size_t k = 0;
+		while (k < body && (p[k] == ' ' || p[k] == '\t'))
+			k++;
+		if (k < body) {
+			*s = p;
+			*len = body;
+			return 1;
+		}
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	size_t cap = 8 + data[0];
+	size_t max = 8 + data[0];
 	int want = 1 + (data[0] & 1);
 	const uint8_t *in = data + 1;
 	size_t n = size - 1;
-	int fd = memfd_create("fuzz-lines", 0);
-	FUZZ_ASSERT(fd >= 0, "memfd");
-	if (n)
-		FUZZ_ASSERT(write(fd, in, n) == (ssize_t)n, "write");
-	lseek(fd, 0, SEEK_SET);
 	fuzz_messages_reset();
 	struct ncf_lines l;
-	ncf_lines_init(&l, fd, "<fuzz>", cap);
-	size_t pos = 0;
+	FILE *fp = NULL;
+	int fd = -1;
+	if (size % 2) {
+		fp = fuzz_open(in, n);
+		ncf_lines_init_stream(&l, fp, "<fuzz>", max, 2 * max + data[0] % 7);
+	} else {
+		fd = memfd_create("fuzz-lines", 0);
+		FUZZ_ASSERT(fd >= 0, "memfd");
+		if (n)
+			FUZZ_ASSERT(write(fd, in, n) == (ssize_t)n, "write");
+		lseek(fd, 0, SEEK_SET);
+		ncf_lines_init(&l, fd, "<fuzz>", max);
+	}
+	size_t pos = n >= 3 && !memcmp(in, "\xEF\xBB\xBF", 3) ? 3 : 0;
 	uint64_t line = 0;
 	for (;;) {
-		/* the reference's next non-blank line, or its error */
-		int ref_err = 0, ref_end = 0;
-		size_t len = 0;
 		const uint8_t *s = NULL;
-		for (;;) {
-			if (pos >= n) {
-				ref_end = 1;
-				break;
-			}
-			const uint8_t *nl = memchr(in + pos, '\n', n - pos);
-			s = in + pos;
-			len = nl ? (size_t)(nl - s) : n - pos;
-			/* the reader holds a line in cap bytes, its LF included:
-			 * cap - 1 bytes at most */
-			if (len >= cap) {
-				ref_err = 1;
-				break;
-			}
-			line++;
-			pos += len + (nl != NULL);
-			if (memchr(s, 0, len)) {
-				ref_err = 1;
-				break;
-			}
-			if (nl && len && s[len - 1] == '\r')
-				len--;
-			size_t k = 0;
-			while (k < len && (s[k] == ' ' || s[k] == '\t'))
-				k++;
-			if (k < len)
-				break;
-		}
+		size_t len = 0;
+		int ref = ref_next(in, n, max, &pos, &line, &s, &len);
 		char *got;
 		int rc = ncf_lines_read(&l, &got, count_flush, NULL);
-		if (ref_end) {
-			FUZZ_ASSERT(rc == 0, "reader returned %d at the end", rc);
+		FUZZ_ASSERT(rc == ref, "reader returned %d where the reference has %d (line %llu)", rc,
+			    ref, (unsigned long long)line);
+		if (ref == 0)
 			break;
-		}
-		if (ref_err) {
-			FUZZ_ASSERT(rc == -1, "reader returned %d where the reference fails", rc);
+		if (ref < 0) {
 			fuzz_check_refusal();
 			FUZZ_ASSERT(!strncmp(fuzz_last_message, "fuzz: <fuzz>:", 13), "message '%s'",
 				    fuzz_last_message);
 			break;
 		}
-		FUZZ_ASSERT(rc == 1, "reader returned %d for a line", rc);
 		FUZZ_ASSERT(strlen(got) == len && !memcmp(got, s, len) && l.line == line,
 			    "line %llu differs", (unsigned long long)line);
 		uint32_t a = 0, b = 0, ra = 0, rb = 0;
@@ -130,6 +138,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    "ids of line %llu", (unsigned long long)line);
 	}
 	ncf_lines_free(&l);
-	close(fd);
+	if (fp)
+		fclose(fp);
+	else
+		close(fd);
 	return 0;
 }

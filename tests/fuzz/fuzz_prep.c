@@ -4,8 +4,19 @@
  * protocol behind it (ncf-prep/rows.c, protocol.c) and the cache writer.
  *
  * Input: byte 0 picks the format (detected, ml-20m, ml-1m, ml-100k, csv),
- * byte 1 --min-ratings (0..3) and --eval-negatives (1..4); the rest is the
- * file.  Invariants: a refusal has a message naming the input; every cache
+ * byte 1 --min-ratings (bits 0-1: 0..3), --eval-negatives (bits 2-3: 1..4)
+ * and whether the file is expanded (bit 4); the rest is the file.  An
+ * expanded file repeats: the marker F5 F5 C stands for the byte before it
+ * (or 'x' at the start) (C + 1) x 16 KiB times, up to 6 MiB of them, so
+ * that a few bytes make lines past the 1 MiB limit anywhere (the first
+ * line, the last, inside a quoted field) which inputs of libFuzzer's
+ * -max_len never reach.  The hash key of the id maps is pinned
+ * (fuzz_key.h): the ids of tests/tools/crafted_ids fuzz-dict, in the
+ * dictionary and a seed, then share one slot.
+ *
+ * Invariants: a refusal has a message naming the input; what is accepted
+ * has no line over 1 MiB, no NUL and no CR but before an LF; the id maps
+ * give each original id the index of its first appearance; every cache
  * the protocol makes is one the reader accepts, with the counts of the
  * rows read.
  */
@@ -14,15 +25,107 @@
 
 #include "cache.h"
 #include "fuzz.h"
+#include "fuzz_key.h"
+#include "lines.h"
 #include "parse.h"
 #include "protocol.h"
 #include "rows.h"
+
+#define EXPAND_UNIT (16u << 10)
+#define EXPAND_MAX (6u << 20)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
 	omp_set_num_threads(1);
+	ncf_hash_key_pin(FUZZ_HASH_KEY);
 	return 0;
+}
+
+/* d (n bytes) with its markers expanded into out (NULL: only counted);
+ * returns the expanded size. */
+static size_t expand_into(const uint8_t *d, size_t n, uint8_t *out)
+{
+	size_t o = 0;
+	uint8_t last = 'x';
+	for (size_t i = 0; i < n; i++) {
+		if (i + 2 < n && d[i] == 0xf5 && d[i + 1] == 0xf5) {
+			size_t rep = ((size_t)d[i + 2] + 1) * EXPAND_UNIT;
+			if (o + rep <= EXPAND_MAX) {
+				if (out)
+					memset(out + o, last, rep);
+				o += rep;
+			}
+			i += 2;
+			continue;
+		}
+		if (out)
+			out[o] = d[i];
+		last = d[i];
+		o++;
+	}
+	return o;
+}
+
+/* d (n bytes) with its markers expanded, into a new buffer (*len). */
+static uint8_t *expand(const uint8_t *d, size_t n, size_t *len)
+{
+	*len = expand_into(d, n, NULL);
+	uint8_t *out = malloc(*len ? *len : 1);
+	FUZZ_ASSERT(out, "malloc");
+	expand_into(d, n, out);
+	return out;
+}
+
+/* Does the accepted file d (n bytes) keep the line rules of lines.h? */
+static void check_lines(const uint8_t *d, size_t n)
+{
+	size_t pos = n >= 3 && !memcmp(d, "\xEF\xBB\xBF", 3) ? 3 : 0;
+	while (pos < n) {
+		const uint8_t *p = d + pos, *nl = memchr(p, '\n', n - pos);
+		FUZZ_ASSERT(nl, "a last line without its end was accepted");
+		size_t all = (size_t)(nl - p), body = all && p[all - 1] == '\r' ? all - 1 : all;
+		FUZZ_ASSERT(body <= NCF_LINES_MAX, "a line of %zu bytes was accepted", body);
+		FUZZ_ASSERT(!memchr(p, 0, all), "a NUL byte was accepted");
+		FUZZ_ASSERT(!memchr(p, '\r', body), "a bare CR was accepted");
+		pos += all + 1;
+	}
+}
+
+/* The id maps: each row's index names its original id, and indices come
+ * in order of first appearance (ids, n rows, the original ids). */
+static void check_ids(const struct prep_rows *r, const uint32_t *user, const uint32_t *item)
+{
+	uint32_t next_user = 0, next_item = 0;
+	for (size_t k = 0; k < r->n; k++) {
+		FUZZ_ASSERT(r->user[k] <= next_user && r->user_ids[r->user[k]] == user[k],
+			    "row %zu: user %u is index %u", k, user[k], r->user[k]);
+		FUZZ_ASSERT(r->item[k] <= next_item && r->item_ids[r->item[k]] == item[k],
+			    "row %zu: item %u is index %u", k, item[k], r->item[k]);
+		next_user += r->user[k] == next_user;
+		next_item += r->item[k] == next_item;
+	}
+	FUZZ_ASSERT(next_user == r->n_users && next_item == r->n_items, "index counts");
+}
+
+static void write_and_read_back(struct ncf_cache *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *ms = open_memstream(&buf, &len);
+	FUZZ_ASSERT(ncf_cache_write_fp(c, ms, "<cache>") == 0, "write");
+	fclose(ms);
+	FILE *in = fuzz_open((const uint8_t *)buf, len);
+	struct ncf_cache r;
+	FUZZ_ASSERT(ncf_cache_read_fp(in, "<cache>", &r) == 0,
+		    "the reader refuses what the protocol made: %s", fuzz_last_message);
+	fclose(in);
+	FUZZ_ASSERT(r.users == c->users && r.items == c->items &&
+			    r.train_positives == c->train_positives &&
+			    r.ratings_read == c->ratings_read,
+		    "read back differently");
+	ncf_cache_free(&r);
+	free(buf);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -34,8 +137,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum ncf_format format = formats[data[0] % 5];
 	struct prep_protocol_opts po = {.min_ratings = data[1] & 3,
 				       .eval_negatives = 1 + ((data[1] >> 2) & 3), .seed = 1};
+	const uint8_t *file = data + 2;
+	size_t n = size - 2;
+	uint8_t *big = NULL;
+	if (data[1] & 0x10)
+		file = big = expand(data + 2, size - 2, &n);
 	fuzz_messages_reset();
-	FILE *fp = fuzz_open(data + 2, size - 2);
+	FILE *fp = fuzz_open(file, n);
 	struct prep_rows rows = {0};
 	struct prep_parse_info pi;
 	int rc = prep_parse(fp, "<fuzz>", format, &rows, &pi, 0);
@@ -45,10 +153,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(!strncmp(fuzz_last_message, "fuzz: <fuzz>", 12), "message '%s'",
 			    fuzz_last_message);
 		FUZZ_ASSERT(rows.user == NULL && rows.n == 0, "rows kept after a refusal");
+		free(big);
 		return 0;
 	}
-	FUZZ_ASSERT(rows.n > 0 && pi.bytes == size - 2, "rows %zu, bytes %llu", rows.n,
+	FUZZ_ASSERT(rows.n > 0 && pi.bytes == n, "rows %zu, bytes %llu", rows.n,
 		    (unsigned long long)pi.bytes);
+	check_lines(file, n);
+	free(big);
 	struct ncf_cache c;
 	memset(&c, 0, sizeof c);
 	c.oracle_hr = NAN;
@@ -56,7 +167,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.source_bytes = pi.bytes;
 	c.source_crc = pi.crc;
 	c.ratings_read = rows.n;
+	uint32_t *user = malloc(rows.n * sizeof *user), *item = malloc(rows.n * sizeof *item);
+	FUZZ_ASSERT(user && item, "malloc");
+	memcpy(user, rows.user, rows.n * sizeof *user);
+	memcpy(item, rows.item, rows.n * sizeof *item);
 	prep_rows_index(&rows);
+	check_ids(&rows, user, item);
+	free(user);
+	free(item);
 	if (prep_protocol_run(&rows, &po, &c) != 0) {
 		fuzz_check_refusal(); /* no user left under --min-ratings */
 		prep_rows_free(&rows);
@@ -64,22 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	prep_rows_free(&rows);
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *ms = open_memstream(&buf, &len);
-	FUZZ_ASSERT(ncf_cache_write_fp(&c, ms, "<cache>") == 0, "write");
-	fclose(ms);
-	FILE *in = fuzz_open((const uint8_t *)buf, len);
-	struct ncf_cache r;
-	FUZZ_ASSERT(ncf_cache_read_fp(in, "<cache>", &r) == 0,
-		    "the reader refuses what the protocol made: %s", fuzz_last_message);
-	fclose(in);
-	FUZZ_ASSERT(r.users == c.users && r.items == c.items &&
-			    r.train_positives == c.train_positives &&
-			    r.ratings_read == c.ratings_read,
-		    "read back differently");
-	ncf_cache_free(&r);
+	write_and_read_back(&c);
 	ncf_cache_free(&c);
-	free(buf);
 	return 0;
 }

@@ -1,14 +1,20 @@
 #!/bin/sh
 # run.sh BUILD TARGET... - make fuzz: seed corpora made by the tools, then
-# each libFuzzer target for FUZZ_SECONDS (default 60), one after the other.
+# each libFuzzer target for FUZZ_SECONDS (default 60), one after the other;
+# with FUZZ_RUNS set (make check's check-fuzz), each for that many inputs
+# after its seeds instead, on a corpus of this run's own.
 #
 # Per target: build/fuzz/corpus/TARGET (kept between runs, grown by
 # libFuzzer), seeds remade each run (in a directory of this run's own, so
 # that two runs on different targets can go side by side), the log in
 # build/fuzz/logs/TARGET.log and a crash, leak or sanitizer report's
-# reproducer in build/fuzz/artifacts/TARGET/.  Prints a table of
-# executions, coverage (cov, ft) and findings; exits 1 when any target
-# found something.  FUZZ_ARGS adds libFuzzer options.
+# reproducer in build/fuzz/artifacts/TARGET/.  The ratings parser gets a
+# dictionary (tests/fuzz/prep.dict and ids that collide in the id maps
+# under the harness's pinned key, from tests/tools/crafted_ids) and a seed
+# of such ids; inputs are at most 64 KiB, and its harness expands a marker
+# into lines past the 1 MiB limit.  Prints a table of executions, coverage
+# (cov, ft) and findings; exits 1 when any target found something.
+# FUZZ_ARGS adds libFuzzer options.
 set -u
 BUILD=$1
 shift
@@ -17,7 +23,7 @@ BIN=$BUILD/bin
 F=$BUILD/fuzz
 mkdir -p "$F/logs"
 S=$(mktemp -d "$F/seeds.XXXXXX") || exit 1
-mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines"
+mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines" "$S/safetensors"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -46,8 +52,22 @@ done
 { printf '\003\005'; sed 1d "$t/r.csv" | tr ',' '\t'; } >"$S/prep/ml100k"
 { printf '\004\001'; printf 'item,user,ts\r\n10,1,5\r\n11,1,6\r\n"12",2,7\r\n'; } >"$S/prep/csv"
 { printf '\000\000'; head -n 40 "$t/s.csv"; } >"$S/prep/synth"
-# lines: byte 0 the buffer size and the id count
+# ids that share one slot of the id maps (the harness pins the key), and
+# lines past 1 MiB made by the harness's marker F5 F5 C (bit 4 of byte 1):
+# the first line, a quoted field, the last line; CR line ends
+{ printf '\000\000'; "$BUILD/tests/tools/crafted_ids" fuzz-csv 24; } >"$S/prep/collide" || exit 1
+{ printf '\001\020%s\365\365\077\n' "$H"; sed 1d "$t/r.csv"; } >"$S/prep/long-first"
+{ printf '\000\020%s\n1,"1\365\365\100",4.0,5\n' "$H"; } >"$S/prep/long-field"
+{ printf '\000\020'; cat "$t/r.csv"; printf '1,12,4.0,9\365\365\100\n'; } >"$S/prep/long-last"
+{ printf '\000\000'; tr '\n' '\r' <"$t/r.csv"; } >"$S/prep/cr-only"
+cp tests/fuzz/prep.dict "$S/prep.dict" &&
+	"$BUILD/tests/tools/crafted_ids" fuzz-dict 32 >>"$S/prep.dict" || exit 1
+case " $* " in
+*" fuzz_safetensors "*) sh tests/fuzz/seed_safetensors.sh "$BIN" "$S/safetensors" || exit 1 ;;
+esac
+# lines: byte 0 the longest line and the id count
 printf '\001%s' "$(printf '1 10\n2\t11\n\n 3 , 12 \r\n4,10')" >"$S/lines/pairs"
+printf '\002\357\273\277%s' "$(printf '1\r2\n3\r\r\n')" >"$S/lines/bom-cr"
 printf '\010%s' "$(printf '1\n2\n  \n3\r\n')" >"$S/lines/users"
 printf '\377%s' "$(printf '1 1\n1 2\n')" >"$S/lines/long-buffer"
 
@@ -61,18 +81,33 @@ for target in "$@"; do
 	fuzz_ckpt*) seeds=$S/ckpt ;;
 	fuzz_prep*) seeds=$S/prep ;;
 	fuzz_lines*) seeds=$S/lines ;;
+	fuzz_safetensors*) seeds=$S/safetensors ;;
 	*) echo "run.sh: no seeds for $target" >&2; exit 2 ;;
 	esac
-	corpus=$F/corpus/$target
+	case $target in
+	fuzz_prep*) extra="-dict=$S/prep.dict" ;;
+	fuzz_safetensors*) extra="-dict=tests/fuzz/safetensors.dict -close_fd_mask=2" ;;
+	*) extra= ;;
+	esac
+	if [ -n "${FUZZ_RUNS:-}" ]; then
+		corpus=$S/corpus-$target
+		limit="-runs=$FUZZ_RUNS -max_total_time=120 -seed=1"
+	else
+		corpus=$F/corpus/$target
+		limit="-max_total_time=$SECONDS_EACH"
+	fi
 	art=$F/artifacts/$target
 	log=$F/logs/$target.log
 	mkdir -p "$corpus" "$art"
-	echo "fuzz: $target for $SECONDS_EACH s (log $log)"
+	if [ -n "${FUZZ_RUNS:-}" ]; then
+		echo "fuzz: $target, its seeds and $FUZZ_RUNS inputs more (log $log)"
+	else
+		echo "fuzz: $target for $SECONDS_EACH s (log $log)"
+	fi
 	start=$(date +%s)
 	# shellcheck disable=SC2086
-	"$F/$target" -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=2560 \
-		-max_len=65536 -timeout=30 -artifact_prefix="$art/" ${FUZZ_ARGS:-} "$corpus" "$seeds" \
-		>"$log" 2>&1
+	"$F/$target" $limit -print_final_stats=1 -rss_limit_mb=2560 -max_len=65536 -timeout=30 \
+		-artifact_prefix="$art/" $extra ${FUZZ_ARGS:-} "$corpus" "$seeds" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - start))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
