@@ -21,9 +21,6 @@ struct prep_protocol_opts {
  */
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c);
 
-/* Draw the (U, N) evaluation negatives of c for seed (step 5). */
-void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
-
 /* What the spilled protocol shows of each batch of users it finishes
  * (ncf-prep's synthetic oracle): users first .. first + n of c (final
  * indices; c's sizes and ids are set), their test items (n) and
