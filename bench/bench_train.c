@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
 #endif
-	int on_cpu = ncf_backend_device(&be) == NCF_DEVICE_CPU;
+	int on_cpu = ncf_backend_on_host(&be);
 	double peak = on_cpu && dist.size == 1 ? sgemm_rate(nth) : 0;
 	uint64_t pos = 0;
 	double loss;
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
 	}
 	printf("backend\t%s\n", ncf_backend_name(&be));
 	int bf16 = be.precision == NCF_PRECISION_BF16;
-	printf("precision\t%s\n", on_cpu && !bf16 ? "fp32" : ncf_precision_name(be.precision));
+	printf("precision\t%s\n", ncf_precision_name(be.precision));
 	if (on_cpu)
 		printf("matmul\t%s\n", ncf_mm_describe());
 	printf("ranks\t%d\n", dist.size);

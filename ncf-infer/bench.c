@@ -26,13 +26,6 @@
 #include "err.h"
 #include "ncf_hd.h"
 
-const char *infer_precision_name(const struct ncf_backend *be)
-{
-	if (be->precision == NCF_PRECISION_DEFAULT && ncf_backend_device(be) == NCF_DEVICE_CPU)
-		return "fp32";
-	return ncf_precision_name(be->precision);
-}
-
 struct stats {
 	double mean, p90, p95, p99;
 };
@@ -147,7 +140,7 @@ int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int wa
 	if (json)
 		printf("{\"device\": \"%s\", \"precision\": \"%s\", \"warmup\": %d, \"iterations\": "
 		       "%d, \"results\": [",
-		       ncf_backend_name(be), infer_precision_name(be),
+		       ncf_backend_name(be), ncf_precision_name(be->precision),
 		       warmup, iterations);
 	else
 		printf("batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\t"

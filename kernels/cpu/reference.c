@@ -373,6 +373,7 @@ static int ref_init(struct ncf_backend *be)
 {
 	struct ncf_host_state *r = ncf_xcalloc(1, sizeof *r);
 	be->impl = r;
+	be->precision = NCF_PRECISION_FP32; /* whatever was asked */
 	ncf_host_state_init(r, be->layout.total);
 	return 0;
 }
