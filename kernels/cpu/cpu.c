@@ -67,10 +67,10 @@ static int cpu_init(struct ncf_backend *be)
 	ncf_host_state_init(&c->h, total);
 	if (c->mt == NCF_MM_BF16)
 		c->pb = ncf_xcalloc(total, sizeof *c->pb);
-	c->uslot = ncf_xmalloc((size_t)s->users * sizeof *c->uslot);
-	c->islot = ncf_xmalloc((size_t)s->items * sizeof *c->islot);
-	memset(c->uslot, 0xff, (size_t)s->users * sizeof *c->uslot);
-	memset(c->islot, 0xff, (size_t)s->items * sizeof *c->islot);
+	c->slot_of_user = ncf_xmalloc((size_t)s->users * sizeof *c->slot_of_user);
+	c->slot_of_item = ncf_xmalloc((size_t)s->items * sizeof *c->slot_of_item);
+	memset(c->slot_of_user, 0xff, (size_t)s->users * sizeof *c->slot_of_user);
+	memset(c->slot_of_item, 0xff, (size_t)s->items * sizeof *c->slot_of_item);
 	c->tail_off = s->n_layers > 2 ? be->layout.w[2] : be->layout.head_w;
 	c->tail_len = total - c->tail_off;
 	c->lane = ncf_xcalloc((size_t)LANES * c->tail_len, sizeof(float));
@@ -129,10 +129,12 @@ static void cpu_free(struct ncf_backend *be)
 	}
 	free(c->ts);
 	ncf_host_state_free(&c->h);
-	free(c->su), free(c->si), free(c->lab), free(c->slot_u), free(c->slot_i);
+	free(c->sample_user), free(c->sample_item), free(c->label);
+	free(c->user_slot), free(c->item_slot);
 	free(c->dlogit), free(c->dz1), free(c->chunk_loss);
-	free(c->uslot), free(c->islot), free(c->slot_user), free(c->slot_item);
-	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
+	free(c->slot_of_user), free(c->slot_of_item), free(c->slot_user), free(c->slot_item);
+	free(c->user_start), free(c->user_list), free(c->item_start), free(c->item_list);
+	free(c->rowof);
 	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
 	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
 	free(c->pb), free(c->xub), free(c->xib), free(c->daub), free(c->daib), free(c->mm_part);

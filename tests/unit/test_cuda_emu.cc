@@ -350,11 +350,11 @@ static void t_samples(const struct data *d, const struct ncf_shape *s, int tn)
 	int ok = 1;
 	for (uint32_t e = 0; e < 3 && ok; e++) {
 		ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
-		ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+		ncf_stream st = {ncf_perm_make(S, hp.seed, e), hp.seed, e, d->I, P, tn,
+				 d->entry_user.data(), d->offsets.data(), d->items.data()};
 		for (uint64_t t = 0; t < S && ok; t++) {
 			uint32_t wu, wi;
-			int y = ncf_sample_at(&perm, t, hp.seed, e, P, d->I, tn, d->entry_user.data(),
-					      d->offsets.data(), d->items.data(), &wu, &wi);
+			int y = ncf_sample_at(&st, t, &wu, &wi);
 			if (wu != u[t] || wi != it[t] || y != lab[t]) {
 				tap_diag("epoch %u position %llu: (%u, %u, %d), want (%u, %u, %d)", e,
 					 (unsigned long long)t, u[t], it[t], lab[t], wu, wi, y);
