@@ -624,8 +624,9 @@ static int batch_flush(struct batch *b, const struct rules *x, const struct spil
 			struct history h = {b->user[j], b->at[j + 1] - b->at[j], b->rows[j],
 					    b->item + b->at[j], b->ts + b->at[j]};
 			protocol_user(&h, x, &out, &n);
+			uint32_t *neg = b->neg + (size_t)j * x->negatives;
 			user_negatives(b->train + b->offsets[j], b->offsets[j + 1] - b->offsets[j],
-				       (uint64_t)b->first + j, x, b->neg + (size_t)j * x->negatives);
+				       (uint64_t)b->first + j, x, neg);
 		}
 #pragma omp critical
 		counts_add(total, &n);
