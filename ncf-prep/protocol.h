@@ -1,5 +1,6 @@
 /*
- * protocol.h - the leave-one-out protocol (see protocol.c for the rules).
+ * protocol.h - the leave-one-out protocol (protocol.c says its rules once,
+ * per user): over rows in memory, or over rows that spilled to sorted runs.
  */
 #ifndef NCF_PROTOCOL_H
 #define NCF_PROTOCOL_H
