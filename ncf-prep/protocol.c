@@ -21,11 +21,12 @@
  *    item keeps the last draw).
  *
  * Each rule is said once, for one user: feed_add (repeats), user_kept
- * (--min-ratings), index_items (the order of the items kept) and
- * protocol_user (the test positive, ties, test-only users, the training
- * items and the negatives).  The rows reach them two ways, both in two
- * passes over the users (the first counts each user's distinct items, the
- * second splits it):
+ * (--min-ratings), index_items (the order of the items kept),
+ * leave_one_out (the test positive, ties), write_split (the training
+ * items, test-only users) and user_negatives (the evaluation negatives);
+ * protocol_user applies steps 2-4 to a user.  The rows reach them two
+ * ways, both in two passes over the users (the first counts each user's
+ * distinct items, the second splits it):
  *  - in memory (prep_protocol_run): the rows grouped by user and ordered
  *    (prep_rows_order), each user fed from them, users in parallel;
  *  - spilled (prep_protocol_run_spilled): the runs merged back in (user,
@@ -33,8 +34,9 @@
  *    comes, and split in batches that hold a share of the budget, so that
  *    memory stays bounded whatever the input.
  * A split given with the data would be a third way in: its training rows
- * fed to a user as here, its test positive and candidates taking the place
- * of protocol_user's pick and draw.
+ * fed to a user as here, its test positive given in the place of
+ * leave_one_out's, then write_split, its candidates in the place of
+ * user_negatives' draw.
  * Nothing here depends on the number of threads: users are independent,
  * counters are sums of integers, and every random number is addressed by
  * (seed, user, k, attempt).
@@ -193,12 +195,44 @@ static void user_negatives(const uint32_t *row, int64_t len, uint64_t u, const s
 	}
 }
 
-/* Steps 2-4 for one user, whichever way it came in: its repeats counted;
- * when --min-ratings kept it, the last of its history is the test
- * positive (a tie when the one before it has the same timestamp; a
- * test-only user when it is the only one) and the others its training
- * items, in ascending order of their final indices; into out, counters
- * into n.  Step 5 (user_negatives) draws against those training items. */
+/* A user's split: its training items and its test positive, indices
+ * among the rows' items. */
+struct split {
+	const uint32_t *train; /* (n_train), any order */
+	uint32_t n_train;
+	uint32_t test;
+};
+
+/* 4. Leave one out: the last of h's history is the test positive, a tie
+ * (counted in n) when the one before it has the same timestamp; the
+ * others, train_count(h->len) of them, train. */
+static struct split leave_one_out(const struct history *h, struct counts *n)
+{
+	uint32_t last = h->len - 1;
+	n->ties += last >= 1 && h->ts[last] == h->ts[last - 1];
+	return (struct split){h->item, train_count(h->len), h->item[last]};
+}
+
+/* 4. User nu's split into out in final indices, its training items in
+ * ascending order; a user with none is counted test-only.  Step 5
+ * (user_negatives) draws against those training items. */
+static void write_split(const struct split *sp, uint32_t nu, const struct rules *x,
+			const struct split_out *out, struct counts *n)
+{
+	uint32_t j = nu - out->first;
+	n->test_only += sp->n_train == 0;
+	uint32_t *train = out->train + out->offsets[j];
+	for (uint32_t k = 0; k < sp->n_train; k++)
+		train[k] = x->item_new[sp->train[k]];
+	qsort(train, sp->n_train, sizeof *train, cmp_u32);
+	out->test[j] = x->item_new[sp->test];
+}
+
+/* Steps 2-4 for one user whose rows came in by either way: its repeats
+ * counted; when --min-ratings kept it, its leave-one-out split into out.
+ * A split given with the data would come in beside this: its training
+ * rows fed (feed_add: repeats), its test positive given, then write_split,
+ * and its candidates in place of user_negatives' draw. */
 static void protocol_user(const struct history *h, const struct rules *x,
 			  const struct split_out *out, struct counts *n)
 {
@@ -206,14 +240,8 @@ static void protocol_user(const struct history *h, const struct rules *x,
 	uint32_t nu = x->user_new[h->user];
 	if (nu == UINT32_MAX)
 		return;
-	uint32_t last = train_count(h->len), j = nu - out->first;
-	n->ties += last >= 1 && h->ts[last] == h->ts[last - 1];
-	n->test_only += last == 0;
-	uint32_t *train = out->train + out->offsets[j];
-	for (uint32_t k = 0; k < last; k++)
-		train[k] = x->item_new[h->item[k]];
-	qsort(train, last, sizeof *train, cmp_u32);
-	out->test[j] = x->item_new[h->item[last]];
+	struct split sp = leave_one_out(h, n);
+	write_split(&sp, nu, x, out, n);
 }
 
 /* ---- what both ways share: the grouping, the indices, the ids ------------- */
