@@ -147,8 +147,8 @@ static uint32_t train_count(uint32_t len)
 	return len - 1;
 }
 
-/* What protocol_user needs besides the user: the final indices
- * (UINT32_MAX: dropped by --min-ratings), I, and how to draw. */
+/* What the rules need besides a user's rows: the final indices
+ * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives. */
 struct rules {
 	const uint32_t *user_new, *item_new;
 	uint32_t items;
