@@ -60,13 +60,15 @@ static int cmp_u32(const void *a, const void *b)
 /* ---- one user: the rules ------------------------------------------------- */
 
 /* One user's history as the rules read it: its distinct items in
- * (timestamp, row) order, each at its earliest row (feed_add). */
+ * (timestamp, row) order, each at its earliest row (feed_add), and the
+ * timestamps of the last two (the tie rule reads no others). */
 struct history {
 	uint32_t user;	      /* index among the rows' users */
 	uint32_t len;	      /* distinct items, at least 1 */
 	uint64_t rows;	      /* the rows they came from, repeats included */
 	const uint32_t *item; /* (len) indices among the rows' items */
-	const int64_t *ts;    /* (len) the timestamp of each */
+	int64_t ts_last;      /* the timestamp of item[len - 1] */
+	int64_t ts_before;    /* of item[len - 2], when len >= 2 */
 };
 
 /* A user's rows fed one at a time in (timestamp, row) order (feed_begin,
@@ -77,7 +79,6 @@ struct history {
 struct feed {
 	struct history h;
 	uint32_t *item, *first_row;
-	int64_t *ts;
 	size_t cap;
 	uint32_t *seen, *slot; /* (I0 + 1); slot NULL: no first rows */
 };
@@ -96,7 +97,6 @@ static void feed_free(struct feed *f)
 	free(f->slot);
 	free(f->item);
 	free(f->first_row);
-	free(f->ts);
 	memset(f, 0, sizeof *f);
 }
 
@@ -119,7 +119,6 @@ static void feed_add(struct feed *f, uint32_t item, int64_t ts, uint32_t row)
 	if (h->len == f->cap) {
 		f->cap = f->cap ? 2 * f->cap : 1024;
 		f->item = ncf_xrealloc(f->item, f->cap * sizeof *f->item);
-		f->ts = ncf_xrealloc(f->ts, f->cap * sizeof *f->ts);
 		if (f->slot)
 			f->first_row = ncf_xrealloc(f->first_row, f->cap * sizeof *f->first_row);
 	}
@@ -128,10 +127,10 @@ static void feed_add(struct feed *f, uint32_t item, int64_t ts, uint32_t row)
 		f->slot[item] = h->len;
 		f->first_row[h->len] = row;
 	}
-	f->item[h->len] = item;
-	f->ts[h->len++] = ts;
+	f->item[h->len++] = item;
 	h->item = f->item;
-	h->ts = f->ts;
+	h->ts_before = h->ts_last;
+	h->ts_last = ts;
 }
 
 /* 3. --min-ratings: is a user of len distinct items kept? */
@@ -209,7 +208,7 @@ struct split {
 static struct split leave_one_out(const struct history *h, struct counts *n)
 {
 	uint32_t last = h->len - 1;
-	n->ties += last >= 1 && h->ts[last] == h->ts[last - 1];
+	n->ties += last >= 1 && h->ts_last == h->ts_before;
 	return (struct split){h->item, train_count(h->len), h->item[last]};
 }
 
@@ -563,34 +562,32 @@ static int count_spilled(struct prep_spill *sp, uint32_t min_ratings, struct gro
 	return rc;
 }
 
-/* Users of pass 2 gathered to be split in parallel: the history of user j
- * (final index first + j) is item[at[j] .. at[j + 1]) and ts[...], its
- * training items go to train[offsets[j] ..], its negatives to neg[j N ..]. */
+/* Users of pass 2 gathered to be split in parallel: user j (final index
+ * first + j) is hist[j], its items item[at[j] .. at[j + 1]); its training
+ * items go to train[offsets[j] ..], its negatives to neg[j N ..]. */
 struct batch {
 	uint32_t first, n, cap_users;
-	uint32_t *user, *at; /* (cap_users), (cap_users + 1) */
-	uint64_t *rows;	     /* (cap_users) */
-	int64_t *offsets;    /* (cap_users + 1) */
+	struct history *hist; /* (cap_users), item pointing into item */
+	uint32_t *at;	      /* (cap_users + 1) */
+	int64_t *offsets;     /* (cap_users + 1) */
 	uint32_t *item, *train, *test, *neg;
-	int64_t *ts;
 	size_t items, cap_items;
 };
 
-/* Room for users with a share of the spill's budget: half of it for 16
- * bytes an item (its index, timestamp and training copy), half for
- * 4 (N + 7) bytes a user. */
+/* Room for users with a share of the spill's budget: half of it for 8
+ * bytes an item (its index and its training copy), half for 4 (N + 14)
+ * bytes a user (its history, where it starts, its test item and N
+ * negatives). */
 static void batch_init(struct batch *b, uint64_t share, uint32_t N)
 {
 	memset(b, 0, sizeof *b);
-	b->cap_items = share / 32 < 65536 ? 65536 : (size_t)(share / 32);
-	uint64_t users = share / 2 / (4 * ((uint64_t)N + 7));
+	b->cap_items = share / 16 < 65536 ? 65536 : (size_t)(share / 16);
+	uint64_t users = share / 2 / (4 * ((uint64_t)N + 14));
 	b->cap_users = users < 64 ? 64 : users > (1u << 20) ? (1u << 20) : (uint32_t)users;
-	b->user = ncf_xmalloc((size_t)b->cap_users * sizeof *b->user);
-	b->rows = ncf_xmalloc((size_t)b->cap_users * sizeof *b->rows);
+	b->hist = ncf_xmalloc((size_t)b->cap_users * sizeof *b->hist);
 	b->at = ncf_xmalloc(((size_t)b->cap_users + 1) * sizeof *b->at);
 	b->offsets = ncf_xmalloc(((size_t)b->cap_users + 1) * sizeof *b->offsets);
 	b->item = ncf_xmalloc(b->cap_items * sizeof *b->item);
-	b->ts = ncf_xmalloc(b->cap_items * sizeof *b->ts);
 	b->train = ncf_xmalloc(b->cap_items * sizeof *b->train);
 	b->test = ncf_xmalloc((size_t)b->cap_users * sizeof *b->test);
 	b->neg = ncf_xmalloc((size_t)b->cap_users * N * sizeof *b->neg + 4);
@@ -600,8 +597,8 @@ static void batch_init(struct batch *b, uint64_t share, uint32_t N)
 
 static void batch_free(struct batch *b)
 {
-	free(b->user), free(b->rows), free(b->at), free(b->offsets);
-	free(b->item), free(b->ts), free(b->train), free(b->test), free(b->neg);
+	free(b->hist), free(b->at), free(b->offsets);
+	free(b->item), free(b->train), free(b->test), free(b->neg);
 }
 
 /* Does user h (kept) fit in the batch as it is? */
@@ -616,14 +613,11 @@ static void batch_add(struct batch *b, const struct history *h)
 	if (h->len > b->cap_items - b->items) {
 		b->cap_items = b->items + h->len;
 		b->item = ncf_xrealloc(b->item, b->cap_items * sizeof *b->item);
-		b->ts = ncf_xrealloc(b->ts, b->cap_items * sizeof *b->ts);
 		b->train = ncf_xrealloc(b->train, b->cap_items * sizeof *b->train);
 	}
 	memcpy(b->item + b->items, h->item, h->len * sizeof *b->item);
-	memcpy(b->ts + b->items, h->ts, h->len * sizeof *b->ts);
 	b->items += h->len;
-	b->user[b->n] = h->user;
-	b->rows[b->n] = h->rows;
+	b->hist[b->n] = *h; /* its item set when the batch is split: item may move */
 	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len);
 	b->at[++b->n] = (uint32_t)b->items;
 }
@@ -649,8 +643,8 @@ static int batch_flush(struct batch *b, const struct rules *x, const struct spil
 		struct counts n = {0};
 #pragma omp for schedule(dynamic, 64)
 		for (int64_t j = 0; j < (int64_t)b->n; j++) {
-			struct history h = {b->user[j], b->at[j + 1] - b->at[j], b->rows[j],
-					    b->item + b->at[j], b->ts + b->at[j]};
+			struct history h = b->hist[j];
+			h.item = b->item + b->at[j];
 			protocol_user(&h, x, &out, &n);
 			uint32_t *neg = b->neg + (size_t)j * x->negatives;
 			user_negatives(b->train + b->offsets[j], b->offsets[j + 1] - b->offsets[j],
