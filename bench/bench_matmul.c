@@ -52,12 +52,17 @@ static int run_one(const struct shape *s, enum ncf_mm_type t, struct bufs *b)
 	const void *w = t == NCF_MM_BF16 ? (const void *)b->wh : (const void *)b->w;
 	switch (s->kind) {
 	case 0:
-		return ncf_mm_forward(t, a, s->k, w, s->ldw, b->bias, 1, s->m, s->n, s->k, b->out,
-				      s->n);
+		return ncf_mm_forward(&(struct ncf_mm_forward_op){
+			.t = t, .m = s->m, .n = s->n, .k = s->k, .X = a, .ldx = s->k, .W = w,
+			.ldw = s->ldw, .bias = b->bias, .relu = 1, .Y = b->out, .ldy = s->n});
 	case 1:
-		return ncf_mm_dx(t, a, s->n, w, s->ldw, s->m, s->n, s->k, b->out, s->k);
+		return ncf_mm_dx(&(struct ncf_mm_dx_op){.t = t, .m = s->m, .n = s->n, .k = s->k,
+							.dY = a, .ldd = s->n, .W = w, .ldw = s->ldw,
+							.dX = b->out, .ldx = s->k});
 	default: /* dY (m, n), X (m, k): a serves as both */
-		return ncf_mm_dw(t, a, s->n, a, s->k, s->m, s->n, s->k, b->out, s->k, 1);
+		return ncf_mm_dw(&(struct ncf_mm_dw_op){.t = t, .m = s->m, .n = s->n, .k = s->k,
+							.dY = a, .ldd = s->n, .X = a, .ldx = s->k,
+							.dW = b->out, .ldw = s->k, .accumulate = 1});
 	}
 }
 

@@ -50,8 +50,10 @@ static int own_product(const struct own_products *p, size_t id)
 			    p->c + id * m * n, (int)n);
 		return 0;
 	}
-	return ncf_mm_forward(p->t, (const ncf_bf16 *)p->a + id * m * k, k, p->w, k, p->bias, 1,
-			      m, n, k, p->c + id * m * n, n);
+	return ncf_mm_forward(&(struct ncf_mm_forward_op){
+		.t = p->t, .m = m, .n = n, .k = k, .X = (const ncf_bf16 *)p->a + id * m * k,
+		.ldx = k, .W = p->w, .ldw = k, .bias = p->bias, .relu = 1, .Y = p->c + id * m * n,
+		.ldy = n});
 }
 
 /* The best FLOP/s of `trials` trials of each of `threads` threads running
@@ -191,7 +193,7 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
 #endif
-	int on_cpu = ncf_backend_device(&be) == NCF_DEVICE_CPU;
+	int on_cpu = ncf_backend_on_host(&be);
 	double peak = on_cpu && dist.size == 1 ? sgemm_rate(nth) : 0;
 	uint64_t pos = 0;
 	double loss;
@@ -224,7 +226,10 @@ int main(int argc, char **argv)
 	double per_sample = 6.0 * ncf_dense_macs_factorized(&shape);
 	double first_row = 6.0 * shape.layers[1] * (shape.layers[0] / 2.0);
 	uint8_t *seen_u = ncf_xcalloc(cache.users, 1), *seen_i = ncf_xcalloc(cache.items, 1);
-	ncf_perm perm = ncf_perm_make(S, hp.seed, 0);
+	ncf_stream st = {.perm = ncf_perm_make(S, hp.seed, 0), .seed = hp.seed, .epoch = 0,
+			 .items = cache.items, .positives = cache.train_positives,
+			 .entry_user = cache.entry_user, .offsets = cache.offsets,
+			 .csr_items = cache.train_items};
 	double distinct = 0;
 	uint64_t p = first_timed;
 	for (int k = 0; k < steps; k++, p = NEXT_POS(p)) {
@@ -232,8 +237,7 @@ int main(int argc, char **argv)
 		memset(seen_i, 0, cache.items);
 		for (uint64_t j = p; j < p + batch; j++) {
 			uint32_t u, it;
-			ncf_sample_at(&perm, j, hp.seed, 0, cache.train_positives, cache.items, 0,
-				      cache.entry_user, cache.offsets, cache.train_items, &u, &it);
+			ncf_sample_at(&st, j, &u, &it);
 			distinct += !seen_u[u] + !seen_i[it];
 			seen_u[u] = seen_i[it] = 1;
 		}
@@ -251,7 +255,7 @@ int main(int argc, char **argv)
 	}
 	printf("backend\t%s\n", ncf_backend_name(&be));
 	int bf16 = be.precision == NCF_PRECISION_BF16;
-	printf("precision\t%s\n", on_cpu && !bf16 ? "fp32" : ncf_precision_name(be.precision));
+	printf("precision\t%s\n", ncf_precision_name(be.precision));
 	if (on_cpu)
 		printf("matmul\t%s\n", ncf_mm_describe());
 	printf("ranks\t%d\n", dist.size);

@@ -72,6 +72,8 @@
  * as a corrupt cache naming the field, with the hint to re-run ncf-prep.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,82 +274,111 @@ int ncf_ids_distinct(const uint32_t *ids, size_t n, uint32_t *dup)
 	return ok;
 }
 
-/*
- * The meta section's fields, against each other (see the top of this
- * file), before any array is read.  Returns 0, or -1 after a report that
- * names the field.
- */
-static int check_meta(const struct ncf_cache *c, const unsigned char *m, const char *display)
+/* corrupt() with the reason formatted as printf does.  Returns -1. */
+static int corruptf(const char *display, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int corruptf(const char *display, const char *fmt, ...)
 {
 	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return corrupt(display, msg);
+}
+
+/* The meta section's sizes: U, I, N, P in range and possible together. */
+static int check_sizes(const struct ncf_cache *c, const char *display)
+{
+	static const char what[] = "impossible sizes in its meta section";
 	uint64_t U = c->users, I = c->items, N = c->eval_negatives;
 	uint64_t P = (uint64_t)c->train_positives;
-#define BAD(...) (snprintf(msg, sizeof msg, __VA_ARGS__), corrupt(display, msg))
 	if (U == 0)
-		return BAD("impossible sizes in its meta section: users is 0");
+		return corruptf(display, "%s: users is 0", what);
 	if (I == 0)
-		return BAD("impossible sizes in its meta section: items is 0");
+		return corruptf(display, "%s: items is 0", what);
 	if (N == 0 || N > NCF_CACHE_MAX_NEGATIVES)
-		return BAD("impossible sizes in its meta section: eval_negatives is %llu (1 to "
-			   "%u)",
-			   (unsigned long long)N, NCF_CACHE_MAX_NEGATIVES);
+		return corruptf(display, "%s: eval_negatives is %llu (1 to %u)", what,
+				(unsigned long long)N, NCF_CACHE_MAX_NEGATIVES);
 	if (P > ((uint64_t)1 << 40) || P > U * (I - 1))
-		return BAD("impossible sizes in its meta section: train_positives is %llu, more than "
-			   "%s",
-			   (unsigned long long)P,
-			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+		return corruptf(display, "%s: train_positives is %llu, more than %s", what,
+				(unsigned long long)P,
+				P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
 	if (I > P + U)
-		return BAD("impossible sizes in its meta section: items is %llu, more than "
-			   "train_positives + users (every item is rated)",
-			   (unsigned long long)I);
+		return corruptf(display,
+				"%s: items is %llu, more than train_positives + users (every item "
+				"is rated)",
+				what, (unsigned long long)I);
 	if (U * N > NCF_CACHE_MAX_SCORES)
-		return BAD("impossible sizes in its meta section: users x eval_negatives is %llu, "
-			   "more than 2^36",
-			   (unsigned long long)(U * N));
-	/* the counters: every row read was kept (P + U), a repeat or dropped */
-	uint64_t kept = P + U;
+		return corruptf(display, "%s: users x eval_negatives is %llu, more than 2^36", what,
+				(unsigned long long)(U * N));
+	return 0;
+}
+
+/* The protocol's counters: every row read was kept (P + U), a repeat or
+ * dropped, and the rest no more than what they count among. */
+static int check_counts(const struct ncf_cache *c, const char *display)
+{
+	static const char what[] = "impossible counts in its meta section";
+	uint64_t U = c->users, P = (uint64_t)c->train_positives, kept = P + U;
 	if (c->ratings_read < kept || c->ratings_read - kept < c->duplicates_dropped ||
 	    c->ratings_read - kept - c->duplicates_dropped != c->ratings_dropped)
-		return BAD("impossible counts in its meta section: ratings_read %llu is not "
-			   "train_positives + users + duplicates_dropped + ratings_dropped (%llu + "
-			   "%llu + %llu + %llu)",
-			   (unsigned long long)c->ratings_read, (unsigned long long)P,
-			   (unsigned long long)U, (unsigned long long)c->duplicates_dropped,
-			   (unsigned long long)c->ratings_dropped);
+		return corruptf(display,
+				"%s: ratings_read %llu is not train_positives + users + "
+				"duplicates_dropped + ratings_dropped (%llu + %llu + %llu + %llu)",
+				what, (unsigned long long)c->ratings_read, (unsigned long long)P,
+				(unsigned long long)U, (unsigned long long)c->duplicates_dropped,
+				(unsigned long long)c->ratings_dropped);
 	if (c->users_dropped > c->ratings_dropped)
-		return BAD("impossible counts in its meta section: users_dropped %llu is more than "
-			   "ratings_dropped",
-			   (unsigned long long)c->users_dropped);
+		return corruptf(display, "%s: users_dropped %llu is more than ratings_dropped",
+				what, (unsigned long long)c->users_dropped);
 	if (c->items_dropped > c->ratings_dropped)
-		return BAD("impossible counts in its meta section: items_dropped %llu is more than "
-			   "ratings_dropped",
-			   (unsigned long long)c->items_dropped);
+		return corruptf(display, "%s: items_dropped %llu is more than ratings_dropped",
+				what, (unsigned long long)c->items_dropped);
 	if (c->test_only_users > U)
-		return BAD("impossible counts in its meta section: test_only_users %llu is more than "
-			   "users",
-			   (unsigned long long)c->test_only_users);
+		return corruptf(display, "%s: test_only_users %llu is more than users", what,
+				(unsigned long long)c->test_only_users);
 	if (c->test_ties > U - c->test_only_users)
-		return BAD("impossible counts in its meta section: test_ties %llu is more than the "
-			   "users with training positives",
-			   (unsigned long long)c->test_ties);
+		return corruptf(display,
+				"%s: test_ties %llu is more than the users with training positives",
+				what, (unsigned long long)c->test_ties);
+	return 0;
+}
+
+/* The source's fields (format, the synthetic name at byte 112, the
+ * oracle) and the reserved bytes of the meta section m. */
+static int check_source(const struct ncf_cache *c, const unsigned char *m, const char *display)
+{
 	if (c->format < NCF_FORMAT_ML20M || c->format > NCF_FORMAT_SYNTHETIC)
-		return BAD("meta field source_format is %u (1 to 5)", c->format);
+		return corruptf(display, "meta field source_format is %u (1 to 5)", c->format);
 	size_t name = strnlen((const char *)m + 112, 32);
 	int padded = name < 32;
 	for (size_t k = name; k < 32; k++)
 		padded &= m[112 + k] == 0;
 	if (!padded || (name > 0) != (c->format == NCF_FORMAT_SYNTHETIC))
-		return BAD("meta field synthetic is %s",
-			   !padded ? "not a NUL-padded name"
-			   : name	 ? "set for a cache of real data"
-				 : "empty for a synthetic cache");
+		return corruptf(display, "meta field synthetic is %s",
+				!padded ? "not a NUL-padded name"
+				: name	? "set for a cache of real data"
+					: "empty for a synthetic cache");
 	if (!isnan(c->oracle_hr) && !(c->oracle_hr >= 0 && c->oracle_hr <= 1))
-		return BAD("meta field oracle_hr@10 is %g (NaN or 0 to 1)", c->oracle_hr);
+		return corruptf(display, "meta field oracle_hr@10 is %g (NaN or 0 to 1)",
+				c->oracle_hr);
 	for (int k = 144; k < META_SIZE; k++)
 		if (m[k])
-			return BAD("meta byte %d is %u, not 0 (reserved)", k, m[k]);
-#undef BAD
+			return corruptf(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
 	return 0;
+}
+
+/*
+ * The meta section's fields, against each other (see the top of this
+ * file), before any array is read: sizes, counters, source.  Returns 0,
+ * or -1 after a report that names the field.
+ */
+static int check_meta(const struct ncf_cache *c, const unsigned char *m, const char *display)
+{
+	NCF_TRY(check_sizes(c, display));
+	NCF_TRY(check_counts(c, display));
+	return check_source(c, m, display);
 }
 
 /* The checks a reader makes beyond checksums (see the top of this file). */

@@ -417,29 +417,39 @@ int ncf_out_end(struct ncf_out *o, int failed)
 	return -1;
 }
 
-int ncf_out_commit(struct ncf_out *o)
+/* ncf_out_commit of a file written in place (NCF_OUT_INPLACE): flushed
+ * and closed. */
+static int commit_inplace(struct ncf_out *o)
 {
-	if (o->kind == NCF_OUT_INPLACE) {
-		int bad = fflush(o->fp) != 0 || ferror(o->fp);
-		int err = errno;
-		if (fclose(o->fp) != 0 && !bad)
-			bad = 1, err = errno;
-		o->fp = NULL;
-		if (bad) {
-			ncf_error("%s: write failed: %s", o->display, strerror(err ? err : EIO));
-			return -1;
-		}
-		return 0;
+	int bad = fflush(o->fp) != 0 || ferror(o->fp);
+	int err = errno;
+	if (fclose(o->fp) != 0 && !bad)
+		bad = 1, err = errno;
+	o->fp = NULL;
+	if (bad) {
+		ncf_error("%s: write failed: %s", o->display, strerror(err ? err : EIO));
+		return -1;
 	}
-	if (o->kind == NCF_OUT_STDOUT) {
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			ncf_error("<stdout>: write failed: %s", strerror(errno ? errno : EIO));
-			o->fp = NULL;
-			return -1;
-		}
+	return 0;
+}
+
+/* ncf_out_commit of stdout: flushed, left open (the tool closes it). */
+static int commit_stdout(struct ncf_out *o)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		ncf_error("<stdout>: write failed: %s", strerror(errno ? errno : EIO));
 		o->fp = NULL;
-		return 0;
+		return -1;
 	}
+	o->fp = NULL;
+	return 0;
+}
+
+/* ncf_out_commit of a file written beside its final name (unnamed or
+ * under a temporary name): flushed, synced, closed, then given its name;
+ * on failure removed (ncf_out_abort). */
+static int commit_file(struct ncf_out *o)
+{
 	int bad = 0;
 	errno = 0;
 	if (fflush(o->fp) != 0 || ferror(o->fp))
@@ -464,6 +474,15 @@ int ncf_out_commit(struct ncf_out *o)
 	o->tmp = o->path = NULL;
 	o->slot = -1;
 	return 0;
+}
+
+int ncf_out_commit(struct ncf_out *o)
+{
+	if (o->kind == NCF_OUT_INPLACE)
+		return commit_inplace(o);
+	if (o->kind == NCF_OUT_STDOUT)
+		return commit_stdout(o);
+	return commit_file(o);
 }
 
 FILE *ncf_in_open(const char *path, const char **display)

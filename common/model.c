@@ -3,10 +3,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "model.h"
 #include "ncf_hd.h"
 
 const uint32_t ncf_nvidia_epochs = 30, ncf_nvidia_topk = 10;
+
+const char *ncf_precision_name(enum ncf_precision p)
+{
+	switch (p) {
+	case NCF_PRECISION_FP32:
+		return "fp32";
+	case NCF_PRECISION_TF32:
+		return "tf32";
+	case NCF_PRECISION_BF16:
+		return "bf16";
+	case NCF_PRECISION_FP16:
+		return "fp16";
+	default:
+		return "default";
+	}
+}
 
 void ncf_hparams_nvidia(struct ncf_hparams *hp)
 {
@@ -146,4 +163,27 @@ const char *ncf_shape_check(const struct ncf_shape *s)
 	if (s->factors < 1 || s->factors > 65536)
 		return "--factors must be from 1 to 65536";
 	return NULL;
+}
+
+uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
+			 uint64_t first, uint64_t n)
+{
+	uint64_t S = (uint64_t)positives * (1 + (uint64_t)negatives);
+	if (S == 0 || first > S || n > S - first) {
+		ncf_error("%s backend: positions %llu..%llu are past the epoch's %llu samples", who,
+			  (unsigned long long)first, (unsigned long long)(first + n),
+			  (unsigned long long)S);
+		return 0;
+	}
+	return S;
+}
+
+void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k)
+{
+	k->lr = hp->lr;
+	k->beta1 = hp->beta1;
+	k->beta2 = hp->beta2;
+	k->eps = hp->eps;
+	k->bc1 = (float)(1.0 - pow((double)hp->beta1, (double)step));
+	k->bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
 }

@@ -2,7 +2,9 @@
  * model.h - NeuMF as NVIDIA defines it (DESIGN.md section 3): the shape,
  * the layout of all parameters in one flat float vector, the
  * initialisation, the hyperparameters and NVIDIA's defaults for all of
- * them, and a whole model in memory (what a model file holds).
+ * them, a whole model in memory (what a model file holds), the precisions
+ * a backend computes in, and what every backend's training step shares
+ * (the epoch's samples, Adam's constants).
  *
  * The legend of every file (DESIGN.md section 8): B batch, U users, I
  * items, F GMF factors, H_0..H_L the MLP widths (layers[]; H_0 = 2M, M
@@ -58,6 +60,19 @@ struct ncf_hparams {
 	uint64_t batch;	     /* global batch (2^20) */
 	uint64_t seed;	     /* of initialisation, stream and dropout */
 };
+
+/* What a backend computes in (ncf_backend_open): fp32, or NVIDIA's AMP
+ * meaning for the 16-bit ones (16-bit operands of the products, fp32 sums,
+ * master weights and Adam). */
+enum ncf_precision {
+	NCF_PRECISION_DEFAULT = 0, /* tf32 on GPUs that have it, fp32 on the CPU */
+	NCF_PRECISION_FP32 = 1,
+	NCF_PRECISION_TF32 = 2,
+	NCF_PRECISION_BF16 = 3,
+	NCF_PRECISION_FP16 = 4,
+};
+/* "fp32", "tf32", "bf16", "fp16" or "default". */
+const char *ncf_precision_name(enum ncf_precision p);
 
 /* A model: what ncf-eval and ncf-infer need of a checkpoint or a
  * safetensors file (model_file.h reads either, safetensors.h writes one). */
@@ -115,5 +130,22 @@ double ncf_dense_macs_factorized(const struct ncf_shape *s);
 /* Check a shape: first layer even, sizes in range.  Returns NULL or a
  * message. */
 const char *ncf_shape_check(const struct ncf_shape *s);
+
+/* What every training step shares, whichever backend runs it (the cpu's,
+ * the reference, the cuda module's), below all of them: */
+
+/*
+ * The samples of an epoch, S = positives * (1 + negatives), after checking
+ * that positions [first, first + n) lie inside it (the permutation is
+ * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
+ * backend).
+ */
+uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
+			 uint64_t first, uint64_t n);
+
+/* Adam's constants for the step-th update (1-based) of hp (ncf_hd.h's
+ * ncf_adam_update applies them). */
+struct ncf_adam_k;
+void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k);
 
 #endif

@@ -243,30 +243,40 @@ NCF_HD int ncf_row_has(const uint32_t *items, int64_t n, uint32_t item)
  * rated almost every item). */
 #define NCF_NEG_MAX_TRIES 64
 
-/*
- * The sample at position t of an epoch.  entry_user is (P) user of each
- * CSR entry, offsets (U+1), items (P).  true_neg rejects the user's
- * training positives.  Writes user, item; returns the label (0 or 1).
- */
-NCF_HD int ncf_sample_at(const ncf_perm *perm, uint64_t t, uint64_t seed, uint32_t epoch,
-			 int64_t P, uint32_t n_items, int true_neg,
-			 const uint32_t *entry_user, const int64_t *offsets,
-			 const uint32_t *items, uint32_t *user, uint32_t *item)
+/* One epoch's sample stream, what ncf_sample_at reads: the epoch's
+ * permutation of its S positions (ncf_perm_make(S, seed, epoch)), how
+ * negatives are drawn, and the training CSR (device memory on a GPU). */
+typedef struct ncf_stream {
+	ncf_perm perm;
+	uint64_t seed;
+	uint32_t epoch;
+	uint32_t items;		    /* I: negatives are uniform in [0, I) */
+	int64_t positives;	    /* P */
+	int true_neg;		    /* redraw negatives that are the user's positives */
+	const uint32_t *entry_user; /* (P) the user of each CSR entry */
+	const int64_t *offsets;	    /* (U + 1) */
+	const uint32_t *csr_items;  /* (P) sorted within rows */
+} ncf_stream;
+
+/* The sample at position t of the epoch of st: writes user, item; returns
+ * the label (0 or 1). */
+NCF_HD int ncf_sample_at(const ncf_stream *st, uint64_t t, uint32_t *user, uint32_t *item)
 {
-	uint64_t s = ncf_perm_apply(perm, t);
-	if (s < (uint64_t)P) {
-		*user = entry_user[s];
-		*item = items[s];
+	const uint64_t P = (uint64_t)st->positives;
+	uint64_t s = ncf_perm_apply(&st->perm, t);
+	if (s < P) {
+		*user = st->entry_user[s];
+		*item = st->csr_items[s];
 		return 1;
 	}
-	uint64_t q = s - (uint64_t)P;
-	uint32_t u = entry_user[q % (uint64_t)P];
+	uint64_t q = s - P;
+	uint32_t u = st->entry_user[q % P];
 	uint32_t it = 0;
-	for (uint32_t tr = 0; tr < (true_neg ? NCF_NEG_MAX_TRIES : 1u); tr++) {
-		ncf_u32x4 r = ncf_rng(seed, NCF_RNG_TRAIN_NEG, epoch, q, tr);
-		it = ncf_uniform_below(r.v[0], n_items);
-		if (!true_neg ||
-		    !ncf_row_has(items + offsets[u], offsets[u + 1] - offsets[u], it))
+	for (uint32_t tr = 0; tr < (st->true_neg ? NCF_NEG_MAX_TRIES : 1u); tr++) {
+		ncf_u32x4 r = ncf_rng(st->seed, NCF_RNG_TRAIN_NEG, st->epoch, q, tr);
+		it = ncf_uniform_below(r.v[0], st->items);
+		if (!st->true_neg || !ncf_row_has(st->csr_items + st->offsets[u],
+						  st->offsets[u + 1] - st->offsets[u], it))
 			break;
 	}
 	*user = u;

@@ -943,6 +943,56 @@ static int parse_real(const struct meta *e, double *v)
 	return *end || errno ? -1 : 0;
 }
 
+/* The decimal digits from q (before end) into *v, which stops growing once
+ * past UINT32_MAX.  Returns the byte after them. */
+static const char *id_digits(const char *q, const char *end, uint64_t *v)
+{
+	uint64_t a = 0;
+	while (q < end && *q >= '0' && *q <= '9' && a <= UINT32_MAX)
+		a = a * 10 + (uint64_t)(*q++ - '0');
+	*v = a;
+	return q;
+}
+
+/* One element of an id list at p (before end): an id a, or a run a-b with
+ * b >= a, ids below 2^32, then a comma that is not the last byte, or the
+ * end.  Returns the byte after the element (its comma, or end), or NULL
+ * when p holds none. */
+static const char *id_run(const char *p, const char *end, uint64_t *a, uint64_t *b)
+{
+	const char *q = id_digits(p, end, a);
+	*b = *a;
+	if (q == p || *a > UINT32_MAX)
+		return NULL;
+	if (q < end && *q == '-') {
+		const char *r = q + 1;
+		q = id_digits(r, end, b);
+		if (q == r || *b > UINT32_MAX || *b < *a)
+			return NULL;
+	}
+	if (q < end && (*q != ',' || q + 1 == end)) /* something else, or a trailing comma */
+		return NULL;
+	return q;
+}
+
+/* The ids of e listed, got of them: exactly the model's n, each once.
+ * Returns 0 or -1 (reported). */
+static int ids_complete(const char *display, const struct meta *e, const uint32_t *ids,
+			size_t got, uint32_t n)
+{
+	if (got != n) {
+		ncf_error("%s: metadata '%s' lists %zu ids but the model has %u rows", display, e->key,
+			  got, n);
+		return -1;
+	}
+	uint32_t dup;
+	if (!ncf_ids_distinct(ids, n, &dup)) {
+		ncf_error("%s: metadata '%s': id %u appears twice", display, e->key, dup);
+		return -1;
+	}
+	return 0;
+}
+
 /* "1-3,7" into ids (exactly n), each id once. */
 static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint32_t **out)
 {
@@ -950,24 +1000,9 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 	size_t got = 0;
 	const char *p = e->val, *end = e->val + e->vlen;
 	while (p < end) {
-		uint64_t a = 0, b;
-		const char *q = p;
-		while (q < end && *q >= '0' && *q <= '9' && a <= UINT32_MAX)
-			a = a * 10 + (uint64_t)(*q++ - '0');
-		b = a;
-		int ok = q > p && a <= UINT32_MAX;
-		if (ok && q < end && *q == '-') {
-			const char *r = ++q;
-			b = 0;
-			while (q < end && *q >= '0' && *q <= '9' && b <= UINT32_MAX)
-				b = b * 10 + (uint64_t)(*q++ - '0');
-			ok = q > r && b <= UINT32_MAX && b >= a;
-		}
-		if (ok && q < end && *q != ',')
-			ok = 0;
-		if (ok && q + 1 == end)
-			ok = 0; /* a trailing comma */
-		if (!ok) {
+		uint64_t a, b;
+		const char *q = id_run(p, end, &a, &b);
+		if (!q) {
 			free(ids);
 			ncf_error("%s: metadata '%s': '%s' at byte %zu is not an id or a run first-last",
 				  display, e->key, ncf_escape(p, (size_t)(end - p), 20),
@@ -984,15 +1019,7 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 			ids[got++] = (uint32_t)x;
 		p = q < end ? q + 1 : q;
 	}
-	if (got != n) {
-		free(ids);
-		ncf_error("%s: metadata '%s' lists %zu ids but the model has %u rows", display, e->key,
-			  got, n);
-		return -1;
-	}
-	uint32_t dup;
-	if (!ncf_ids_distinct(ids, n, &dup)) {
-		ncf_error("%s: metadata '%s': id %u appears twice", display, e->key, dup);
+	if (ids_complete(display, e, ids, got, n) != 0) {
 		free(ids);
 		return -1;
 	}
@@ -1000,10 +1027,10 @@ static int parse_ids(const char *display, const struct meta *e, uint32_t n, uint
 	return 0;
 }
 
-/* The metadata: sizes that agree with the tensors, hyperparameters, ids. */
-static int read_metadata(const struct header *h, const char *display, struct ncf_model *m)
+/* The metadata's sizes (ncf.users, ncf.items, ncf.factors, ncf.layers),
+ * where given, against the tensors' shape s. */
+static int meta_sizes(const struct header *h, const char *display, const struct ncf_shape *s)
 {
-	const struct ncf_shape *s = &m->shape;
 	struct meta e;
 	uint64_t v;
 	static const char *const sizes[3] = {"ncf.users", "ncf.items", "ncf.factors"};
@@ -1030,8 +1057,14 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 			return meta_bad(display, &e, why);
 		}
 	}
-	/* hyperparameters: the ranges ncf-train takes (ckpt.c) */
-	struct ncf_hparams *hp = &m->hp;
+	return 0;
+}
+
+/* The hyperparameters given in the metadata into hp, each in the range
+ * ncf-train takes (ckpt.c). */
+static int meta_hparams(const struct header *h, const char *display, struct ncf_hparams *hp)
+{
+	struct meta e;
 	static const struct {
 		const char *key;
 		double lo, hi;
@@ -1039,7 +1072,7 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 	} reals[] = {{"ncf.lr", 0, 1e30, 1, 0},	  {"ncf.beta1", 0, 1, 0, 1},
 		     {"ncf.beta2", 0, 1, 0, 1},	  {"ncf.eps", 0, 1, 1, 0},
 		     {"ncf.dropout", 0, 1, 0, 1}};
-	float *dst[] = {&hp->lr, &hp->beta1, &hp->beta2, &hp->eps, &hp->dropout};
+	float *real_dst[] = {&hp->lr, &hp->beta1, &hp->beta2, &hp->eps, &hp->dropout};
 	for (int k = 0; k < 5; k++) {
 		double x;
 		if (!meta_get(h, reals[k].key, &e))
@@ -1047,7 +1080,7 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 		if (parse_real(&e, &x) != 0 || !(reals[k].lo_open ? x > reals[k].lo : x >= reals[k].lo) ||
 		    !(reals[k].hi_open ? x < reals[k].hi : x <= reals[k].hi))
 			return meta_bad(display, &e, "is not a number in ncf-train's range");
-		*dst[k] = (float)x;
+		*real_dst[k] = (float)x;
 	}
 	static const struct {
 		const char *key;
@@ -1056,20 +1089,26 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 		    {"ncf.true_negatives", 0, 1},
 		    {"ncf.batch", 1, (uint64_t)1 << 40},
 		    {"ncf.seed", 0, UINT64_MAX}};
+	uint64_t got[4] = {hp->negatives, hp->true_neg, hp->batch, hp->seed};
 	for (int k = 0; k < 4; k++) {
+		uint64_t v;
 		if (!meta_get(h, ints[k].key, &e))
 			continue;
 		if (parse_dec(&e, &v) != 0 || v < ints[k].lo || v > ints[k].hi)
 			return meta_bad(display, &e, "is not a number in ncf-train's range");
-		if (k == 0)
-			hp->negatives = (uint32_t)v;
-		else if (k == 1)
-			hp->true_neg = (uint32_t)v;
-		else if (k == 2)
-			hp->batch = v;
-		else
-			hp->seed = v;
+		got[k] = v;
 	}
+	hp->negatives = (uint32_t)got[0];
+	hp->true_neg = (uint32_t)got[1];
+	hp->batch = got[2];
+	hp->seed = got[3];
+	return 0;
+}
+
+/* The metadata's id maps (ncf.user_ids and ncf.item_ids: both or neither)
+ * into m's. */
+static int meta_ids(const struct header *h, const char *display, struct ncf_model *m)
+{
 	struct meta u, i;
 	int has_u = meta_get(h, "ncf.user_ids", &u), has_i = meta_get(h, "ncf.item_ids", &i);
 	if (has_u != has_i) {
@@ -1079,9 +1118,17 @@ static int read_metadata(const struct header *h, const char *display, struct ncf
 	}
 	if (!has_u)
 		return 0;
-	NCF_TRY(parse_ids(display, &u, s->users, &m->user_ids));
-	NCF_TRY(parse_ids(display, &i, s->items, &m->item_ids));
+	NCF_TRY(parse_ids(display, &u, m->shape.users, &m->user_ids));
+	NCF_TRY(parse_ids(display, &i, m->shape.items, &m->item_ids));
 	return 0;
+}
+
+/* The metadata: sizes that agree with the tensors, hyperparameters, ids. */
+static int read_metadata(const struct header *h, const char *display, struct ncf_model *m)
+{
+	NCF_TRY(meta_sizes(h, display, &m->shape));
+	NCF_TRY(meta_hparams(h, display, &m->hp));
+	return meta_ids(h, display, m);
 }
 
 /* Exactly need bytes into a new buffer *out, which grows as they come

@@ -4,54 +4,13 @@
  * members are handled here, once (ggml-backend.c).  No option parsing and
  * no exit: backend_opts.c parses the options beside it, the tools exit.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_impl.h"
-#include "cpu/matmul.h"
 #include "err.h"
 #include "module.h"
 #include "ncf_hd.h"
-
-uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n)
-{
-	uint64_t S = (uint64_t)positives * (1 + (uint64_t)negatives);
-	if (S == 0 || first > S || n > S - first) {
-		ncf_error("%s backend: positions %llu..%llu are past the epoch's %llu samples", who,
-			  (unsigned long long)first, (unsigned long long)(first + n),
-			  (unsigned long long)S);
-		return 0;
-	}
-	return S;
-}
-
-void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k)
-{
-	k->lr = hp->lr;
-	k->beta1 = hp->beta1;
-	k->beta2 = hp->beta2;
-	k->eps = hp->eps;
-	k->bc1 = (float)(1.0 - pow((double)hp->beta1, (double)step));
-	k->bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
-}
-
-const char *ncf_precision_name(enum ncf_precision p)
-{
-	switch (p) {
-	case NCF_PRECISION_FP32:
-		return "fp32";
-	case NCF_PRECISION_TF32:
-		return "tf32";
-	case NCF_PRECISION_BF16:
-		return "bf16";
-	case NCF_PRECISION_FP16:
-		return "fp16";
-	default:
-		return "default";
-	}
-}
 
 int ncf_backend_open_impl(struct ncf_backend *be, const struct ncf_backend_i *impl,
 			  const struct ncf_shape *s, const struct ncf_hparams *hp,
@@ -115,26 +74,8 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 	const struct ncf_backend_i *impl = choose(device);
 	if (!impl)
 		return -3;
-	const char *why = NULL;
-	if (impl->device == NCF_DEVICE_CPU && precision == NCF_PRECISION_BF16 &&
-	    !ncf_mm_available(NCF_MM_BF16, &why)) {
-		if (device == NCF_DEVICE_CPU) {
-			ncf_error("--precision bf16 on the cpu: %s", why);
-			return -3;
-		}
-		ncf_warn("--precision bf16: no usable GPU, and on the cpu %s; computing in fp32",
-			 why);
-		precision = NCF_PRECISION_FP32;
-	} else if (impl->device == NCF_DEVICE_CPU && precision != NCF_PRECISION_DEFAULT &&
-		   precision != NCF_PRECISION_FP32 && precision != NCF_PRECISION_BF16) {
-		if (device == NCF_DEVICE_CPU) {
-			ncf_error("--precision %s needs a GPU; the cpu backend computes in fp32 or bf16",
-				  ncf_precision_name(precision));
-			return -3;
-		}
-		ncf_warn("--precision %s is for GPUs; the CPU computes in fp32",
-			 ncf_precision_name(precision));
-	}
+	if (impl->precision && impl->precision(&precision, device != NCF_DEVICE_AUTO) != 0)
+		return -3;
 	return ncf_backend_open_impl(be, impl, s, hp, precision, threads, dist);
 }
 
@@ -169,9 +110,19 @@ const char *ncf_backend_name(const struct ncf_backend *be)
 	return be->i->name;
 }
 
-enum ncf_device ncf_backend_device(const struct ncf_backend *be)
+int ncf_backend_keeps_loss(const struct ncf_backend *be)
 {
-	return be->i->device;
+	return be->i->take_loss != NULL;
+}
+
+int ncf_backend_pins_host(const struct ncf_backend *be)
+{
+	return be->i->host_alloc != NULL;
+}
+
+int ncf_backend_on_host(const struct ncf_backend *be)
+{
+	return be->i->device == NCF_DEVICE_CPU;
 }
 
 int ncf_backend_set_state(struct ncf_backend *be, const float *params, const float *m,

@@ -47,14 +47,6 @@ enum ncf_device {
 	NCF_DEVICE_CUDA = 2,
 };
 
-enum ncf_precision {
-	NCF_PRECISION_DEFAULT = 0, /* tf32 on GPUs that have it, fp32 on the CPU */
-	NCF_PRECISION_FP32 = 1,
-	NCF_PRECISION_TF32 = 2,
-	NCF_PRECISION_BF16 = 3,
-	NCF_PRECISION_FP16 = 4,
-};
-
 struct ncf_backend_i; /* the implementation's table: backend_impl.h */
 
 struct ncf_backend {
@@ -64,7 +56,7 @@ struct ncf_backend {
 	struct ncf_hparams hp;
 	struct ncf_dist *dist;	       /* never NULL; (0, 1) without MPI */
 	int threads;		       /* CPU threads to use */
-	enum ncf_precision precision;
+	enum ncf_precision precision;  /* once open, what it computes in (never the default) */
 	uint64_t step;		       /* Adam steps taken */
 	double loss_kept;	       /* losses of steps given no loss_sum (backend.c) */
 	void *impl;		       /* the implementation's state */
@@ -84,10 +76,22 @@ int ncf_backend_open(struct ncf_backend *be, enum ncf_device device, const struc
 /* Release everything (a closed or never opened backend: nothing). */
 void ncf_backend_close(struct ncf_backend *be);
 
-/* The implementation's name ("cpu", "cuda") and its device (NCF_DEVICE_CPU
- * or NCF_DEVICE_CUDA), for logs and for choices such as "fp32 on a CPU". */
+/* The implementation's name ("cpu", "cuda"), for logs. */
 const char *ncf_backend_name(const struct ncf_backend *be);
-enum ncf_device ncf_backend_device(const struct ncf_backend *be);
+/* Does be keep the steps' losses where it computes (a GPU's stay on the
+ * device), so that ncf_backend_train_step given no loss_sum need not wait
+ * for the step?  1 or 0; without, a step with no loss_sum costs the same
+ * as one with it. */
+int ncf_backend_keeps_loss(const struct ncf_backend *be);
+/* Does ncf_backend_host_alloc give page-locked memory (a GPU's), which
+ * get_state and set_state copy at the bus's speed?  1 or 0: plain
+ * memory, no faster than the caller's own. */
+int ncf_backend_pins_host(const struct ncf_backend *be);
+/* Does be compute in host memory on this machine's cores (the cpu
+ * backend)?  1: host memory is its device, what ncf_backend_resident_set
+ * keeps is a host copy (a benchmark's two measurements are the same
+ * work), and the CPU's own rates are its roofline; 0: a device of its own. */
+int ncf_backend_on_host(const struct ncf_backend *be);
 
 /* Load parameters (layout.total floats) and Adam moments (m, v may be NULL:
  * zero); be->step is the step count.  Returns 0 or -1. */
@@ -160,8 +164,5 @@ void ncf_backend_describe(struct ncf_backend *be, FILE *out);
  * module's path, then the CUDA runtime, driver, cuBLAS, NCCL and GPUs it
  * sees; or "cuda\t" and why there is no module to ask.  Opens the module. */
 void ncf_backend_describe_versions(FILE *out);
-
-/* "fp32", "tf32", "bf16", "fp16" or "default". */
-const char *ncf_precision_name(enum ncf_precision p);
 
 #endif

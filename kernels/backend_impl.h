@@ -1,26 +1,28 @@
 /*
- * backend_impl.h - what an implementation of backend.h provides and may
- * use (ggml-backend-impl.h): the table of functions behind the public
- * ncf_backend_* wrappers, and helpers every implementation shares.  Only
+ * backend_impl.h - what an implementation of backend.h provides
+ * (ggml-backend-impl.h): the table of functions behind the public
+ * ncf_backend_* wrappers, where the implementation also answers the tools'
+ * questions (which precisions, whether the loss stays on the device, what
+ * host memory it gives), and a way to open a given implementation.  Only
  * kernels/ and the tests that compare implementations include it; tools
- * use backend.h.
+ * use backend.h.  The implementations call nothing here or in backend.c:
+ * what they share lies below them (common/).
  */
 #ifndef NCF_BACKEND_IMPL_H
 #define NCF_BACKEND_IMPL_H
 
 #include "backend.h"
 
-struct ncf_adam_k; /* ncf_hd.h */
-
 /* One member per operation of backend.h; "(optional)" members may be NULL,
  * and the wrappers in backend.c say what that means, once for everyone. */
 struct ncf_backend_i {
 	/* "cpu", "cuda", "reference" */
 	const char *name;
-	/* NCF_DEVICE_CPU or NCF_DEVICE_CUDA */
+	/* NCF_DEVICE_CPU or NCF_DEVICE_CUDA (ncf_backend_on_host) */
 	enum ncf_device device;
-	/* Allocate for be->shape, be->hp.  Returns 0, -1 (reported), or -3 when
-	 * the device lacks a requested feature (reported). */
+	/* Allocate for be->shape, be->hp, and set be->precision to what it
+	 * computes in (the default resolved).  Returns 0, -1 (reported), or -3
+	 * when the device lacks a requested feature (reported). */
 	int (*init)(struct ncf_backend *be);
 	/* Release everything init and later calls allocated (also after a
 	 * failed init). */
@@ -59,12 +61,17 @@ struct ncf_backend_i {
 	 * the host copy with score */
 	int (*score_resident)(struct ncf_backend *be, size_t n, float *out);
 	/* (optional) ncf_backend_take_loss; then train_step takes a NULL
-	 * loss_sum and keeps the loss itself */
+	 * loss_sum and keeps the loss itself (ncf_backend_keeps_loss) */
 	int (*take_loss)(struct ncf_backend *be, double *loss_sum);
 	/* (optional, both or neither) ncf_backend_host_alloc/_free: NULL gives
-	 * malloc'd memory */
+	 * malloc'd memory (ncf_backend_pins_host) */
 	void *(*host_alloc)(struct ncf_backend *be, size_t bytes);
 	void (*host_free)(struct ncf_backend *be, void *p);
+	/* (optional) Before init, in ncf_backend_open: may the implementation
+	 * compute in *p?  0: yes, or, the device not named, in what it sets *p
+	 * to after a warning; -3 after reporting, the device named.  NULL:
+	 * every precision */
+	int (*precision)(enum ncf_precision *p, int named);
 };
 
 /* The fast cpu backend (kernels/cpu/) and the plain reference it is tested
@@ -82,16 +89,7 @@ int ncf_backend_open_impl(struct ncf_backend *be, const struct ncf_backend_i *im
 			  const struct ncf_shape *s, const struct ncf_hparams *hp,
 			  enum ncf_precision precision, int threads, struct ncf_dist *dist);
 
-/*
- * The samples of an epoch, S = positives * (1 + negatives), after checking
- * that positions [first, first + n) lie inside it (the permutation is
- * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
- * backend).
- */
-uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n);
-
-/* Adam constants for the step-th update (1-based). */
-void ncf_adam_constants(const struct ncf_hparams *hp, uint64_t step, struct ncf_adam_k *k);
+/* What the implementations share of a step (the epoch's samples and
+ * Adam's constants) is below them, in common/model.h. */
 
 #endif

@@ -26,13 +26,6 @@
 #include "err.h"
 #include "ncf_hd.h"
 
-const char *infer_precision_name(const struct ncf_backend *be)
-{
-	if (be->precision == NCF_PRECISION_DEFAULT && ncf_backend_device(be) == NCF_DEVICE_CPU)
-		return "fp32";
-	return ncf_precision_name(be->precision);
-}
-
 struct stats {
 	double mean, p90, p95, p99;
 };
@@ -111,14 +104,24 @@ static int probabilities(const float *out, size_t n, const char *what)
 	return 0;
 }
 
+/* How every batch size is measured: warmup untimed and iterations timed
+ * passes, pairs from seed, the latencies into lat (iterations). */
+struct plan {
+	int warmup, iterations;
+	uint64_t seed;
+	double *lat;
+};
+
 /* Both measurements of batch size n (pairs drawn for size index s). */
-static int bench_size(struct ncf_backend *be, size_t n, int s, int warmup, int iterations,
-		      uint64_t seed, double *lat, struct stats *dev, struct stats *host)
+static int bench_size(struct ncf_backend *be, const struct plan *pl, size_t n, int s,
+		      struct stats *dev, struct stats *host)
 {
+	int warmup = pl->warmup, iterations = pl->iterations;
+	double *lat = pl->lat;
 	uint32_t *u = ncf_xmalloc(n * sizeof *u), *it = ncf_xmalloc(n * sizeof *it);
 	float *out = ncf_xmalloc(n * sizeof *out);
 	for (size_t j = 0; j < n; j++) {
-		ncf_u32x4 r = ncf_rng(seed, NCF_RNG_BENCH, (uint32_t)s, j, 0);
+		ncf_u32x4 r = ncf_rng(pl->seed, NCF_RNG_BENCH, (uint32_t)s, j, 0);
 		u[j] = ncf_uniform_below(r.v[0], be->shape.users);
 		it[j] = ncf_uniform_below(r.v[1], be->shape.items);
 	}
@@ -147,18 +150,19 @@ int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int wa
 	if (json)
 		printf("{\"device\": \"%s\", \"precision\": \"%s\", \"warmup\": %d, \"iterations\": "
 		       "%d, \"results\": [",
-		       ncf_backend_name(be), infer_precision_name(be),
+		       ncf_backend_name(be), ncf_precision_name(be->precision),
 		       warmup, iterations);
 	else
 		printf("batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\t"
 		       "latency_p99\thost_throughput_avg\thost_latency_avg\thost_latency_p90\t"
 		       "host_latency_p95\thost_latency_p99\n");
-	double *lat = ncf_xmalloc((size_t)iterations * sizeof *lat);
+	struct plan pl = {warmup, iterations, seed,
+			  ncf_xmalloc((size_t)iterations * sizeof *pl.lat)};
 	int rc = 0;
 	for (int s = 0; s < nsizes && rc == 0; s++) {
 		size_t n = (size_t)sizes[s];
 		struct stats d, h;
-		rc = bench_size(be, n, s, warmup, iterations, seed, lat, &d, &h);
+		rc = bench_size(be, &pl, n, s, &d, &h);
 		if (rc != 0)
 			break;
 		if (json)
@@ -177,6 +181,6 @@ int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int wa
 	}
 	if (json && rc == 0)
 		printf("]}\n");
-	free(lat);
+	free(pl.lat);
 	return rc;
 }

@@ -18,8 +18,4 @@
 int infer_bench(struct ncf_backend *be, const int64_t *sizes, int nsizes, int warmup,
 		    int iterations, int json, uint64_t seed);
 
-/* The precision be computes in, for the benchmark's reports: the one
- * asked for; fp32 for the CPU's default, "default" for a GPU's. */
-const char *infer_precision_name(const struct ncf_backend *be);
-
 #endif

@@ -165,31 +165,32 @@ struct graph {
 	size_t n_init;
 };
 
-/* Add a node: op (in domain, "" the default) from inputs to one output;
- * up to 4 attributes, NULL-terminated. */
-static void add_node(struct graph *g, const char *op, const char *domain, const char *out,
-		     const char *in0, const char *in1, const char *in2,
-		     Onnx__AttributeProto *a0, Onnx__AttributeProto *a1, Onnx__AttributeProto *a2,
-		     Onnx__AttributeProto *a3)
+/* One node: op (in domain; NULL: the default, "") from up to three inputs
+ * to one output, with up to four attributes; the unused ones NULL. */
+struct node {
+	const char *op, *domain, *out;
+	const char *in[3];
+	Onnx__AttributeProto *attr[4];
+};
+
+static void add_node(struct graph *g, const struct node *nd)
 {
 	struct arena *a = g->a;
 	Onnx__NodeProto *n = anew(a, sizeof *n);
 	onnx__node_proto__init(n);
 	char name[64];
-	snprintf(name, sizeof name, "%s_%zu", op, g->n_node);
+	snprintf(name, sizeof name, "%s_%zu", nd->op, g->n_node);
 	n->name = astr(a, name);
-	n->op_type = astr(a, op);
-	n->domain = astr(a, domain);
-	const char *ins[3] = {in0, in1, in2};
+	n->op_type = astr(a, nd->op);
+	n->domain = astr(a, nd->domain ? nd->domain : "");
 	n->input = anew(a, 3 * sizeof *n->input);
-	for (int k = 0; k < 3 && ins[k]; k++)
-		n->input[n->n_input++] = astr(a, ins[k]);
+	for (int k = 0; k < 3 && nd->in[k]; k++)
+		n->input[n->n_input++] = astr(a, nd->in[k]);
 	n->output = anew(a, sizeof *n->output);
-	n->output[n->n_output++] = astr(a, out);
-	Onnx__AttributeProto *as[4] = {a0, a1, a2, a3};
+	n->output[n->n_output++] = astr(a, nd->out);
 	n->attribute = anew(a, 4 * sizeof *n->attribute);
-	for (int k = 0; k < 4 && as[k]; k++)
-		n->attribute[n->n_attribute++] = as[k];
+	for (int k = 0; k < 4 && nd->attr[k]; k++)
+		n->attribute[n->n_attribute++] = nd->attr[k];
 	g->node[g->n_node++] = n;
 }
 
@@ -232,12 +233,16 @@ static void add_encoders(struct graph *g, const char *input, const uint32_t *ids
 	char row[32], nan[32];
 	snprintf(row, sizeof row, "%s_row", input);
 	snprintf(nan, sizeof nan, "%s_nan", input);
-	add_node(g, "LabelEncoder", "ai.onnx.ml", row, input, NULL, NULL,
-		 attr_ints(a, "keys_int64s", keys, n), attr_ints(a, "values_int64s", rows, n),
-		 attr_int(a, "default_int64", 0), NULL);
-	add_node(g, "LabelEncoder", "ai.onnx.ml", nan, input, NULL, NULL,
-		 attr_ints(a, "keys_int64s", keys, n), attr_floats(a, "values_floats", zeros, n),
-		 attr_float(a, "default_float", NAN), NULL);
+	add_node(g, &(struct node){.op = "LabelEncoder", .domain = "ai.onnx.ml", .out = row,
+				   .in = {input},
+				   .attr = {attr_ints(a, "keys_int64s", keys, n),
+					    attr_ints(a, "values_int64s", rows, n),
+					    attr_int(a, "default_int64", 0)}});
+	add_node(g, &(struct node){.op = "LabelEncoder", .domain = "ai.onnx.ml", .out = nan,
+				   .in = {input},
+				   .attr = {attr_ints(a, "keys_int64s", keys, n),
+					    attr_floats(a, "values_floats", zeros, n),
+					    attr_float(a, "default_float", NAN)}});
 }
 
 static Onnx__TensorProto *weights(struct graph *g, const char *name, const float *p, int64_t d0,
@@ -304,17 +309,21 @@ static void build_neumf(struct graph *g, const struct ncf_model *m,
 	weights(g, "mf_item_embed.weight", p + L->gmf_item, I, F);
 	weights(g, "mlp_user_embed.weight", p + L->mlp_user, U, M);
 	weights(g, "mlp_item_embed.weight", p + L->mlp_item, I, M);
-	add_node(g, "Gather", "", "mf_user", "mf_user_embed.weight", "user_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(g, "Gather", "", "mf_item", "mf_item_embed.weight", "item_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(g, "Mul", "", "gmf", "mf_user", "mf_item", NULL, NULL, NULL, NULL, NULL);
-	add_node(g, "Gather", "", "mlp_user", "mlp_user_embed.weight", "user_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(g, "Gather", "", "mlp_item", "mlp_item_embed.weight", "item_row", NULL,
-		 attr_int(a, "axis", 0), NULL, NULL, NULL);
-	add_node(g, "Concat", "", "h_0", "mlp_user", "mlp_item", NULL, attr_int(a, "axis", 1), NULL,
-		 NULL, NULL);
+	add_node(g, &(struct node){.op = "Gather", .out = "mf_user",
+				   .in = {"mf_user_embed.weight", "user_row"},
+				   .attr = {attr_int(a, "axis", 0)}});
+	add_node(g, &(struct node){.op = "Gather", .out = "mf_item",
+				   .in = {"mf_item_embed.weight", "item_row"},
+				   .attr = {attr_int(a, "axis", 0)}});
+	add_node(g, &(struct node){.op = "Mul", .out = "gmf", .in = {"mf_user", "mf_item"}});
+	add_node(g, &(struct node){.op = "Gather", .out = "mlp_user",
+				   .in = {"mlp_user_embed.weight", "user_row"},
+				   .attr = {attr_int(a, "axis", 0)}});
+	add_node(g, &(struct node){.op = "Gather", .out = "mlp_item",
+				   .in = {"mlp_item_embed.weight", "item_row"},
+				   .attr = {attr_int(a, "axis", 0)}});
+	add_node(g, &(struct node){.op = "Concat", .out = "h_0", .in = {"mlp_user", "mlp_item"},
+				   .attr = {attr_int(a, "axis", 1)}});
 	for (uint32_t k = 1; k < s->n_layers; k++) {
 		char w[32], b[32];
 		snprintf(w, sizeof w, "mlp.%u.weight", k - 1);
@@ -324,22 +333,24 @@ static void build_neumf(struct graph *g, const struct ncf_model *m,
 		snprintf(in, sizeof in, "h_%u", k - 1);
 		snprintf(name, sizeof name, "z_%u", k);
 		snprintf(out, sizeof out, "h_%u", k);
-		add_node(g, "Gemm", "", name, in, w, b, attr_int(a, "transB", 1), NULL, NULL, NULL);
-		add_node(g, "Relu", "", out, name, NULL, NULL, NULL, NULL, NULL, NULL);
+		add_node(g, &(struct node){.op = "Gemm", .out = name, .in = {in, w, b},
+					   .attr = {attr_int(a, "transB", 1)}});
+		add_node(g, &(struct node){.op = "Relu", .out = out, .in = {name}});
 	}
-	add_node(g, "Concat", "", "head_in", "gmf", out, NULL, attr_int(a, "axis", 1), NULL, NULL,
-		 NULL);
+	add_node(g, &(struct node){.op = "Concat", .out = "head_in", .in = {"gmf", out},
+				   .attr = {attr_int(a, "axis", 1)}});
 	weights(g, "final.weight", p + L->head_w, 1, F + ncf_shape_last(s));
 	weights(g, "final.bias", p + L->head_b, 1, 0);
-	add_node(g, "Gemm", "", "logit_2d", "head_in", "final.weight", "final.bias",
-		 attr_int(a, "transB", 1), NULL, NULL, NULL);
+	add_node(g, &(struct node){.op = "Gemm", .out = "logit_2d",
+				   .in = {"head_in", "final.weight", "final.bias"},
+				   .attr = {attr_int(a, "transB", 1)}});
 	static const int64_t minus_one = -1, one = 1;
 	g->init[g->n_init++] = tensor(a, "flat", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &one, 1,
 				      &minus_one, sizeof minus_one);
-	add_node(g, "Reshape", "", "logit", "logit_2d", "flat", NULL, NULL, NULL, NULL, NULL);
-	add_node(g, "Sigmoid", "", "score", "logit", NULL, NULL, NULL, NULL, NULL, NULL);
-	add_node(g, "Add", "", "score_u", "score", "user_nan", NULL, NULL, NULL, NULL, NULL);
-	add_node(g, "Add", "", "probability", "score_u", "item_nan", NULL, NULL, NULL, NULL, NULL);
+	add_node(g, &(struct node){.op = "Reshape", .out = "logit", .in = {"logit_2d", "flat"}});
+	add_node(g, &(struct node){.op = "Sigmoid", .out = "score", .in = {"logit"}});
+	add_node(g, &(struct node){.op = "Add", .out = "score_u", .in = {"score", "user_nan"}});
+	add_node(g, &(struct node){.op = "Add", .out = "probability", .in = {"score_u", "item_nan"}});
 }
 
 /* The graph of g's nodes: its name, inputs (user, item) and output

@@ -296,7 +296,7 @@ static int run_bench(const struct infer_opts *o, const struct infer_model *m,
 		 "latency in seconds; pairs on the device (NVIDIA's inference.py), then "
 		 "host to host (host_*)",
 		 o->random ? "random ml-20m-sized" : o->model_path, m->shape.users, m->shape.items,
-		 ncf_backend_name(be), infer_precision_name(be), nth, nth == 1 ? "" : "s",
+		 ncf_backend_name(be), ncf_precision_name(be->precision), nth, nth == 1 ? "" : "s",
 		 o->warmup, o->iterations);
 	return infer_bench(be, o->sizes, o->nsizes, o->warmup, o->iterations, o->json,
 			       o->seed);

@@ -19,8 +19,27 @@
  *    replacement, redrawn while they hit a training positive of the user,
  *    for at most NCF_EVAL_MAX_TRIES draws (a user who rated nearly every
  *    item keeps the last draw).
- * Nothing here depends on the number of threads: users are independent and
- * every random number is addressed by (seed, user, k, attempt).
+ *
+ * Each rule is said once, for one user: feed_add (repeats), user_kept
+ * (--min-ratings), index_items (the order of the items kept),
+ * leave_one_out (the test positive, ties), write_split (the training
+ * items, test-only users) and user_negatives (the evaluation negatives);
+ * protocol_user applies steps 2-4 to a user.  The rows reach them two
+ * ways, both in two passes over the users (the first counts each user's
+ * distinct items, the second splits it):
+ *  - in memory (prep_protocol_run): the rows grouped by user and ordered
+ *    (prep_rows_order), each user fed from them, users in parallel;
+ *  - spilled (prep_protocol_run_spilled): the runs merged back in (user,
+ *    timestamp, row) order (spill.h), each user fed from the stream as it
+ *    comes, and split in batches that hold a share of the budget, so that
+ *    memory stays bounded whatever the input.
+ * A split given with the data would be a third way in: its training rows
+ * fed to a user as here, its test positive given in the place of
+ * leave_one_out's, then write_split, its candidates in the place of
+ * user_negatives' draw.
+ * Nothing here depends on the number of threads: users are independent,
+ * counters are sums of integers, and every random number is addressed by
+ * (seed, user, k, attempt).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,195 +57,406 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The rows regrouped by user while the protocol runs: user u's rows are
- * order[start[u] .. start[u + 1]), the first kept[u] of them its distinct
- * interactions in time order after step 2.  U0, I0: the users and items
- * of the rows; user_new, item_new: their final indices (UINT32_MAX:
- * dropped). */
+/* ---- one user: the rules ------------------------------------------------- */
+
+/* One user's history as the rules read it: its distinct items in
+ * (timestamp, row) order, each at its earliest row (feed_add), and the
+ * timestamps of the last two (the tie rule reads no others). */
+struct history {
+	uint32_t user;	      /* index among the rows' users */
+	uint32_t len;	      /* distinct items, at least 1 */
+	uint64_t rows;	      /* the rows they came from, repeats included */
+	const uint32_t *item; /* (len) indices among the rows' items */
+	int64_t ts_last;      /* the timestamp of item[len - 1] */
+	int64_t ts_before;    /* of item[len - 2], when len >= 2 */
+};
+
+/* A user's rows fed one at a time in (timestamp, row) order (feed_begin,
+ * feed_add), into its history.  seen (I0) is the feeder's own: seen[i] ==
+ * user + 1 when item i is the user's; with first rows asked for, slot[i]
+ * is its place in the history and first_row[k] the first row of the file
+ * that item k has among the user's rows. */
+struct feed {
+	struct history h;
+	uint32_t *item, *first_row;
+	size_t cap;
+	uint32_t *seen, *slot; /* (I0 + 1); slot NULL: no first rows */
+};
+
+static void feed_init(struct feed *f, uint32_t I0, int first_rows)
+{
+	memset(f, 0, sizeof *f);
+	f->seen = ncf_xcalloc((size_t)I0 + 1, sizeof *f->seen);
+	if (first_rows)
+		f->slot = ncf_xmalloc(((size_t)I0 + 1) * sizeof *f->slot);
+}
+
+static void feed_free(struct feed *f)
+{
+	free(f->seen);
+	free(f->slot);
+	free(f->item);
+	free(f->first_row);
+	memset(f, 0, sizeof *f);
+}
+
+static void feed_begin(struct feed *f, uint32_t user)
+{
+	f->h = (struct history){.user = user};
+}
+
+/* 2. One row of the user: a repeated item keeps its earliest row (the
+ * first fed) and is counted among the rows only. */
+static void feed_add(struct feed *f, uint32_t item, int64_t ts, uint32_t row)
+{
+	struct history *h = &f->h;
+	h->rows++;
+	if (f->seen[item] == h->user + 1) {
+		if (f->slot && row < f->first_row[f->slot[item]])
+			f->first_row[f->slot[item]] = row;
+		return;
+	}
+	if (h->len == f->cap) {
+		f->cap = f->cap ? 2 * f->cap : 1024;
+		f->item = ncf_xrealloc(f->item, f->cap * sizeof *f->item);
+		if (f->slot)
+			f->first_row = ncf_xrealloc(f->first_row, f->cap * sizeof *f->first_row);
+	}
+	f->seen[item] = h->user + 1;
+	if (f->slot) {
+		f->slot[item] = h->len;
+		f->first_row[h->len] = row;
+	}
+	f->item[h->len++] = item;
+	h->item = f->item;
+	h->ts_before = h->ts_last;
+	h->ts_last = ts;
+}
+
+/* 3. --min-ratings: is a user of len distinct items kept? */
+static int user_kept(uint32_t len, uint32_t min_ratings)
+{
+	return len >= min_ratings;
+}
+
+/* 4. The training positives of a user of len distinct items: all but the
+ * one left out. */
+static uint32_t train_count(uint32_t len)
+{
+	return len - 1;
+}
+
+/* What the rules need besides a user's rows: the final indices
+ * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives. */
+struct rules {
+	const uint32_t *user_new, *item_new;
+	uint32_t items;
+	uint32_t negatives; /* N per user */
+	uint64_t seed;
+};
+
+/* Where users first .. go: user nu's test positive to test[j], its
+ * training items to train[offsets[j] ..], j = nu - first. */
+struct split_out {
+	uint32_t first;
+	const int64_t *offsets;
+	uint32_t *test, *train;
+};
+
+/* The protocol's counters, summed over users. */
+struct counts {
+	uint64_t duplicates, ties, test_only;
+};
+
+static void counts_add(struct counts *to, const struct counts *n)
+{
+	to->duplicates += n->duplicates;
+	to->ties += n->ties;
+	to->test_only += n->test_only;
+}
+
+/* 5. The N evaluation negatives of user u (a final index) into out,
+ * given its training items row (len, ascending). */
+static void user_negatives(const uint32_t *row, int64_t len, uint64_t u, const struct rules *x,
+			   uint32_t *out)
+{
+	uint32_t N = x->negatives;
+	for (uint32_t k = 0; k < N; k++) {
+		uint64_t idx = u * N + k;
+		uint32_t it = 0;
+		for (uint32_t a = 0; a < NCF_EVAL_MAX_TRIES; a++) {
+			ncf_u32x4 x4 = ncf_rng(x->seed, NCF_RNG_EVAL_NEG, a, idx, 0);
+			it = ncf_uniform_below(x4.v[0], x->items);
+			if (!ncf_row_has(row, len, it))
+				break;
+		}
+		out[k] = it;
+	}
+}
+
+/* A user's split: its training items and its test positive, indices
+ * among the rows' items. */
+struct split {
+	const uint32_t *train; /* (n_train), any order */
+	uint32_t n_train;
+	uint32_t test;
+};
+
+/* 4. Leave one out: the last of h's history is the test positive, a tie
+ * (counted in n) when the one before it has the same timestamp; the
+ * others, train_count(h->len) of them, train. */
+static struct split leave_one_out(const struct history *h, struct counts *n)
+{
+	uint32_t last = h->len - 1;
+	n->ties += last >= 1 && h->ts_last == h->ts_before;
+	return (struct split){h->item, train_count(h->len), h->item[last]};
+}
+
+/* 4. User nu's split into out in final indices, its training items in
+ * ascending order; a user with none is counted test-only.  Step 5
+ * (user_negatives) draws against those training items. */
+static void write_split(const struct split *sp, uint32_t nu, const struct rules *x,
+			const struct split_out *out, struct counts *n)
+{
+	uint32_t j = nu - out->first;
+	n->test_only += sp->n_train == 0;
+	uint32_t *train = out->train + out->offsets[j];
+	for (uint32_t k = 0; k < sp->n_train; k++)
+		train[k] = x->item_new[sp->train[k]];
+	qsort(train, sp->n_train, sizeof *train, cmp_u32);
+	out->test[j] = x->item_new[sp->test];
+}
+
+/* Steps 2-4 for one user whose rows came in by either way: its repeats
+ * counted; when --min-ratings kept it, its leave-one-out split into out.
+ * A split given with the data would come in beside this: its training
+ * rows fed (feed_add: repeats), its test positive given, then write_split,
+ * and its candidates in place of user_negatives' draw. */
+static void protocol_user(const struct history *h, const struct rules *x,
+			  const struct split_out *out, struct counts *n)
+{
+	n->duplicates += h->rows - h->len;
+	uint32_t nu = x->user_new[h->user];
+	if (nu == UINT32_MAX)
+		return;
+	struct split sp = leave_one_out(h, n);
+	write_split(&sp, nu, x, out, n);
+}
+
+/* ---- what both ways share: the grouping, the indices, the ids ------------- */
+
+/* The users and items of the rows as the protocol runs: U0, I0 of them;
+ * distinct[u] user u's distinct items (pass 1); user_new, item_new their
+ * final indices (UINT32_MAX: dropped). */
 struct grouping {
 	uint32_t U0, I0;
-	uint32_t *start;    /* (U0 + 1) */
-	uint32_t *order;    /* (n) row numbers */
-	uint32_t *kept;	    /* (U0) */
-	uint32_t *user_new; /* (U0) */
-	uint32_t *item_new; /* (I0) */
+	uint32_t *distinct; /* (U0 + 1) */
+	uint32_t *user_new; /* (U0 + 1) */
+	uint32_t *item_new; /* (I0 + 1) */
 };
+
+static void grouping_init(struct grouping *g, uint32_t U0, uint32_t I0)
+{
+	g->U0 = U0;
+	g->I0 = I0;
+	g->distinct = ncf_xcalloc((size_t)U0 + 1, sizeof *g->distinct);
+	g->user_new = ncf_xmalloc(((size_t)U0 + 1) * sizeof *g->user_new);
+	g->item_new = ncf_xmalloc(((size_t)I0 + 1) * sizeof *g->item_new);
+}
 
 static void grouping_free(struct grouping *g)
 {
-	free(g->start);
-	free(g->order);
-	free(g->kept);
+	free(g->distinct);
 	free(g->user_new);
 	free(g->item_new);
 }
 
-/* 1. Group rows by user, each user's rows in order of (timestamp, row). */
-static void group_by_user(const struct prep_rows *r, struct grouping *g)
-{
-	g->start = ncf_xmalloc(((size_t)g->U0 + 1) * sizeof *g->start);
-	g->order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *g->order);
-	prep_rows_order(r, 0, g->U0, g->start, g->order);
-}
-
-/* 2. Per user: drop repeated items (keep the earliest), count what is
- * left.  Returns the duplicates dropped. */
-static uint64_t dedup(const struct prep_rows *r, struct grouping *g)
-{
-	const uint32_t U0 = g->U0, I0 = g->I0;
-	uint32_t *start = g->start, *order = g->order;
-	uint32_t *kept = g->kept = ncf_xmalloc((size_t)U0 * sizeof *g->kept);
-	uint64_t dups = 0;
-#pragma omp parallel reduction(+ : dups)
-	{
-		uint32_t *stamp = ncf_xcalloc(I0, sizeof *stamp);
-#pragma omp for schedule(dynamic, 256)
-		for (int64_t u = 0; u < (int64_t)U0; u++) {
-			uint32_t *row = order + start[u];
-			size_t len = start[u + 1] - start[u];
-			uint32_t tag = (uint32_t)u + 1, w = 0;
-			for (size_t k = 0; k < len; k++) {
-				uint32_t it = r->item[row[k]];
-				if (stamp[it] == tag)
-					continue;
-				stamp[it] = tag;
-				row[w++] = row[k];
-			}
-			kept[u] = w;
-			dups += len - w;
-		}
-		free(stamp);
-	}
-	return dups;
-}
-
-/* 3. --min-ratings: the users with at least min distinct items, in
- * index order, into user_new (UINT32_MAX: dropped); *ratings_dropped
- * gets their items.  Returns the users kept, or 0 after reporting that
- * none is. */
-static uint32_t keep_users(const uint32_t *kept, uint32_t U0, uint32_t min, uint32_t *user_new,
-			   uint64_t *ratings_dropped)
+/* 3. --min-ratings: the users kept, in index order, into user_new and
+ * c's users, users_dropped, ratings_dropped.  Returns 0, or -1 after
+ * reporting that none is. */
+static int keep_users(struct grouping *g, uint32_t min_ratings, struct ncf_cache *c)
 {
 	uint32_t U = 0;
-	*ratings_dropped = 0;
-	for (uint32_t u = 0; u < U0; u++) {
-		if (kept[u] >= min) {
-			user_new[u] = U++;
+	uint64_t ratings_dropped = 0;
+	for (uint32_t u = 0; u < g->U0; u++) {
+		if (user_kept(g->distinct[u], min_ratings)) {
+			g->user_new[u] = U++;
 		} else {
-			user_new[u] = UINT32_MAX;
-			*ratings_dropped += kept[u]; /* duplicates are counted once, above */
+			g->user_new[u] = UINT32_MAX;
+			ratings_dropped += g->distinct[u]; /* duplicates are counted once, apart */
 		}
 	}
-	if (U == 0)
-		ncf_error("no user has %u or more ratings (--min-ratings)", min);
-	return U;
-}
-
-/* The sizes, --min-ratings counters and id maps of c, from the final
- * indices of g's users and items (U, I of them) and the rows' maps. */
-static void set_ids(const struct grouping *g, uint32_t U, uint32_t I, uint64_t ratings_dropped,
-		    const struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
-{
+	if (U == 0) {
+		ncf_error("no user has %u or more ratings (--min-ratings)", min_ratings);
+		return -1;
+	}
 	c->users = U;
-	c->items = I;
 	c->users_dropped = g->U0 - U;
 	c->ratings_dropped = ratings_dropped;
-	c->items_dropped = g->I0 - I;
-	c->min_ratings = o->min_ratings;
-	c->user_ids = ncf_xmalloc((size_t)U * sizeof *c->user_ids);
-	c->item_ids = ncf_xmalloc((size_t)I * sizeof *c->item_ids);
-	for (uint32_t u = 0; u < g->U0; u++)
-		if (g->user_new[u] != UINT32_MAX)
-			c->user_ids[g->user_new[u]] = r->user_ids[u];
-	for (uint32_t i = 0; i < g->I0; i++)
-		if (g->item_new[i] != UINT32_MAX)
-			c->item_ids[g->item_new[i]] = r->item_ids[i];
-}
-
-/* Items keep their indices (no user was dropped). */
-static uint32_t same_items(uint32_t *item_new, uint32_t I0)
-{
-	for (uint32_t i = 0; i < I0; i++)
-		item_new[i] = i;
-	return I0;
-}
-
-/* 3. --min-ratings, then final indices by first appearance among the
- * rows kept; sizes, counters and id maps into c.  Returns 0, or -1 when
- * no user is left (reported). */
-static int reindex(const struct prep_rows *r, const struct prep_protocol_opts *o,
-		   struct grouping *g, struct ncf_cache *c)
-{
-	const uint32_t U0 = g->U0, I0 = g->I0;
-	uint32_t *user_new = g->user_new = ncf_xmalloc((size_t)U0 * sizeof *g->user_new);
-	uint64_t ratings_dropped;
-	uint32_t U = keep_users(g->kept, U0, o->min_ratings, user_new, &ratings_dropped);
-	if (U == 0)
-		return -1;
-	uint32_t *item_new = g->item_new = ncf_xmalloc((size_t)I0 * sizeof *g->item_new);
-	uint32_t I = 0;
-	if (U == U0) {
-		I = same_items(item_new, I0);
-	} else {
-		for (uint32_t i = 0; i < I0; i++)
-			item_new[i] = UINT32_MAX;
-		for (size_t k = 0; k < r->n; k++)
-			if (user_new[r->user[k]] != UINT32_MAX && item_new[r->item[k]] == UINT32_MAX)
-				item_new[r->item[k]] = I++;
-	}
-	set_ids(g, U, I, ratings_dropped, r, o, c);
 	return 0;
 }
 
-/* 4. One user's leave-one-out, from its len >= 1 distinct items in time
- * order, item[row[k]] for k < len: the last is the test positive
- * (returned, as a final index), the others go to dst (len - 1) as final
- * indices in ascending order. */
-static uint32_t split_user(const uint32_t *item, const uint32_t *row, uint32_t len,
-			   const uint32_t *item_new, uint32_t *dst)
+struct by_row {
+	uint32_t row, item;
+};
+
+static int cmp_by_row(const void *a, const void *b)
 {
-	for (uint32_t k = 0; k + 1 < len; k++)
-		dst[k] = item_new[item[row[k]]];
-	qsort(dst, len - 1, sizeof *dst, cmp_u32);
-	return item_new[item[row[len - 1]]];
+	uint32_t x = ((const struct by_row *)a)->row, y = ((const struct by_row *)b)->row;
+	return (x > y) - (x < y);
 }
 
-/* 4. Leave-one-out: the last interaction is the test positive, the rest
- * become the training CSR, sorted by item. */
-static void leave_one_out(const struct prep_rows *r, const struct grouping *g, struct ncf_cache *c)
+/* 3. The items kept, indexed in order of first appearance among the rows
+ * kept, into item_new and c's items, items_dropped: first_row[i] is item
+ * i's first row among the users kept (UINT32_MAX: none); NULL when every
+ * user is kept, and the items keep their indices (given in that order). */
+static void index_items(struct grouping *g, const uint32_t *first_row, struct ncf_cache *c)
 {
-	const uint32_t U0 = g->U0, U = c->users;
-	const uint32_t *start = g->start, *order = g->order, *kept = g->kept;
-	const uint32_t *user_new = g->user_new, *item_new = g->item_new;
-	c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
-	c->test_items = ncf_xmalloc((size_t)U * sizeof *c->test_items);
-	c->offsets[0] = 0;
-	uint64_t test_only = 0;
-	for (uint32_t u = 0; u < U0; u++) {
-		uint32_t nu = user_new[u];
-		if (nu == UINT32_MAX)
-			continue;
-		c->offsets[nu + 1] = c->offsets[nu] + (int64_t)kept[u] - 1;
-		test_only += kept[u] == 1;
+	uint32_t n = 0;
+	if (!first_row) {
+		for (uint32_t i = 0; i < g->I0; i++)
+			g->item_new[i] = i;
+		n = g->I0;
+	} else {
+		struct by_row *v = ncf_xmalloc(((size_t)g->I0 + 1) * sizeof *v);
+		for (uint32_t i = 0; i < g->I0; i++) {
+			g->item_new[i] = UINT32_MAX;
+			if (first_row[i] != UINT32_MAX)
+				v[n++] = (struct by_row){first_row[i], i};
+		}
+		qsort(v, n, sizeof *v, cmp_by_row);
+		for (uint32_t k = 0; k < n; k++)
+			g->item_new[v[k].item] = k;
+		free(v);
 	}
+	c->items = n;
+	c->items_dropped = g->I0 - n;
+}
+
+/* c's id maps and protocol settings, from the final indices of g and the
+ * rows' maps (ids). */
+static void set_ids(const struct grouping *g, const struct prep_rows *ids,
+		    const struct prep_protocol_opts *o, struct ncf_cache *c)
+{
+	c->min_ratings = o->min_ratings;
+	c->eval_negatives = o->eval_negatives;
+	c->seed = o->seed;
+	c->user_ids = ncf_xmalloc((size_t)c->users * sizeof *c->user_ids);
+	c->item_ids = ncf_xmalloc((size_t)c->items * sizeof *c->item_ids);
+	for (uint32_t u = 0; u < g->U0; u++)
+		if (g->user_new[u] != UINT32_MAX)
+			c->user_ids[g->user_new[u]] = ids->user_ids[u];
+	for (uint32_t i = 0; i < g->I0; i++)
+		if (g->item_new[i] != UINT32_MAX)
+			c->item_ids[g->item_new[i]] = ids->item_ids[i];
+}
+
+static struct rules rules_of(const struct grouping *g, const struct prep_protocol_opts *o,
+			     const struct ncf_cache *c)
+{
+	return (struct rules){.user_new = g->user_new,
+			      .item_new = g->item_new,
+			      .items = c->items,
+			      .negatives = o->eval_negatives,
+			      .seed = o->seed};
+}
+
+/* ---- in memory ------------------------------------------------------------ */
+
+/* The rows grouped by user: user u's rows are order[start[u] ..
+ * start[u + 1]), in (timestamp, row) order. */
+struct by_user {
+	uint32_t *start; /* (U0 + 1) */
+	uint32_t *order; /* (n) row numbers */
+};
+
+/* User u's rows into f. */
+static void feed_rows(struct feed *f, const struct prep_rows *r, const struct by_user *b,
+		      uint32_t u)
+{
+	feed_begin(f, u);
+	for (uint32_t k = b->start[u]; k < b->start[u + 1]; k++) {
+		uint32_t row = b->order[k];
+		feed_add(f, r->item[row], r->ts[row], row);
+	}
+}
+
+/* Pass 1: each user's distinct items into g->distinct. */
+static void count_rows(const struct prep_rows *r, const struct by_user *b, struct grouping *g)
+{
+#pragma omp parallel
+	{
+		struct feed f;
+		feed_init(&f, g->I0, 0);
+#pragma omp for schedule(dynamic, 256)
+		for (int64_t u = 0; u < (int64_t)g->U0; u++) {
+			feed_rows(&f, r, b, (uint32_t)u);
+			g->distinct[u] = f.h.len;
+		}
+		feed_free(&f);
+	}
+}
+
+/* Each item's first row among the users kept (UINT32_MAX: none), by
+ * reading the rows in file order. */
+static uint32_t *first_rows(const struct prep_rows *r, const struct grouping *g)
+{
+	uint32_t *first_row = ncf_xmalloc(((size_t)g->I0 + 1) * sizeof *first_row);
+	memset(first_row, 0xff, ((size_t)g->I0 + 1) * sizeof *first_row);
+	for (size_t k = 0; k < r->n; k++)
+		if (g->user_new[r->user[k]] != UINT32_MAX && first_row[r->item[k]] == UINT32_MAX)
+			first_row[r->item[k]] = (uint32_t)k;
+	return first_row;
+}
+
+/* Pass 2: every user split into c's CSR and test items. */
+static void split_rows(const struct prep_rows *r, const struct by_user *b,
+		       const struct grouping *g, const struct prep_protocol_opts *o,
+		       struct ncf_cache *c)
+{
+	const uint32_t U = c->users;
+	c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
+	c->offsets[0] = 0;
+	for (uint32_t u = 0; u < g->U0; u++)
+		if (g->user_new[u] != UINT32_MAX)
+			c->offsets[g->user_new[u] + 1] =
+				c->offsets[g->user_new[u]] + train_count(g->distinct[u]);
 	c->train_positives = c->offsets[U];
-	c->test_only_users = test_only;
 	c->train_items = ncf_xmalloc((size_t)(c->train_positives ? c->train_positives : 1) *
 				     sizeof *c->train_items);
-	uint64_t ties = 0;
-#pragma omp parallel for schedule(dynamic, 256) reduction(+ : ties)
-	for (int64_t u = 0; u < (int64_t)U0; u++) {
-		uint32_t nu = user_new[u];
-		if (nu == UINT32_MAX)
-			continue;
-		const uint32_t *row = order + start[u];
-		uint32_t len = kept[u];
-		if (len >= 2 && r->ts[row[len - 1]] == r->ts[row[len - 2]])
-			ties++;
-		c->test_items[nu] =
-			split_user(r->item, row, len, item_new, c->train_items + c->offsets[nu]);
+	c->test_items = ncf_xmalloc((size_t)U * sizeof *c->test_items);
+	struct rules x = rules_of(g, o, c);
+	struct split_out out = {0, c->offsets, c->test_items, c->train_items};
+	struct counts total = {0};
+#pragma omp parallel
+	{
+		struct feed f;
+		struct counts n = {0};
+		feed_init(&f, g->I0, 0);
+#pragma omp for schedule(dynamic, 256)
+		for (int64_t u = 0; u < (int64_t)g->U0; u++) {
+			feed_rows(&f, r, b, (uint32_t)u);
+			protocol_user(&f.h, &x, &out, &n);
+		}
+		feed_free(&f);
+#pragma omp critical
+		counts_add(&total, &n);
 	}
-	c->test_ties = ties;
+	c->duplicates_dropped = total.duplicates;
+	c->test_ties = total.ties;
+	c->test_only_users = total.test_only;
+}
+
+/* 5. The (U, N) evaluation negatives of c, drawn against its CSR. */
+static void draw_negatives(const struct grouping *g, const struct prep_protocol_opts *o,
+			   struct ncf_cache *c)
+{
+	struct rules x = rules_of(g, o, c);
+	c->eval_neg = ncf_xmalloc((size_t)c->users * x.negatives * sizeof *c->eval_neg + 4);
+#pragma omp parallel for schedule(dynamic, 256)
+	for (int64_t u = 0; u < (int64_t)c->users; u++)
+		user_negatives(c->train_items + c->offsets[u], c->offsets[u + 1] - c->offsets[u],
+			       (uint64_t)u, &x, c->eval_neg + (size_t)u * x.negatives);
 }
 
 int prep_protocol_check_size(uint64_t users, uint32_t N)
@@ -244,95 +474,62 @@ int prep_protocol_check_size(uint64_t users, uint32_t N)
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
 	NCF_TRY(prep_rows_check_count(r->n));
-	struct grouping g = {.U0 = r->n_users, .I0 = r->n_items};
-	group_by_user(r, &g);
-	c->duplicates_dropped = dedup(r, &g);
-	int rc = reindex(r, o, &g, c);
+	struct grouping g;
+	grouping_init(&g, r->n_users, r->n_items);
+	/* 1. each user's rows in order of (timestamp, row) */
+	struct by_user b;
+	b.start = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *b.start);
+	b.order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b.order);
+	prep_rows_order(r, 0, g.U0, b.start, b.order);
+	count_rows(r, &b, &g);
+	int rc = keep_users(&g, o->min_ratings, c);
 	if (rc == 0)
 		rc = prep_protocol_check_size(c->users, o->eval_negatives);
-	if (rc == 0)
-		leave_one_out(r, &g, c);
-	grouping_free(&g);
-	if (rc != 0)
-		return -1;
-	/* 5. Evaluation negatives. */
-	prep_protocol_draw_negatives(c, o->eval_negatives, o->seed);
-	return 0;
-}
-
-/* 5. The N evaluation negatives of user u (a final index) into out,
- * given its training items row (len, ascending) among I items. */
-static void user_negatives(const uint32_t *row, int64_t len, uint64_t u, uint32_t N, uint32_t I,
-			   uint64_t seed, uint32_t *out)
-{
-	for (uint32_t k = 0; k < N; k++) {
-		uint64_t idx = u * N + k;
-		uint32_t it = 0;
-		for (uint32_t a = 0; a < NCF_EVAL_MAX_TRIES; a++) {
-			ncf_u32x4 x = ncf_rng(seed, NCF_RNG_EVAL_NEG, a, idx, 0);
-			it = ncf_uniform_below(x.v[0], I);
-			if (!ncf_row_has(row, len, it))
-				break;
-		}
-		out[k] = it;
+	if (rc == 0) {
+		uint32_t *first_row = c->users < g.U0 ? first_rows(r, &g) : NULL;
+		index_items(&g, first_row, c);
+		free(first_row);
+		set_ids(&g, r, o, c);
+		split_rows(r, &b, &g, o, c);
 	}
+	free(b.start);
+	free(b.order);
+	if (rc == 0) /* once the order is freed: the two are never held together */
+		draw_negatives(&g, o, c);
+	grouping_free(&g);
+	return rc;
 }
 
-void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed)
-{
-	c->eval_negatives = N;
-	c->seed = seed;
-	c->eval_neg = ncf_xmalloc((size_t)c->users * N * sizeof *c->eval_neg + 4);
-#pragma omp parallel for schedule(dynamic, 256)
-	for (int64_t u = 0; u < (int64_t)c->users; u++)
-		user_negatives(c->train_items + c->offsets[u], c->offsets[u + 1] - c->offsets[u],
-			       (uint64_t)u, N, c->items, seed, c->eval_neg + (size_t)u * N);
-}
+/* ---- spilled ---------------------------------------------------------- */
 
-/* ---- the same over spilled rows ----------------------------------------- */
-
-/* The merged records one user at a time, repeats dropped as dedup does
- * (the earliest in (timestamp, row) order kept), each kept item with the
- * first row it has among all of the user's rows (for --min-ratings'
- * first appearances). */
+/* The merged records fed one user at a time. */
 struct user_reader {
 	struct prep_merge *m;
 	struct prep_spill_rec next; /* the first record of the next user */
-	int have;		   /* next is set */
-	uint32_t *stamp, *slot;	   /* (I0) stamp[i] == u + 1: item i is the user's, at slot[i] */
-	uint32_t expect;	   /* the next user's index */
-	/* the current user */
-	uint32_t u, len;
-	uint64_t rows;		   /* its rows, repeats included */
-	uint32_t *item, *first_row;/* (len) its distinct items in time order */
-	int64_t *ts;
-	size_t cap;
+	int have;		    /* next is set */
+	uint32_t expect;	    /* the next user's index */
+	struct feed f;		    /* the current user */
 };
 
-static int reader_open(struct user_reader *ur, struct prep_spill *sp, uint32_t I0)
+static int reader_open(struct user_reader *ur, struct prep_spill *sp, uint32_t I0, int first_rows)
 {
 	memset(ur, 0, sizeof *ur);
 	ur->m = prep_merge_open(sp);
 	if (!ur->m)
 		return -1;
-	ur->stamp = ncf_xcalloc((size_t)I0 + 1, sizeof *ur->stamp);
-	ur->slot = ncf_xmalloc(((size_t)I0 + 1) * sizeof *ur->slot);
+	feed_init(&ur->f, I0, first_rows);
 	return 0;
 }
 
 static void reader_close(struct user_reader *ur)
 {
 	prep_merge_close(ur->m);
-	free(ur->stamp);
-	free(ur->slot);
-	free(ur->item);
-	free(ur->first_row);
-	free(ur->ts);
+	feed_free(&ur->f);
 	memset(ur, 0, sizeof *ur);
 }
 
-/* The next user into ur: 1, or 0 after the last, -1 on an error
- * (reported). */
+/* The next user's rows fed into ur->f: 1, or 0 after the last, -1 on an
+ * error (reported). */
 static int reader_next(struct user_reader *ur)
 {
 	if (!ur->have) {
@@ -346,189 +543,181 @@ static int reader_next(struct user_reader *ur)
 			  ur->expect);
 		return -1;
 	}
-	ur->u = ur->expect++;
-	ur->len = 0;
-	ur->rows = 0;
-	uint32_t tag = ur->u + 1;
+	uint32_t u = ur->expect++;
+	feed_begin(&ur->f, u);
 	do {
-		const struct prep_spill_rec *rec = &ur->next;
-		ur->rows++;
-		if (ur->stamp[rec->item] == tag) {
-			uint32_t k = ur->slot[rec->item];
-			if (rec->row < ur->first_row[k])
-				ur->first_row[k] = rec->row;
-		} else {
-			if (ur->len == ur->cap) {
-				ur->cap = ur->cap ? 2 * ur->cap : 1024;
-				ur->item = ncf_xrealloc(ur->item, ur->cap * sizeof *ur->item);
-				ur->first_row = ncf_xrealloc(ur->first_row, ur->cap * sizeof *ur->first_row);
-				ur->ts = ncf_xrealloc(ur->ts, ur->cap * sizeof *ur->ts);
-			}
-			ur->stamp[rec->item] = tag;
-			ur->slot[rec->item] = ur->len;
-			ur->item[ur->len] = rec->item;
-			ur->first_row[ur->len] = rec->row;
-			ur->ts[ur->len++] = rec->ts;
-		}
+		feed_add(&ur->f, ur->next.item, ur->next.ts, ur->next.row);
 		int rc = prep_merge_next(ur->m, &ur->next);
 		if (rc < 0)
 			return -1;
 		ur->have = rc;
-	} while (ur->have && ur->next.user == ur->u);
+	} while (ur->have && ur->next.user == u);
 	return 1;
 }
 
-/* Pass 1, with --min-ratings: each user's distinct items (g->kept), and
- * each item's first row among the users kept, which orders the items
- * then (UINT32_MAX: none).  Returns 0 or -1. */
-static int count_users(struct prep_spill *sp, const struct prep_protocol_opts *o, struct grouping *g,
-		       uint32_t *first_row)
+/* Pass 1, with --min-ratings: each user's distinct items (g->distinct), and
+ * each item's first row among the users kept into first_row (UINT32_MAX:
+ * none).  Returns 0 or -1. */
+static int count_spilled(struct prep_spill *sp, uint32_t min_ratings, struct grouping *g,
+			 uint32_t *first_row)
 {
 	struct user_reader ur;
-	NCF_TRY(reader_open(&ur, sp, g->I0));
+	NCF_TRY(reader_open(&ur, sp, g->I0, 1));
+	const struct feed *f = &ur.f;
 	int rc;
 	while ((rc = reader_next(&ur)) > 0) {
-		g->kept[ur.u] = ur.len;
-		if (ur.len >= o->min_ratings)
-			for (uint32_t k = 0; k < ur.len; k++)
-				if (ur.first_row[k] < first_row[ur.item[k]])
-					first_row[ur.item[k]] = ur.first_row[k];
+		g->distinct[f->h.user] = f->h.len;
+		if (user_kept(f->h.len, min_ratings))
+			for (uint32_t k = 0; k < f->h.len; k++)
+				if (f->first_row[k] < first_row[f->item[k]])
+					first_row[f->item[k]] = f->first_row[k];
 	}
 	reader_close(&ur);
 	return rc;
 }
 
-struct by_row {
-	uint32_t row, item;
-};
-
-static int cmp_by_row(const void *a, const void *b)
-{
-	uint32_t x = ((const struct by_row *)a)->row, y = ((const struct by_row *)b)->row;
-	return (x > y) - (x < y);
-}
-
-/* Final item indices in order of first appearance among the rows kept
- * (first_row from count_users).  Returns the items kept. */
-static uint32_t items_by_first_row(const uint32_t *first_row, uint32_t I0, uint32_t *item_new)
-{
-	struct by_row *v = ncf_xmalloc(((size_t)I0 + 1) * sizeof *v);
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < I0; i++) {
-		item_new[i] = UINT32_MAX;
-		if (first_row[i] != UINT32_MAX)
-			v[n++] = (struct by_row){first_row[i], i};
-	}
-	qsort(v, n, sizeof *v, cmp_by_row);
-	for (uint32_t k = 0; k < n; k++)
-		item_new[v[k].item] = k;
-	free(v);
-	return n;
-}
-
-/* Users of pass 2 gathered to be split and given negatives in parallel:
- * the items of user j (final index first + j) are item[at[j] .. at[j + 1]),
- * in time order; its training items go to train[at[j] - j ..], its
- * negatives to neg[j N ..]. */
+/* Users of pass 2 gathered to be split in parallel: user j (final index
+ * first + j) is hist[j], its items item[at[j] .. at[j + 1]); its training
+ * items go to train[offsets[j] ..], its negatives to neg[j N ..]. */
 struct batch {
 	uint32_t first, n, cap_users;
-	uint32_t *at, *item, *train, *test, *neg;
+	struct history *hist; /* (cap_users), item pointing into item */
+	uint32_t *at;	      /* (cap_users + 1) */
+	int64_t *offsets;     /* (cap_users + 1) */
+	uint32_t *item, *train, *test, *neg;
 	size_t items, cap_items;
 };
 
-/* Split, draw and write out the batch, then empty it.  Returns 0 or -1. */
-static int flush_batch(struct batch *b, const uint32_t *iota, const uint32_t *item_new,
-		       const struct prep_protocol_opts *o, struct ncf_cache *c,
-		       struct prep_planes *train, struct prep_planes *neg,
-		       const struct prep_protocol_hook *hook)
+/* Room for users with a share of the spill's budget: half of it for 8
+ * bytes an item (its index and its training copy), half for 4 (N + 14)
+ * bytes a user (its history, where it starts, its test item and N
+ * negatives). */
+static void batch_init(struct batch *b, uint64_t share, uint32_t N)
 {
-	uint32_t N = o->eval_negatives;
-#pragma omp parallel for schedule(dynamic, 64)
-	for (int64_t j = 0; j < (int64_t)b->n; j++) {
-		uint32_t len = b->at[j + 1] - b->at[j];
-		uint32_t *dst = b->train + b->at[j] - j;
-		b->test[j] = split_user(b->item + b->at[j], iota, len, item_new, dst);
-		user_negatives(dst, len - 1, (uint64_t)b->first + j, N, c->items, o->seed,
-			       b->neg + (size_t)j * N);
+	memset(b, 0, sizeof *b);
+	b->cap_items = share / 16 < 65536 ? 65536 : (size_t)(share / 16);
+	uint64_t users = share / 2 / (4 * ((uint64_t)N + 14));
+	b->cap_users = users < 64 ? 64 : users > (1u << 20) ? (1u << 20) : (uint32_t)users;
+	b->hist = ncf_xmalloc((size_t)b->cap_users * sizeof *b->hist);
+	b->at = ncf_xmalloc(((size_t)b->cap_users + 1) * sizeof *b->at);
+	b->offsets = ncf_xmalloc(((size_t)b->cap_users + 1) * sizeof *b->offsets);
+	b->item = ncf_xmalloc(b->cap_items * sizeof *b->item);
+	b->train = ncf_xmalloc(b->cap_items * sizeof *b->train);
+	b->test = ncf_xmalloc((size_t)b->cap_users * sizeof *b->test);
+	b->neg = ncf_xmalloc((size_t)b->cap_users * N * sizeof *b->neg + 4);
+	b->at[0] = 0;
+	b->offsets[0] = 0;
+}
+
+static void batch_free(struct batch *b)
+{
+	free(b->hist), free(b->at), free(b->offsets);
+	free(b->item), free(b->train), free(b->test), free(b->neg);
+}
+
+/* Does user h (kept) fit in the batch as it is? */
+static int batch_fits(const struct batch *b, const struct history *h)
+{
+	return b->n < b->cap_users && h->len <= b->cap_items - b->items;
+}
+
+/* Add user h (kept) to the batch, growing it when h alone outgrows it. */
+static void batch_add(struct batch *b, const struct history *h)
+{
+	if (h->len > b->cap_items - b->items) {
+		b->cap_items = b->items + h->len;
+		b->item = ncf_xrealloc(b->item, b->cap_items * sizeof *b->item);
+		b->train = ncf_xrealloc(b->train, b->cap_items * sizeof *b->train);
+	}
+	memcpy(b->item + b->items, h->item, h->len * sizeof *b->item);
+	b->items += h->len;
+	b->hist[b->n] = *h; /* its item set when the batch is split: item may move */
+	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len);
+	b->at[++b->n] = (uint32_t)b->items;
+}
+
+/* What a batch's split goes to: c's offsets and test items, the planes,
+ * the hook. */
+struct spilled_out {
+	struct ncf_cache *c;
+	struct prep_planes *train, *neg;
+	const struct prep_protocol_hook *hook;
+};
+
+/* Split the batch's users and draw their negatives (protocol_user,
+ * user_negatives, in parallel), write them out, then empty the batch.
+ * Returns 0 or -1. */
+static int batch_flush(struct batch *b, const struct rules *x, const struct spilled_out *so,
+		       struct counts *total)
+{
+	struct ncf_cache *c = so->c;
+	struct split_out out = {b->first, b->offsets, b->test, b->train};
+#pragma omp parallel
+	{
+		struct counts n = {0};
+#pragma omp for schedule(dynamic, 64)
+		for (int64_t j = 0; j < (int64_t)b->n; j++) {
+			struct history h = b->hist[j];
+			h.item = b->item + b->at[j];
+			protocol_user(&h, x, &out, &n);
+			uint32_t *neg = b->neg + (size_t)j * x->negatives;
+			user_negatives(b->train + b->offsets[j], b->offsets[j + 1] - b->offsets[j],
+				       (uint64_t)b->first + j, x, neg);
+		}
+#pragma omp critical
+		counts_add(total, &n);
 	}
 	for (uint32_t j = 0; j < b->n; j++) {
 		uint32_t nu = b->first + j;
 		c->test_items[nu] = b->test[j];
-		c->offsets[nu + 1] = c->offsets[nu] + (b->at[j + 1] - b->at[j]) - 1;
+		c->offsets[nu + 1] = c->offsets[nu] + (b->offsets[j + 1] - b->offsets[j]);
 	}
-	NCF_TRY(prep_planes_put(train, b->train, b->items - b->n));
-	NCF_TRY(prep_planes_put(neg, b->neg, (size_t)b->n * N));
-	if (hook && hook->batch)
-		hook->batch(hook->ctx, c, b->first, b->n, b->test, b->neg);
+	NCF_TRY(prep_planes_put(so->train, b->train, (size_t)b->offsets[b->n]));
+	NCF_TRY(prep_planes_put(so->neg, b->neg, (size_t)b->n * x->negatives));
+	if (so->hook && so->hook->batch)
+		so->hook->batch(so->hook->ctx, c, b->first, b->n, b->test, b->neg);
 	b->first += b->n;
 	b->n = 0;
 	b->items = 0;
 	return 0;
 }
 
-/* Add the reader's user to the batch (room made by the caller). */
-static void add_user(struct batch *b, const struct user_reader *ur)
+/* Pass 2: every user read back and split: the repeats of a user dropped
+ * counted at once, the users kept in batches that take half the budget.
+ * Returns 0 or -1. */
+static int split_spilled(struct prep_spill *sp, const struct grouping *g,
+			 const struct prep_protocol_opts *o, const struct spilled_out *so)
 {
-	if (ur->len > b->cap_items - b->items) {
-		b->cap_items = b->items + ur->len;
-		b->item = ncf_xrealloc(b->item, b->cap_items * sizeof *b->item);
-		b->train = ncf_xrealloc(b->train, b->cap_items * sizeof *b->train);
-	}
-	memcpy(b->item + b->items, ur->item, ur->len * sizeof *b->item);
-	b->items += ur->len;
-	b->at[++b->n] = (uint32_t)b->items;
-}
-
-/* Pass 2: every user kept split and given negatives, in batches that
- * take a share of the budget; counts into c.  Returns 0 or -1. */
-static int split_users(struct prep_spill *sp, const struct prep_protocol_opts *o,
-		       const struct grouping *g, struct ncf_cache *c, struct prep_planes *train,
-		       struct prep_planes *neg, const struct prep_protocol_hook *hook)
-{
-	uint32_t N = o->eval_negatives;
-	/* half the budget: 8 bytes an item (its index and its training copy)
-	 * and 4 (N + 2) a user */
-	uint64_t share = prep_spill_budget(sp) / 2;
-	struct batch b = {0};
-	b.cap_items = share / 16 < 65536 ? 65536 : (size_t)(share / 16);
-	uint64_t users = share / 2 / (4 * ((uint64_t)N + 3));
-	b.cap_users = users < 64 ? 64 : users > (1u << 20) ? (1u << 20) : (uint32_t)users;
-	b.at = ncf_xmalloc(((size_t)b.cap_users + 1) * sizeof *b.at);
-	b.item = ncf_xmalloc(b.cap_items * sizeof *b.item);
-	b.train = ncf_xmalloc(b.cap_items * sizeof *b.train);
-	b.test = ncf_xmalloc((size_t)b.cap_users * sizeof *b.test);
-	b.neg = ncf_xmalloc((size_t)b.cap_users * N * sizeof *b.neg + 4);
-	b.at[0] = 0;
-	uint32_t *iota = ncf_xmalloc(((size_t)g->I0 + 1) * sizeof *iota);
-	for (uint32_t i = 0; i <= g->I0; i++)
-		iota[i] = i;
+	struct ncf_cache *c = so->c;
+	struct rules x = rules_of(g, o, c);
+	struct batch b;
+	batch_init(&b, prep_spill_budget(sp) / 2, o->eval_negatives);
+	struct split_out none = {0};
+	struct counts total = {0};
 	c->offsets[0] = 0;
-	uint64_t dups = 0, test_only = 0, ties = 0;
 	struct user_reader ur;
-	int rc = reader_open(&ur, sp, g->I0);
+	int rc = reader_open(&ur, sp, g->I0, 0);
 	while (rc == 0) {
 		int got = reader_next(&ur);
 		if (got <= 0) {
 			rc = got;
 			break;
 		}
-		dups += ur.rows - ur.len;
-		if (g->user_new[ur.u] == UINT32_MAX)
+		if (g->user_new[ur.f.h.user] == UINT32_MAX) {
+			protocol_user(&ur.f.h, &x, &none, &total);
 			continue;
-		test_only += ur.len == 1;
-		ties += ur.len >= 2 && ur.ts[ur.len - 1] == ur.ts[ur.len - 2];
-		if (b.n && (b.n == b.cap_users || ur.len > b.cap_items - b.items))
-			rc = flush_batch(&b, iota, g->item_new, o, c, train, neg, hook);
-		add_user(&b, &ur);
+		}
+		if (b.n && !batch_fits(&b, &ur.f.h))
+			rc = batch_flush(&b, &x, so, &total);
+		batch_add(&b, &ur.f.h);
 	}
 	if (rc == 0 && b.n)
-		rc = flush_batch(&b, iota, g->item_new, o, c, train, neg, hook);
+		rc = batch_flush(&b, &x, so, &total);
 	reader_close(&ur);
-	free(iota);
-	free(b.at), free(b.item), free(b.train), free(b.test), free(b.neg);
-	c->duplicates_dropped = dups;
-	c->test_only_users = test_only;
-	c->test_ties = ties;
+	batch_free(&b);
+	c->duplicates_dropped = total.duplicates;
+	c->test_only_users = total.test_only;
+	c->test_ties = total.ties;
 	c->train_positives = c->offsets[c->users];
 	return rc;
 }
@@ -538,39 +727,29 @@ int prep_protocol_run_spilled(struct prep_spill *sp, const struct prep_rows *ids
 			     struct prep_planes *train, struct prep_planes *neg,
 			     const struct prep_protocol_hook *hook)
 {
-	struct grouping g = {.U0 = ids->n_users, .I0 = ids->n_items};
-	g.user_new = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *g.user_new);
-	g.item_new = ncf_xmalloc(((size_t)g.I0 + 1) * sizeof *g.item_new);
-	uint32_t U = g.U0, I = g.I0;
-	uint64_t ratings_dropped = 0;
+	struct grouping g;
+	grouping_init(&g, ids->n_users, ids->n_items);
+	uint32_t *first_row = NULL;
 	int rc = 0;
 	if (o->min_ratings) {
-		g.kept = ncf_xcalloc((size_t)g.U0 + 1, sizeof *g.kept);
-		uint32_t *first_row = ncf_xmalloc(((size_t)g.I0 + 1) * sizeof *first_row);
+		first_row = ncf_xmalloc(((size_t)g.I0 + 1) * sizeof *first_row);
 		memset(first_row, 0xff, ((size_t)g.I0 + 1) * sizeof *first_row);
-		rc = count_users(sp, o, &g, first_row);
-		if (rc == 0 && (U = keep_users(g.kept, g.U0, o->min_ratings, g.user_new,
-					       &ratings_dropped)) == 0)
-			rc = -1;
-		if (rc == 0)
-			I = U == g.U0 ? same_items(g.item_new, g.I0)
-				      : items_by_first_row(first_row, g.I0, g.item_new);
-		free(first_row);
-	} else {
-		for (uint32_t u = 0; u < g.U0; u++)
-			g.user_new[u] = u;
-		same_items(g.item_new, g.I0);
+		rc = count_spilled(sp, o->min_ratings, &g, first_row);
 	}
+	/* without --min-ratings every user is kept, whatever its count */
 	if (rc == 0)
-		rc = prep_protocol_check_size(U, o->eval_negatives);
+		rc = keep_users(&g, o->min_ratings, c);
+	if (rc == 0)
+		rc = prep_protocol_check_size(c->users, o->eval_negatives);
 	if (rc == 0) {
-		set_ids(&g, U, I, ratings_dropped, ids, o, c);
-		c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
-		c->test_items = ncf_xmalloc(((size_t)U + 1) * sizeof *c->test_items);
-		c->eval_negatives = o->eval_negatives;
-		c->seed = o->seed;
-		rc = split_users(sp, o, &g, c, train, neg, hook);
+		index_items(&g, c->users < g.U0 ? first_row : NULL, c);
+		set_ids(&g, ids, o, c);
+		c->offsets = ncf_xmalloc(((size_t)c->users + 1) * sizeof *c->offsets);
+		c->test_items = ncf_xmalloc(((size_t)c->users + 1) * sizeof *c->test_items);
+		struct spilled_out so = {c, train, neg, hook};
+		rc = split_spilled(sp, &g, o, &so);
 	}
+	free(first_row);
 	grouping_free(&g);
 	return rc;
 }

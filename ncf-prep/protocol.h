@@ -1,5 +1,6 @@
 /*
- * protocol.h - the leave-one-out protocol (see protocol.c for the rules).
+ * protocol.h - the leave-one-out protocol (protocol.c says its rules once,
+ * per user): over rows in memory, or over rows that spilled to sorted runs.
  */
 #ifndef NCF_PROTOCOL_H
 #define NCF_PROTOCOL_H
@@ -27,9 +28,6 @@ int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, s
  * the largest --eval-negatives that fits.  The protocol asks once U is
  * settled, before it allocates anything of that size. */
 int prep_protocol_check_size(uint64_t users, uint32_t N);
-
-/* Draw the (U, N) evaluation negatives of c for seed (step 5). */
-void prep_protocol_draw_negatives(struct ncf_cache *c, uint32_t N, uint64_t seed);
 
 /* What the spilled protocol shows of each batch of users it finishes
  * (ncf-prep's synthetic oracle): users first .. first + n of c (final

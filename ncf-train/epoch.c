@@ -88,9 +88,10 @@ static int train_epoch(struct train_run *r, uint32_t e, struct train_epoch_resul
 	double loss = e == r->ck.epoch ? r->ck.epoch_loss : 0;
 	const uint64_t start_pos = pos;
 	double t0 = ncf_now();
-	/* on a GPU the steps' losses stay on the device until the epoch
-	 * ends, progress shows them or a signal stops it: no wait per step */
-	int keep = ncf_backend_device(&r->be) == NCF_DEVICE_CUDA;
+	/* where the backend keeps the steps' losses (a GPU's stay on the
+	 * device) they stay there until the epoch ends, progress shows them or
+	 * a signal stops it: no wait per step */
+	int keep = ncf_backend_keeps_loss(&r->be);
 	int show = ncf_dist_max_int(&r->dist, r->prog.enabled);
 	while (pos < S) {
 		uint64_t n = S - pos < batch ? S - pos : batch;

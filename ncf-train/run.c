@@ -94,12 +94,12 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 	return 0;
 }
 
-/* On a GPU, the state's host arrays in page-locked memory: the snapshot
- * of every checkpoint copies into them at the bus's speed (save.c).  Rank
- * 0 only, the one that saves. */
+/* Where the backend gives page-locked memory (a GPU), the state's host
+ * arrays in it: the snapshot of every checkpoint copies into them at the
+ * bus's speed (save.c).  Rank 0 only, the one that saves. */
 static void pin_state(struct train_run *r)
 {
-	if (r->dist.rank != 0 || ncf_backend_device(&r->be) != NCF_DEVICE_CUDA)
+	if (r->dist.rank != 0 || !ncf_backend_pins_host(&r->be))
 		return;
 	size_t n = r->be.layout.total * sizeof(float);
 	float **a[3] = {&r->ck.params, &r->ck.m, &r->ck.v};

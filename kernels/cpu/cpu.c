@@ -22,25 +22,55 @@ static size_t max_hidden(const struct ncf_shape *s)
 	return m;
 }
 
+/*
+ * The cpu's precisions, the one place that says them: fp32 (the default)
+ * and bf16 where the products can take it (matmul.h); tf32 and fp16 are a
+ * GPU's.  named: the cpu was asked for by name, and what it cannot do is
+ * refused (-3, reported); else a warning, and *p becomes fp32.  Returns 0
+ * or -3.
+ */
+static int cpu_precision(enum ncf_precision *p, int named)
+{
+	const char *why;
+	if (*p == NCF_PRECISION_BF16 && !ncf_mm_available(NCF_MM_BF16, &why)) {
+		if (named) {
+			ncf_error("--precision bf16 on the cpu: %s", why);
+			return -3;
+		}
+		ncf_warn("--precision bf16: no usable GPU, and on the cpu %s; computing in fp32",
+			 why);
+		*p = NCF_PRECISION_FP32;
+	} else if (*p == NCF_PRECISION_TF32 || *p == NCF_PRECISION_FP16) {
+		if (named) {
+			ncf_error("--precision %s needs a GPU; the cpu backend computes in fp32 or bf16",
+				  ncf_precision_name(*p));
+			return -3;
+		}
+		ncf_warn("--precision %s is for GPUs; the CPU computes in fp32",
+			 ncf_precision_name(*p));
+		*p = NCF_PRECISION_FP32;
+	}
+	return 0;
+}
+
 static int cpu_init(struct ncf_backend *be)
 {
 	struct cpu *c = ncf_xcalloc(1, sizeof *c);
 	be->impl = c;
 	const struct ncf_shape *s = &be->shape;
 	size_t total = be->layout.total;
-	c->mt = be->precision == NCF_PRECISION_BF16 ? NCF_MM_BF16 : NCF_MM_F32;
-	const char *why;
-	if (!ncf_mm_available(c->mt, &why)) {
-		ncf_error("--precision bf16 on the cpu: %s", why);
+	/* opened as such (ncf_backend_open_impl), bf16 has not been settled */
+	if (be->precision == NCF_PRECISION_BF16 && cpu_precision(&be->precision, 1) != 0)
 		return -3;
-	}
+	c->mt = be->precision == NCF_PRECISION_BF16 ? NCF_MM_BF16 : NCF_MM_F32;
+	be->precision = c->mt == NCF_MM_BF16 ? NCF_PRECISION_BF16 : NCF_PRECISION_FP32;
 	ncf_host_state_init(&c->h, total);
 	if (c->mt == NCF_MM_BF16)
 		c->pb = ncf_xcalloc(total, sizeof *c->pb);
-	c->uslot = ncf_xmalloc((size_t)s->users * sizeof *c->uslot);
-	c->islot = ncf_xmalloc((size_t)s->items * sizeof *c->islot);
-	memset(c->uslot, 0xff, (size_t)s->users * sizeof *c->uslot);
-	memset(c->islot, 0xff, (size_t)s->items * sizeof *c->islot);
+	c->slot_of_user = ncf_xmalloc((size_t)s->users * sizeof *c->slot_of_user);
+	c->slot_of_item = ncf_xmalloc((size_t)s->items * sizeof *c->slot_of_item);
+	memset(c->slot_of_user, 0xff, (size_t)s->users * sizeof *c->slot_of_user);
+	memset(c->slot_of_item, 0xff, (size_t)s->items * sizeof *c->slot_of_item);
 	c->tail_off = s->n_layers > 2 ? be->layout.w[2] : be->layout.head_w;
 	c->tail_len = total - c->tail_off;
 	c->lane = ncf_xcalloc((size_t)LANES * c->tail_len, sizeof(float));
@@ -99,10 +129,12 @@ static void cpu_free(struct ncf_backend *be)
 	}
 	free(c->ts);
 	ncf_host_state_free(&c->h);
-	free(c->su), free(c->si), free(c->lab), free(c->slot_u), free(c->slot_i);
+	free(c->sample_user), free(c->sample_item), free(c->label);
+	free(c->user_slot), free(c->item_slot);
 	free(c->dlogit), free(c->dz1), free(c->chunk_loss);
-	free(c->uslot), free(c->islot), free(c->slot_user), free(c->slot_item);
-	free(c->ustart), free(c->ulist), free(c->istart), free(c->ilist), free(c->rowof);
+	free(c->slot_of_user), free(c->slot_of_item), free(c->slot_user), free(c->slot_item);
+	free(c->user_start), free(c->user_list), free(c->item_start), free(c->item_list);
+	free(c->rowof);
 	free(c->xu), free(c->xi), free(c->au), free(c->ai), free(c->dau), free(c->dai);
 	free(c->dx), free(c->lane), free(c->tile_part), free(c->AU), free(c->AI);
 	free(c->pb), free(c->xub), free(c->xib), free(c->daub), free(c->daib), free(c->mm_part);
@@ -186,4 +218,5 @@ const struct ncf_backend_i ncf_backend_cpu = {
 	.logits = ncf_cpu_logits,
 	.sync = NULL,
 	.describe = NULL,
+	.precision = cpu_precision,
 };

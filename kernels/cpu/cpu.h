@@ -70,18 +70,23 @@ struct cpu {
 	struct ncf_host_state h; /* first: parameters, moments, gradient, data (state.h) */
 	/* step scratch */
 	size_t cap;		     /* samples the arrays below hold */
-	uint32_t *su, *si;	     /* (B) user, item */
-	uint8_t *lab;		     /* (B) label */
-	uint32_t *slot_u, *slot_i;   /* (B) slot of each sample's user, item */
+	uint32_t *sample_user;	     /* (B) each sample's user */
+	uint32_t *sample_item;	     /* (B) and item */
+	uint8_t *label;		     /* (B) and label */
+	uint32_t *user_slot;	     /* (B) the slot of each sample's user */
+	uint32_t *item_slot;	     /* (B) and of its item */
 	float *dlogit;		     /* (B) */
 	float *dz1;		     /* (B, H1) */
 	double *chunk_loss;	     /* (chunks) */
-	int32_t *uslot, *islot;	     /* (U), (I): slot or -1 */
+	int32_t *slot_of_user;	     /* (U) a user's slot in this batch, or -1 */
+	int32_t *slot_of_item;	     /* (I) */
 	uint32_t *slot_user;	     /* (Bu) user of each slot */
 	uint32_t *slot_item;	     /* (Bi) */
-	uint32_t *ustart, *ulist;    /* (Bu+1), (B) samples per user slot */
+	uint32_t *user_start;	     /* (Bu+1) where each user slot's samples begin in user_list */
+	uint32_t *user_list;	     /* (B) the samples by user slot (user order) */
 	uint32_t *rowof;	     /* (B) row of each sample in user order */
-	uint32_t *istart, *ilist;    /* (Bi+1), (B) */
+	uint32_t *item_start;	     /* (Bi+1) */
+	uint32_t *item_list;	     /* (B) the samples by item slot */
 	float *xu, *xi;		     /* (Bu, M), (Bi, M) gathered MLP embeddings */
 	float *au, *ai;		     /* (Bu, H1), (Bi, H1) first layer per slot */
 	float *dau, *dai;	     /* (Bu, H1), (Bi, H1) */

@@ -34,17 +34,27 @@
  * sum accumulated in q order with fused multiply-adds.  OpenBLAS sgemm does
  * not promise this (a row's last bits depend on its place in the batch), and
  * scores must not change with the batch: ncf-eval, ncf-infer --score and
- * --recommend agree to the last digit.  wt is W^T packed (in, outp), outp =
- * out rounded up to 16 with zero columns; x has row stride ldx.  With FMA,
- * 6-row register tiles (simd.h); without, one row at a time.
+ * --recommend agree to the last digit.  The layer comes packed (struct
+ * packed); x has row stride ldx, y (n, outp).  With FMA, 6-row register
+ * tiles (simd.h); without, one row at a time.
  */
+
+/* Layer k packed for dense_rows (build_tables): wt is W^T (in, outp), outp
+ * = out rounded up to 16 with zero columns, and b its bias (outp, zero
+ * padded). */
+struct packed {
+	const float *wt, *b;
+	size_t in, out, outp;
+};
+
 #ifdef NCF_SIMD_FMA
 /* Rows in tiles of 96 (their inputs stay in L2) times column blocks of 16
  * (their weights stay in L1); 6-row register tiles, single rows at the end:
  * each output goes through the same operations either way. */
-static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
-		       size_t outp, const float *b, size_t out, float *y)
+static void dense_rows(const struct packed *pl, const float *x, size_t ldx, size_t n, float *y)
 {
+	const float *wt = pl->wt, *b = pl->b;
+	size_t in = pl->in, outp = pl->outp;
 	for (size_t r0 = 0; r0 < n; r0 += 96) {
 		size_t r1 = r0 + 96 < n ? r0 + 96 : n;
 		for (size_t o = 0; o < outp; o += 16) {
@@ -55,13 +65,13 @@ static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const fl
 				dense_tile1(x + r * ldx, ldx, in, wt, outp, b, y + r * outp, o);
 		}
 	}
-	(void)out;
 }
 #else
 /* Portable version of the same contract (one row at a time). */
-static void dense_rows(const float *x, size_t ldx, size_t n, size_t in, const float *wt,
-		       size_t outp, const float *b, size_t out, float *y)
+static void dense_rows(const struct packed *pl, const float *x, size_t ldx, size_t n, float *y)
 {
+	const float *wt = pl->wt, *b = pl->b;
+	size_t in = pl->in, out = pl->out, outp = pl->outp;
 	for (size_t r = 0; r < n; r++) {
 		float *yr = y + r * outp;
 		for (size_t o = 0; o < outp; o++)
@@ -121,12 +131,15 @@ static int build_tables(struct ncf_backend *be, struct cpu *c)
 		c->AU = ncf_xmalloc((size_t)s->users * H1 * sizeof(float));
 	if (!c->AI)
 		c->AI = ncf_xmalloc((size_t)s->items * H1 * sizeof(float));
-	const float *b1 = c->h.params + L->b[1];
-	if (ncf_mm_forward_tiles(c->mt, ncf_cpu_param(c, L->mlp_user), M, ncf_cpu_param(c, L->w[1]),
-				 2 * M, b1, 0, s->users, H1, M, c->AU, H1) != 0 ||
-	    ncf_mm_forward_tiles(c->mt, ncf_cpu_param(c, L->mlp_item), M,
-				 ncf_cpu_param(c, L->w[1] + M), 2 * M, NULL, 0, s->items, H1, M,
-				 c->AI, H1) != 0)
+	/* W1u, W1i: the two halves of W1's columns */
+	struct ncf_mm_forward_op u = {.t = c->mt, .m = s->users, .n = H1, .k = M,
+				      .X = ncf_cpu_param(c, L->mlp_user), .ldx = M,
+				      .W = ncf_cpu_param(c, L->w[1]), .ldw = 2 * M,
+				      .bias = c->h.params + L->b[1], .Y = c->AU, .ldy = H1};
+	struct ncf_mm_forward_op i = u;
+	i.m = s->items, i.X = ncf_cpu_param(c, L->mlp_item), i.W = ncf_cpu_param(c, L->w[1] + M);
+	i.bias = NULL, i.Y = c->AI;
+	if (ncf_mm_forward_tiles(&u) != 0 || ncf_mm_forward_tiles(&i) != 0)
 		return -1;
 	if (layers_on_mm(c)) {
 		c->tables_valid = 1;
@@ -163,10 +176,14 @@ static const float *chunk_layers_mm(struct ncf_backend *be, struct cpu *c, struc
 	for (uint32_t k = 2; k < nl; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
 		for (size_t r = 0; r < rows; r += MM_ROWS) {
-			const void *X = bf ? (const void *)(x->hb[k - 1] + r * in)
-					   : (const void *)(x->h[k - 1] + r * in);
-			if (ncf_mm_forward(c->mt, X, in, ncf_cpu_param(c, L->w[k]), in, c->h.params + L->b[k], 1, MM_ROWS,
-					   out, in, x->h[k] + r * out, out) != 0)
+			struct ncf_mm_forward_op op = {
+				.t = c->mt, .m = MM_ROWS, .n = out, .k = in,
+				.X = bf ? (const void *)(x->hb[k - 1] + r * in)
+					: (const void *)(x->h[k - 1] + r * in),
+				.ldx = in, .W = ncf_cpu_param(c, L->w[k]), .ldw = in,
+				.bias = c->h.params + L->b[k], .relu = 1, .Y = x->h[k] + r * out,
+				.ldy = out};
+			if (ncf_mm_forward(&op) != 0)
 				return NULL;
 		}
 		if (bf && k + 1 < nl)
@@ -215,7 +232,8 @@ static int chunk_logits(struct ncf_backend *be, struct cpu *c, struct scratch *x
 	}
 	for (uint32_t k = 2; k < nl && !mm; k++) {
 		size_t in = s->layers[k - 1], outw = s->layers[k], outp = PAD16(outw);
-		dense_rows(prev, ld, n, in, c->wt[k], outp, c->wt[k] + in * outp, outw, x->hp[k]);
+		struct packed pl = {c->wt[k], c->wt[k] + in * outp, in, outw, outp};
+		dense_rows(&pl, prev, ld, n, x->hp[k]);
 		prev = x->hp[k];
 		ld = outp;
 	}

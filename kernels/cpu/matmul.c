@@ -427,79 +427,83 @@ static int no_bf16(void)
 }
 #endif
 
-int ncf_mm_forward(enum ncf_mm_type t, const void *X, size_t ldx, const void *W, size_t ldw,
-		   const float *b, int relu, size_t m, size_t n, size_t k, float *Y, size_t ldy)
+int ncf_mm_forward(const struct ncf_mm_forward_op *op)
 {
+	size_t m = op->m, n = op->n, k = op->k;
 	if (m == 0 || n == 0)
 		return 0;
-	if (t == NCF_MM_BF16 || lib_for(KIND_FORWARD) == NCF_MM_LIB_DNNL) {
+	if (op->t == NCF_MM_BF16 || lib_for(KIND_FORWARD) == NCF_MM_LIB_DNNL) {
 #ifdef NCF_HAVE_DNNL
-		struct ncf_dnnl_mm d = {.bf16 = t == NCF_MM_BF16, .m = (int64_t)m, .n = (int64_t)n,
-					.k = (int64_t)k, .as0 = (int64_t)ldx, .as1 = 1,
-					.bs0 = 1, .bs1 = (int64_t)ldw, .ldc = (int64_t)ldy,
-					.bias = b != NULL, .relu = relu};
-		return dnnl_rows(&d, 0, X, W, b, Y);
+		struct ncf_dnnl_mm d = {.bf16 = op->t == NCF_MM_BF16, .m = (int64_t)m,
+					.n = (int64_t)n, .k = (int64_t)k, .as0 = (int64_t)op->ldx,
+					.as1 = 1, .bs0 = 1, .bs1 = (int64_t)op->ldw,
+					.ldc = (int64_t)op->ldy, .bias = op->bias != NULL,
+					.relu = op->relu};
+		return dnnl_rows(&d, 0, op->X, op->W, op->bias, op->Y);
 #else
 		return no_bf16();
 #endif
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, X,
-		    (int)ldx, W, (int)ldw, 0.0f, Y, (int)ldy);
-	if (b || relu)
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, op->X,
+		    (int)op->ldx, op->W, (int)op->ldw, 0.0f, op->Y, (int)op->ldy);
+	const float *b = op->bias;
+	if (b || op->relu)
 		for (size_t r = 0; r < m; r++) {
-			float *restrict y = Y + r * ldy;
+			float *restrict y = op->Y + r * op->ldy;
 			for (size_t h = 0; h < n; h++) {
 				float v = b ? y[h] + b[h] : y[h];
-				y[h] = relu && !(v > 0.0f) ? 0.0f : v;
+				y[h] = op->relu && !(v > 0.0f) ? 0.0f : v;
 			}
 		}
 	return 0;
 }
 
-int ncf_mm_dx(enum ncf_mm_type t, const void *dY, size_t ldd, const void *W, size_t ldw,
-	      size_t m, size_t n, size_t k, float *dX, size_t ldx)
+int ncf_mm_dx(const struct ncf_mm_dx_op *op)
 {
+	size_t m = op->m, n = op->n, k = op->k;
 	if (m == 0 || k == 0)
 		return 0;
-	if (t == NCF_MM_BF16 || lib_for(KIND_DX) == NCF_MM_LIB_DNNL) {
+	if (op->t == NCF_MM_BF16 || lib_for(KIND_DX) == NCF_MM_LIB_DNNL) {
 #ifdef NCF_HAVE_DNNL
-		struct ncf_dnnl_mm d = {.bf16 = t == NCF_MM_BF16, .m = (int64_t)m, .n = (int64_t)k,
-					.k = (int64_t)n, .as0 = (int64_t)ldd, .as1 = 1,
-					.bs0 = (int64_t)ldw, .bs1 = 1, .ldc = (int64_t)ldx};
-		return dnnl_rows(&d, 0, dY, W, NULL, dX);
+		struct ncf_dnnl_mm d = {.bf16 = op->t == NCF_MM_BF16, .m = (int64_t)m,
+					.n = (int64_t)k, .k = (int64_t)n, .as0 = (int64_t)op->ldd,
+					.as1 = 1, .bs0 = (int64_t)op->ldw, .bs1 = 1,
+					.ldc = (int64_t)op->ldx};
+		return dnnl_rows(&d, 0, op->dY, op->W, NULL, op->dX);
 #else
 		return no_bf16();
 #endif
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0f, dY,
-		    (int)ldd, W, (int)ldw, 0.0f, dX, (int)ldx);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)n, 1.0f,
+		    op->dY, (int)op->ldd, op->W, (int)op->ldw, 0.0f, op->dX, (int)op->ldx);
 	return 0;
 }
 
-int ncf_mm_dw(enum ncf_mm_type t, const void *dY, size_t ldd, const void *X, size_t ldx,
-	      size_t m, size_t n, size_t k, float *dW, size_t ldw, int accumulate)
+int ncf_mm_dw(const struct ncf_mm_dw_op *op)
 {
+	size_t m = op->m, n = op->n, k = op->k;
 	if (n == 0 || k == 0)
 		return 0;
 	if (m == 0) {
-		if (!accumulate)
+		if (!op->accumulate)
 			for (size_t h = 0; h < n; h++)
-				memset(dW + h * ldw, 0, k * sizeof(float));
+				memset(op->dW + h * op->ldw, 0, k * sizeof(float));
 		return 0;
 	}
-	if (t == NCF_MM_BF16 || lib_for(KIND_DW) == NCF_MM_LIB_DNNL) {
+	if (op->t == NCF_MM_BF16 || lib_for(KIND_DW) == NCF_MM_LIB_DNNL) {
 #ifdef NCF_HAVE_DNNL
-		struct ncf_dnnl_mm d = {.bf16 = t == NCF_MM_BF16, .m = (int64_t)n, .n = (int64_t)k,
-					.k = (int64_t)m, .as0 = 1, .as1 = (int64_t)ldd,
-					.bs0 = (int64_t)ldx, .bs1 = 1, .ldc = (int64_t)ldw,
-					.sum = accumulate};
-		return dnnl_rows(&d, 1, dY, X, NULL, dW);
+		struct ncf_dnnl_mm d = {.bf16 = op->t == NCF_MM_BF16, .m = (int64_t)n,
+					.n = (int64_t)k, .k = (int64_t)m, .as0 = 1,
+					.as1 = (int64_t)op->ldd, .bs0 = (int64_t)op->ldx, .bs1 = 1,
+					.ldc = (int64_t)op->ldw, .sum = op->accumulate};
+		return dnnl_rows(&d, 1, op->dY, op->X, NULL, op->dW);
 #else
 		return no_bf16();
 #endif
 	}
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)m, 1.0f, dY,
-		    (int)ldd, X, (int)ldx, accumulate ? 1.0f : 0.0f, dW, (int)ldw);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)m, 1.0f, op->dY,
+		    (int)op->ldd, op->X, (int)op->ldx, op->accumulate ? 1.0f : 0.0f, op->dW,
+		    (int)op->ldw);
 	return 0;
 }
 
@@ -510,48 +514,63 @@ static size_t esize(enum ncf_mm_type t)
 	return t == NCF_MM_BF16 ? sizeof(ncf_bf16) : sizeof(float);
 }
 
-int ncf_mm_forward_tiles(enum ncf_mm_type t, const void *X, size_t ldx, const void *W,
-			 size_t ldw, const float *b, int relu, size_t m, size_t n, size_t k,
-			 float *Y, size_t ldy)
+/* The rows of tile j of m: the first into *r0, the count returned. */
+static size_t tile_rows(size_t m, int64_t j, size_t *r0)
 {
-	size_t tiles = (m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(t);
+	*r0 = (size_t)j * NCF_MM_TILE;
+	return m - *r0 < NCF_MM_TILE ? m - *r0 : NCF_MM_TILE;
+}
+
+int ncf_mm_forward_tiles(const struct ncf_mm_forward_op *op)
+{
+	size_t tiles = (op->m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(op->t);
 	int rc = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
 	for (int64_t j = 0; j < (int64_t)tiles; j++) {
-		size_t r0 = (size_t)j * NCF_MM_TILE, nr = m - r0 < NCF_MM_TILE ? m - r0 : NCF_MM_TILE;
-		rc |= ncf_mm_forward(t, (const char *)X + r0 * ldx * es, ldx, W, ldw, b, relu, nr, n,
-				     k, Y + r0 * ldy, ldy);
+		struct ncf_mm_forward_op t = *op;
+		size_t r0;
+		t.m = tile_rows(op->m, j, &r0);
+		t.X = (const char *)op->X + r0 * op->ldx * es;
+		t.Y = op->Y + r0 * op->ldy;
+		rc |= ncf_mm_forward(&t);
 	}
 	return rc ? -1 : 0;
 }
 
-int ncf_mm_dx_tiles(enum ncf_mm_type t, const void *dY, size_t ldd, const void *W, size_t ldw,
-		    size_t m, size_t n, size_t k, float *dX, size_t ldx)
+int ncf_mm_dx_tiles(const struct ncf_mm_dx_op *op)
 {
-	size_t tiles = (m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(t);
+	size_t tiles = (op->m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(op->t);
 	int rc = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
 	for (int64_t j = 0; j < (int64_t)tiles; j++) {
-		size_t r0 = (size_t)j * NCF_MM_TILE, nr = m - r0 < NCF_MM_TILE ? m - r0 : NCF_MM_TILE;
-		rc |= ncf_mm_dx(t, (const char *)dY + r0 * ldd * es, ldd, W, ldw, nr, n, k,
-				dX + r0 * ldx, ldx);
+		struct ncf_mm_dx_op t = *op;
+		size_t r0;
+		t.m = tile_rows(op->m, j, &r0);
+		t.dY = (const char *)op->dY + r0 * op->ldd * es;
+		t.dX = op->dX + r0 * op->ldx;
+		rc |= ncf_mm_dx(&t);
 	}
 	return rc ? -1 : 0;
 }
 
-int ncf_mm_dw_tiles(enum ncf_mm_type t, const void *dY, size_t ldd, const void *X, size_t ldx,
-		    size_t m, size_t n, size_t k, float *dW, size_t ldw, float *part)
+int ncf_mm_dw_tiles(const struct ncf_mm_dw_op *op, float *part)
 {
-	size_t tiles = (m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(t);
+	size_t m = op->m, n = op->n, k = op->k;
+	size_t tiles = (m + NCF_MM_TILE - 1) / NCF_MM_TILE, es = esize(op->t);
 	if (tiles == 0)
-		return ncf_mm_dw(t, dY, ldd, X, ldx, 0, n, k, dW, ldw, 0);
+		return ncf_mm_dw(op);
 	int rc = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
 	for (int64_t j = 0; j < (int64_t)tiles; j++) {
-		size_t r0 = (size_t)j * NCF_MM_TILE, nr = m - r0 < NCF_MM_TILE ? m - r0 : NCF_MM_TILE;
-		rc |= ncf_mm_dw(t, (const char *)dY + r0 * ldd * es, ldd,
-				(const char *)X + r0 * ldx * es, ldx, nr, n, k,
-				part + (size_t)j * n * k, k, 0);
+		struct ncf_mm_dw_op t = *op;
+		size_t r0;
+		t.m = tile_rows(m, j, &r0);
+		t.dY = (const char *)op->dY + r0 * op->ldd * es;
+		t.X = (const char *)op->X + r0 * op->ldx * es;
+		t.dW = part + (size_t)j * n * k;
+		t.ldw = k;
+		t.accumulate = 0;
+		rc |= ncf_mm_dw(&t);
 	}
 	if (rc)
 		return -1;
@@ -561,7 +580,7 @@ int ncf_mm_dw_tiles(enum ncf_mm_type t, const void *dY, size_t ldd, const void *
 			float acc = 0.0f;
 			for (size_t j = 0; j < tiles; j++)
 				acc += part[j * n * k + (size_t)h * k + c];
-			dW[(size_t)h * ldw + c] = acc;
+			op->dW[(size_t)h * op->ldw + c] = acc;
 		}
 	return 0;
 }

@@ -17,12 +17,14 @@
  * _tiles helpers below, which cut rows into tiles of NCF_MM_TILE and sum
  * tile partials in tile order.  Calls from many threads at once are safe.
  *
- * Layout: row-major; every matrix is given with its row stride (ld, in
- * elements, >= its width).  Legend: m rows (samples, slots), k the layer's
- * input width, n its output width; W is (n, k), as model.h stores a
- * layer's weight (out, in).  Operands A (the activations or gradients) and
- * W are float for NCF_MM_F32 and ncf_bf16 for NCF_MM_BF16; outputs and
- * biases are always float.
+ * A product is described by a struct of its kind (forward, dX, dW) whose
+ * fields name each operand and its row stride, so that a call reads as
+ * the layer it computes.  Layout: row-major; every matrix is given with
+ * its row stride (ld, in elements, >= its width).  Legend: m rows
+ * (samples, slots), k the layer's input width, n its output width; W is
+ * (n, k), as model.h stores a layer's weight (out, in).  Operands (the
+ * activations or gradients, and W) are float for NCF_MM_F32 and ncf_bf16
+ * for NCF_MM_BF16; outputs and biases are always float.
  *
  * Errors: functions returning int give 0, or -1 after ncf_error() with the
  * library's words.  A bf16 call where ncf_mm_available(NCF_MM_BF16) is 0
@@ -112,35 +114,62 @@ void ncf_mm_release(void);
 
 /* ---- one product, on the calling thread -------------------------------- */
 
-/* Y (m, n) = X (m, k) W^T (+ b, a row of n, when b is not NULL), then
- * max(., 0) when relu: a layer's forward.  W (n, k) with stride ldw. */
-int ncf_mm_forward(enum ncf_mm_type t, const void *X, size_t ldx, const void *W, size_t ldw,
-		   const float *b, int relu, size_t m, size_t n, size_t k, float *Y, size_t ldy);
+/* A layer's forward: Y (m, n) = X (m, k) W^T (+ bias, a row of n, when not
+ * NULL), then max(., 0) when relu.  W (n, k). */
+struct ncf_mm_forward_op {
+	enum ncf_mm_type t;
+	size_t m, n, k;
+	const void *X;
+	size_t ldx;
+	const void *W;
+	size_t ldw;
+	const float *bias;
+	int relu;
+	float *Y;
+	size_t ldy;
+};
+int ncf_mm_forward(const struct ncf_mm_forward_op *op);
 
-/* dX (m, k) = dY (m, n) W: a layer's input gradient.  W (n, k). */
-int ncf_mm_dx(enum ncf_mm_type t, const void *dY, size_t ldd, const void *W, size_t ldw,
-	      size_t m, size_t n, size_t k, float *dX, size_t ldx);
+/* A layer's input gradient: dX (m, k) = dY (m, n) W.  W (n, k). */
+struct ncf_mm_dx_op {
+	enum ncf_mm_type t;
+	size_t m, n, k;
+	const void *dY;
+	size_t ldd;
+	const void *W;
+	size_t ldw;
+	float *dX;
+	size_t ldx;
+};
+int ncf_mm_dx(const struct ncf_mm_dx_op *op);
 
-/* dW (n, k) = dY^T X over m rows, or dW += that when accumulate: a layer's
- * weight gradient.  dY (m, n), X (m, k). */
-int ncf_mm_dw(enum ncf_mm_type t, const void *dY, size_t ldd, const void *X, size_t ldx,
-	      size_t m, size_t n, size_t k, float *dW, size_t ldw, int accumulate);
+/* A layer's weight gradient: dW (n, k) = dY^T X over m rows, or dW += that
+ * when accumulate.  dY (m, n), X (m, k). */
+struct ncf_mm_dw_op {
+	enum ncf_mm_type t;
+	size_t m, n, k;
+	const void *dY;
+	size_t ldd;
+	const void *X;
+	size_t ldx;
+	float *dW;
+	size_t ldw;
+	int accumulate;
+};
+int ncf_mm_dw(const struct ncf_mm_dw_op *op);
 
 /* ---- the same over tiles of NCF_MM_TILE rows, in parallel (OpenMP) ------ */
 
 /* ncf_mm_forward of rows [0, m), each tile by one thread. */
-int ncf_mm_forward_tiles(enum ncf_mm_type t, const void *X, size_t ldx, const void *W,
-			 size_t ldw, const float *b, int relu, size_t m, size_t n, size_t k,
-			 float *Y, size_t ldy);
+int ncf_mm_forward_tiles(const struct ncf_mm_forward_op *op);
 
 /* ncf_mm_dx of rows [0, m), each tile by one thread. */
-int ncf_mm_dx_tiles(enum ncf_mm_type t, const void *dY, size_t ldd, const void *W, size_t ldw,
-		    size_t m, size_t n, size_t k, float *dX, size_t ldx);
+int ncf_mm_dx_tiles(const struct ncf_mm_dx_op *op);
 
-/* dW (n, k) = dY^T X over rows [0, m): one partial per tile into part
- * (tiles n k floats, tiles = ceil(m / NCF_MM_TILE)), then the partials
- * added in tile order.  m = 0 gives zeros. */
-int ncf_mm_dw_tiles(enum ncf_mm_type t, const void *dY, size_t ldd, const void *X, size_t ldx,
-		    size_t m, size_t n, size_t k, float *dW, size_t ldw, float *part);
+/* dW (n, k) = dY^T X over rows [0, m) (op->accumulate must be 0): one
+ * partial per tile into part (tiles n k floats, tiles = ceil(m /
+ * NCF_MM_TILE)), then the partials added in tile order.  m = 0 gives
+ * zeros. */
+int ncf_mm_dw_tiles(const struct ncf_mm_dw_op *op, float *part);
 
 #endif

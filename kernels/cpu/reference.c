@@ -56,74 +56,95 @@ struct batch {
 
 /* ---- the layers ---------------------------------------------------------- */
 
-/* x (B, 2M) = [mlp_user[users], mlp_item[items]]. */
+/* Two embedding tables of one role, (U, width) and (I, width): gmf_user
+ * and gmf_item, or mlp_user and mlp_item; with their gradients for the
+ * backward pass (NULL in the forward). */
+struct tables {
+	const float *user, *item;
+	float *duser, *ditem;
+	size_t width;
+};
+
+/* A dense layer: W (H, K) and b (H); with their gradients for the
+ * backward pass (NULL in the forward). */
+struct dense {
+	const float *W, *b;
+	float *dW, *db;
+	size_t K, H;
+};
+
+/* x (B, 2M) = [mlp_user[users], mlp_item[items]], t the MLP tables (M). */
 static void embedding_forward(float *x, const uint32_t *users, const uint32_t *items, size_t B,
-			      const float *mlp_user, const float *mlp_item, size_t M)
+			      const struct tables *t)
 {
+	size_t M = t->width;
 	for (size_t j = 0; j < B; j++)
 		for (size_t k = 0; k < M; k++) {
-			x[j * 2 * M + k] = mlp_user[(size_t)users[j] * M + k];
-			x[j * 2 * M + M + k] = mlp_item[(size_t)items[j] * M + k];
+			x[j * 2 * M + k] = t->user[(size_t)users[j] * M + k];
+			x[j * 2 * M + M + k] = t->item[(size_t)items[j] * M + k];
 		}
 }
 
 /* dmlp_user[users] += dx[:, 0..M), dmlp_item[items] += dx[:, M..2M). */
-static void embedding_backward(float *dmlp_user, float *dmlp_item, const float *dx,
-			       const uint32_t *users, const uint32_t *items, size_t B, size_t M)
+static void embedding_backward(const float *dx, const uint32_t *users, const uint32_t *items,
+			       size_t B, const struct tables *t)
 {
+	size_t M = t->width;
 	for (size_t j = 0; j < B; j++)
 		for (size_t k = 0; k < M; k++) {
-			dmlp_user[(size_t)users[j] * M + k] += dx[j * 2 * M + k];
-			dmlp_item[(size_t)items[j] * M + k] += dx[j * 2 * M + M + k];
+			t->duser[(size_t)users[j] * M + k] += dx[j * 2 * M + k];
+			t->ditem[(size_t)items[j] * M + k] += dx[j * 2 * M + M + k];
 		}
 }
 
-/* g (B, F) = gmf_user[users] * gmf_item[items]. */
+/* g (B, F) = gmf_user[users] * gmf_item[items], t the GMF tables (F). */
 static void gmf_forward(float *g, const uint32_t *users, const uint32_t *items, size_t B,
-			const float *gmf_user, const float *gmf_item, size_t F)
+			const struct tables *t)
 {
+	size_t F = t->width;
 	for (size_t j = 0; j < B; j++)
 		for (size_t f = 0; f < F; f++)
-			g[j * F + f] = gmf_user[(size_t)users[j] * F + f] *
-				       gmf_item[(size_t)items[j] * F + f];
+			g[j * F + f] = t->user[(size_t)users[j] * F + f] *
+				       t->item[(size_t)items[j] * F + f];
 }
 
 /* dgmf_user[u] += dg * gmf_item[i], dgmf_item[i] += dg * gmf_user[u]; dg (B, F). */
-static void gmf_backward(float *dgmf_user, float *dgmf_item, const float *dg,
-			 const uint32_t *users, const uint32_t *items, size_t B,
-			 const float *gmf_user, const float *gmf_item, size_t F)
+static void gmf_backward(const float *dg, const uint32_t *users, const uint32_t *items, size_t B,
+			 const struct tables *t)
 {
+	size_t F = t->width;
 	for (size_t j = 0; j < B; j++)
 		for (size_t f = 0; f < F; f++) {
 			size_t u = (size_t)users[j] * F + f, i = (size_t)items[j] * F + f;
-			dgmf_user[u] += dg[j * F + f] * gmf_item[i];
-			dgmf_item[i] += dg[j * F + f] * gmf_user[u];
+			t->duser[u] += dg[j * F + f] * t->item[i];
+			t->ditem[i] += dg[j * F + f] * t->user[u];
 		}
 }
 
-/* out (B, H) = in (B, K) W^T + b; W (H, K), b (H). */
-static void linear_forward(float *out, const float *in, const float *W, const float *b,
-			   size_t B, size_t K, size_t H)
+/* out (B, H) = in (B, K) W^T + b. */
+static void linear_forward(float *out, const float *in, size_t B, const struct dense *l)
 {
+	size_t K = l->K, H = l->H;
 	for (size_t j = 0; j < B; j++)
 		for (size_t o = 0; o < H; o++) {
 			float acc = 0.0f;
 			for (size_t q = 0; q < K; q++)
-				acc += in[j * K + q] * W[o * K + q];
-			out[j * H + o] = acc + b[o];
+				acc += in[j * K + q] * l->W[o * K + q];
+			out[j * H + o] = acc + l->b[o];
 		}
 }
 
 /* din (B, K) = dout W; dW (H, K) += dout^T in; db (H) += column sums of
  * dout (B, H). */
-static void linear_backward(float *din, float *dW, float *db, const float *dout, const float *in,
-			    const float *W, size_t B, size_t K, size_t H)
+static void linear_backward(float *din, const float *dout, const float *in, size_t B,
+			    const struct dense *l)
 {
+	size_t K = l->K, H = l->H;
 	for (size_t j = 0; j < B; j++)
 		for (size_t q = 0; q < K; q++) {
 			float acc = 0.0f;
 			for (size_t o = 0; o < H; o++)
-				acc += dout[j * H + o] * W[o * K + q];
+				acc += dout[j * H + o] * l->W[o * K + q];
 			din[j * K + q] = acc;
 		}
 	for (size_t o = 0; o < H; o++)
@@ -131,13 +152,13 @@ static void linear_backward(float *din, float *dW, float *db, const float *dout,
 			float acc = 0.0f;
 			for (size_t j = 0; j < B; j++)
 				acc += dout[j * H + o] * in[j * K + q];
-			dW[o * K + q] += acc;
+			l->dW[o * K + q] += acc;
 		}
 	for (size_t o = 0; o < H; o++) {
 		float acc = 0.0f;
 		for (size_t j = 0; j < B; j++)
 			acc += dout[j * H + o];
-		db[o] += acc;
+		l->db[o] += acc;
 	}
 }
 
@@ -182,26 +203,31 @@ static void relu_dropout_backward(float *dz, const float *dh, const float *z, co
 		dz[k] = z[k] > 0.0f ? dh[k] * mult[k] : 0.0f;
 }
 
-/* logit (B) = g (B, F) . w[0..F) + hL (B, HL) . w[F..F+HL) + b. */
-static void head_forward(float *logit, const float *g, const float *hL, const float *w, float b,
-			 size_t B, size_t F, size_t HL)
+/* logit (B) = g (B, F) . w[0..F) + hL (B, HL) . w[F..F+HL) + b: the head,
+ * a dense layer of one output over [g, hL] (w is W, K = F + HL). */
+static void head_forward(float *logit, const float *g, const float *hL, size_t B, size_t F,
+			 const struct dense *head)
 {
+	const float *w = head->W;
+	size_t HL = head->K - F;
 	for (size_t j = 0; j < B; j++) {
 		float acc = 0.0f;
 		for (size_t f = 0; f < F; f++)
 			acc += g[j * F + f] * w[f];
 		for (size_t k = 0; k < HL; k++)
 			acc += hL[j * HL + k] * w[F + k];
-		logit[j] = acc + b;
+		logit[j] = acc + head->b[0];
 	}
 }
 
 /* dg (B, F) = dlogit w[0..F), dhL (B, HL) = dlogit w[F..); dw (F + HL) +=
- * dlogit^T [g, hL], *db += sum of dlogit. */
-static void head_backward(float *dg, float *dhL, float *dw, float *db, const float *dlogit,
-			  const float *g, const float *hL, const float *w, size_t B, size_t F,
-			  size_t HL)
+ * dlogit^T [g, hL], db += sum of dlogit. */
+static void head_backward(float *dg, float *dhL, const float *dlogit, const float *g,
+			  const float *hL, size_t B, size_t F, const struct dense *head)
 {
+	const float *w = head->W;
+	float *dw = head->dW;
+	size_t HL = head->K - F;
 	for (size_t j = 0; j < B; j++) {
 		for (size_t f = 0; f < F; f++)
 			dg[j * F + f] = dlogit[j] * w[f];
@@ -223,7 +249,7 @@ static void head_backward(float *dg, float *dhL, float *dw, float *db, const flo
 	float acc = 0.0f;
 	for (size_t j = 0; j < B; j++)
 		acc += dlogit[j];
-	*db += acc;
+	head->db[0] += acc;
 }
 
 /* The sum of bce(logit, label) over B rows, in double. */
@@ -282,6 +308,31 @@ static void batch_alloc(struct batch *b, const struct ncf_shape *s, size_t B)
 	b->dlogit = ncf_xcalloc(B + 1, sizeof(float));
 }
 
+/* The tables of one role at user, item (offsets of the layout), width
+ * wide, in prm, and their gradients in grad (NULL: none). */
+static struct tables tables_at(const float *prm, float *grad, size_t user, size_t item,
+			       size_t width)
+{
+	return (struct tables){prm + user, prm + item, grad ? grad + user : NULL,
+			       grad ? grad + item : NULL, width};
+}
+
+/* Layer l of the model (l = L + 1: the head, one output over [g, h_L]) in
+ * prm, and its gradients in grad (NULL: none). */
+static struct dense dense_at(const struct ncf_backend *be, const float *prm, float *grad,
+			     uint32_t l)
+{
+	const struct ncf_shape *s = &be->shape;
+	const struct ncf_layout *L = &be->layout;
+	if (l == s->n_layers)
+		return (struct dense){prm + L->head_w, prm + L->head_b,
+				      grad ? grad + L->head_w : NULL,
+				      grad ? grad + L->head_b : NULL,
+				      s->factors + ncf_shape_last(s), 1};
+	return (struct dense){prm + L->w[l], prm + L->b[l], grad ? grad + L->w[l] : NULL,
+			      grad ? grad + L->b[l] : NULL, s->layers[l - 1], s->layers[l]};
+}
+
 /* The logits of the batch's rows (b->users, b->items; dropout at b->pos,
  * none when pos is NULL) into b->logit, keeping every activation. */
 static void forward(const struct ncf_backend *be, const float *prm, struct batch *b,
@@ -290,18 +341,20 @@ static void forward(const struct ncf_backend *be, const float *prm, struct batch
 	const struct ncf_shape *s = &be->shape;
 	const struct ncf_layout *L = &be->layout;
 	size_t B = b->B, F = s->factors, M = ncf_shape_m(s), last = s->n_layers - 1;
-	gmf_forward(b->g, b->users, b->items, B, prm + L->gmf_user, prm + L->gmf_item, F);
-	embedding_forward(b->x, b->users, b->items, B, prm + L->mlp_user, prm + L->mlp_item, M);
+	struct tables gmf = tables_at(prm, NULL, L->gmf_user, L->gmf_item, F);
+	struct tables mlp = tables_at(prm, NULL, L->mlp_user, L->mlp_item, M);
+	gmf_forward(b->g, b->users, b->items, B, &gmf);
+	embedding_forward(b->x, b->users, b->items, B, &mlp);
 	const float *in = b->x;
 	for (uint32_t l = 1; l <= last; l++) {
-		size_t K = s->layers[l - 1], H = s->layers[l];
-		linear_forward(b->z[l], in, prm + L->w[l], prm + L->b[l], B, K, H);
-		dropout_mask(b->mult[l], pos, B, H, l - 1, &be->hp, epoch);
-		relu_dropout_forward(b->h[l], b->z[l], b->mult[l], B * H);
+		struct dense layer = dense_at(be, prm, NULL, l);
+		linear_forward(b->z[l], in, B, &layer);
+		dropout_mask(b->mult[l], pos, B, layer.H, l - 1, &be->hp, epoch);
+		relu_dropout_forward(b->h[l], b->z[l], b->mult[l], B * layer.H);
 		in = b->h[l];
 	}
-	head_forward(b->logit, b->g, b->h[last], prm + L->head_w, prm[L->head_b], B, F,
-		     s->layers[last]);
+	struct dense head = dense_at(be, prm, NULL, s->n_layers);
+	head_forward(b->logit, b->g, b->h[last], B, F, &head);
 }
 
 /* The gradient of the batch's loss (dlogit already in b->dlogit) added to
@@ -317,17 +370,17 @@ static void backward(const struct ncf_backend *be, const float *prm, struct batc
 	float *dg = ncf_xcalloc(B * F + 1, sizeof(float));
 	float *dh = ncf_xcalloc(B * widest + 1, sizeof(float));
 	float *dz = ncf_xcalloc(B * widest + 1, sizeof(float));
-	head_backward(dg, dh, grad + L->head_w, grad + L->head_b, b->dlogit, b->g, b->h[last],
-		      prm + L->head_w, B, F, s->layers[last]);
+	struct dense head = dense_at(be, prm, grad, s->n_layers);
+	head_backward(dg, dh, b->dlogit, b->g, b->h[last], B, F, &head);
 	for (uint32_t l = (uint32_t)last; l >= 1; l--) {
-		size_t K = s->layers[l - 1], H = s->layers[l];
-		relu_dropout_backward(dz, dh, b->z[l], b->mult[l], B * H);
-		linear_backward(dh, grad + L->w[l], grad + L->b[l], dz, l > 1 ? b->h[l - 1] : b->x,
-				prm + L->w[l], B, K, H);
+		struct dense layer = dense_at(be, prm, grad, l);
+		relu_dropout_backward(dz, dh, b->z[l], b->mult[l], B * layer.H);
+		linear_backward(dh, dz, l > 1 ? b->h[l - 1] : b->x, B, &layer);
 	}
-	embedding_backward(grad + L->mlp_user, grad + L->mlp_item, dh, b->users, b->items, B, M);
-	gmf_backward(grad + L->gmf_user, grad + L->gmf_item, dg, b->users, b->items, B, prm + L->gmf_user, prm + L->gmf_item,
-		     F);
+	struct tables mlp = tables_at(prm, grad, L->mlp_user, L->mlp_item, M);
+	struct tables gmf = tables_at(prm, grad, L->gmf_user, L->gmf_item, F);
+	embedding_backward(dh, b->users, b->items, B, &mlp);
+	gmf_backward(dg, b->users, b->items, B, &gmf);
 	free(dg), free(dh), free(dz);
 }
 
@@ -351,13 +404,10 @@ static int ref_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 	*loss_sum = 0;
 	struct batch b;
 	batch_alloc(&b, &be->shape, (size_t)(hi - lo));
-	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
+	ncf_stream st = ncf_host_stream(be, r, S, epoch);
 	for (size_t j = 0; j < b.B; j++) {
 		b.pos[j] = first + lo + j;
-		b.labels[j] = (uint8_t)ncf_sample_at(&perm, b.pos[j], be->hp.seed, epoch,
-						     td->positives, td->items, (int)be->hp.true_neg,
-						     td->entry_user, td->offsets, td->items_csr,
-						     &b.users[j], &b.items[j]);
+		b.labels[j] = (uint8_t)ncf_sample_at(&st, b.pos[j], &b.users[j], &b.items[j]);
 	}
 	forward(be, r->params, &b, b.pos, epoch);
 	*loss_sum = bce_forward(b.logit, b.labels, b.B);
@@ -373,6 +423,7 @@ static int ref_init(struct ncf_backend *be)
 {
 	struct ncf_host_state *r = ncf_xcalloc(1, sizeof *r);
 	be->impl = r;
+	be->precision = NCF_PRECISION_FP32; /* whatever was asked */
 	ncf_host_state_init(r, be->layout.total);
 	return 0;
 }

@@ -64,3 +64,18 @@ int ncf_host_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d
 	h->have_ed = 1;
 	return 0;
 }
+
+ncf_stream ncf_host_stream(const struct ncf_backend *be, const struct ncf_host_state *h,
+			   uint64_t S, uint32_t epoch)
+{
+	const struct ncf_train_data *td = &h->td;
+	return (ncf_stream){.perm = ncf_perm_make(S, be->hp.seed, epoch),
+			    .seed = be->hp.seed,
+			    .epoch = epoch,
+			    .items = td->items,
+			    .positives = td->positives,
+			    .true_neg = (int)be->hp.true_neg,
+			    .entry_user = td->entry_user,
+			    .offsets = td->offsets,
+			    .csr_items = td->items_csr};
+}

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "backend_impl.h"
+#include "ncf_hd.h"
 
 struct ncf_host_state {
 	float *params, *m, *v, *grad; /* (total) */
@@ -31,5 +32,10 @@ int ncf_host_set_state(struct ncf_backend *be, const float *params, const float 
 int ncf_host_get_state(struct ncf_backend *be, float *params, float *m, float *v);
 int ncf_host_set_train_data(struct ncf_backend *be, const struct ncf_train_data *d);
 int ncf_host_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d);
+
+/* The sample stream of epoch, S samples (ncf_epoch_check), over h's
+ * training data with be's seed and --true-negatives. */
+ncf_stream ncf_host_stream(const struct ncf_backend *be, const struct ncf_host_state *h,
+			   uint64_t S, uint32_t epoch);
 
 #endif

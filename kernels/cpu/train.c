@@ -40,11 +40,11 @@ static int grow_samples(struct cpu *c, const struct ncf_shape *s, size_t n)
 	if (n <= c->cap)
 		return 0;
 	size_t H1 = s->layers[1];
-	c->su = ncf_xrealloc(c->su, n * sizeof *c->su);
-	c->si = ncf_xrealloc(c->si, n * sizeof *c->si);
-	c->lab = ncf_xrealloc(c->lab, n);
-	c->slot_u = ncf_xrealloc(c->slot_u, n * sizeof *c->slot_u);
-	c->slot_i = ncf_xrealloc(c->slot_i, n * sizeof *c->slot_i);
+	c->sample_user = ncf_xrealloc(c->sample_user, n * sizeof *c->sample_user);
+	c->sample_item = ncf_xrealloc(c->sample_item, n * sizeof *c->sample_item);
+	c->label = ncf_xrealloc(c->label, n);
+	c->user_slot = ncf_xrealloc(c->user_slot, n * sizeof *c->user_slot);
+	c->item_slot = ncf_xrealloc(c->item_slot, n * sizeof *c->item_slot);
 	c->dlogit = ncf_xrealloc(c->dlogit, n * sizeof *c->dlogit);
 	free(c->dz1); /* 64-byte aligned, for streaming stores */
 	c->dz1 = NULL;
@@ -55,9 +55,9 @@ static int grow_samples(struct cpu *c, const struct ncf_shape *s, size_t n)
 		return -1;
 	}
 	c->chunk_loss = ncf_xrealloc(c->chunk_loss, (n / CHUNK + 1) * sizeof *c->chunk_loss);
-	c->ulist = ncf_xrealloc(c->ulist, n * sizeof *c->ulist);
+	c->user_list = ncf_xrealloc(c->user_list, n * sizeof *c->user_list);
 	c->rowof = ncf_xrealloc(c->rowof, n * sizeof *c->rowof);
-	c->ilist = ncf_xrealloc(c->ilist, n * sizeof *c->ilist);
+	c->item_list = ncf_xrealloc(c->item_list, n * sizeof *c->item_list);
 	c->cap = n;
 	return 0;
 }
@@ -102,16 +102,29 @@ static uint32_t make_slots(const uint32_t *ids, size_t n, int32_t *map, uint32_t
 	return ns;
 }
 
+/* Dropout as a pass over a chunk's rows applies it (ncf_hd.h's masks):
+ * whether, the threshold and scale, and where row r's multipliers come
+ * from: the epoch position pos0 + order[r] of its sample. */
+struct dropout {
+	int on;
+	uint32_t drop16; /* ncf_dropout_threshold */
+	float scale;	 /* 1 / (1 - p) of kept units; 1 when off */
+	uint64_t seed;
+	uint32_t epoch;
+	uint64_t pos0;		/* the epoch position of sample 0 */
+	const uint32_t *order;	/* (rows) the sample of each row */
+};
+
 /*
  * Dropout multipliers of one sample's H units of hidden layer `layer` at
- * position pos: scale where kept, 0 where dropped.  The eight 16-bit
- * uniforms of a Philox block, read as little-endian u16, are units
+ * epoch position pos: d->scale where kept, 0 where dropped.  The eight
+ * 16-bit uniforms of a Philox block, read as little-endian u16, are units
  * 8w..8w+7 (ncf_dropout_keep, written for vectors); sixteen blocks at a
  * time with AVX-512 and eight with AVX2 (simd_philox16, simd_philox8: the
  * same numbers as ncf_dropout_bits).
  */
-static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float scale,
-			uint64_t seed, uint32_t epoch, uint64_t pos, uint32_t layer)
+static void dropout_row(float *restrict mult, size_t H, const struct dropout *d, uint64_t pos,
+			uint32_t layer)
 {
 	size_t blocks = (H + 7) / 8;
 	uint16_t u16[8 * ((NCF_MAX_HIDDEN + 63) / 8)];
@@ -120,14 +133,14 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 #ifdef NCF_SIMD_AVX512
 	for (; w0 + 16 <= blocks; w0 += 16) {
 		uint32_t wide[64];
-		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
+		ncf_rng_input in = ncf_dropout_input(d->seed, d->epoch, pos, layer, (uint32_t)w0);
 		simd_philox16(&in, wide);
 		memcpy(u16 + 8 * w0, wide, sizeof wide);
 	}
 #endif
 	uint32_t words[4][8];
 	for (; w0 < blocks; w0 += 8) {
-		ncf_rng_input in = ncf_dropout_input(seed, epoch, pos, layer, (uint32_t)w0);
+		ncf_rng_input in = ncf_dropout_input(d->seed, d->epoch, pos, layer, (uint32_t)w0);
 		simd_philox8(&in, words);
 		for (size_t w = 0; w < 8; w++) /* block-major, as ncf_dropout_bits lays them */
 			for (size_t i = 0; i < 4; i++)
@@ -135,27 +148,37 @@ static void dropout_row(float *restrict mult, size_t H, uint32_t drop16, float s
 	}
 #else
 	for (size_t w = 0; w < blocks; w++) {
-		ncf_u32x4 bits = ncf_dropout_bits(seed, epoch, pos, layer, (uint32_t)w);
+		ncf_u32x4 bits = ncf_dropout_bits(d->seed, d->epoch, pos, layer, (uint32_t)w);
 		memcpy(u16 + 8 * w, bits.v, 16);
 	}
 #endif
 	for (size_t h = 0; h < H; h++)
-		mult[h] = u16[h] >= drop16 ? scale : 0.0f;
+		mult[h] = u16[h] >= d->drop16 ? d->scale : 0.0f;
 }
+
+/* The factorized first layer of a step (step 3's products): each
+ * sample's user and item slot, the slots' projections au (Bu, H) and ai
+ * (Bi, H), and b1 (H). */
+struct layer1 {
+	const uint32_t *user_slot, *item_slot; /* (B) */
+	const float *au, *ai, *b;
+	size_t H;
+};
 
 /*
  * Layer 1's activations of rows [0, n) in one pass: row r is the sample
- * j = order[r] (epoch position pos0 + j), h1[r] = dropout(ReLU(au[slot_u[j]]
- * + ai[slot_i[j]] + b)) (hidden layer 0's multipliers when drop), and its
- * bf16 copy into hb (n, H) when hb is not NULL, converted while the row is
- * in cache.  The sum is rounded to float before b is added, as two
+ * j = d->order[r], h1[r] = dropout(ReLU(au[user_slot[j]] +
+ * ai[item_slot[j]] + b)) (hidden layer 0's multipliers when d->on), and
+ * its bf16 copy into hb (n, H) when hb is not NULL, converted while the
+ * row is in cache.  The sum is rounded to float before b is added, as two
  * separate passes would do: the same bits.
  */
-static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_t *order,
-			size_t n, size_t H, const uint32_t *slot_u, const uint32_t *slot_i,
-			const float *au, const float *ai, const float *restrict b, int drop,
-			uint32_t drop16, float scale, uint64_t seed, uint32_t epoch, uint64_t pos0)
+static void layer1_rows(const struct layer1 *in, const struct dropout *d, size_t n,
+			float *restrict h1, ncf_bf16 *restrict hb)
 {
+	const uint32_t *order = d->order, *slot_u = in->user_slot, *slot_i = in->item_slot;
+	const float *restrict b = in->b, *ai = in->ai;
+	size_t H = in->H;
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
@@ -168,11 +191,11 @@ static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_
 			for (size_t o = 0; o < H * sizeof(float); o += 64)
 				__builtin_prefetch(ahead + o);
 		}
-		const float *restrict pa = au + (size_t)slot_u[j] * H;
+		const float *restrict pa = in->au + (size_t)slot_u[j] * H;
 		const float *restrict pi = ai + (size_t)slot_i[j] * H;
 		float *restrict row = h1 + r * H;
-		if (drop) {
-			dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + j, 0);
+		if (d->on) {
+			dropout_row(mult, H, d, d->pos0 + j, 0);
 			for (size_t h = 0; h < H; h++) {
 				float z = pa[h] + pi[h], x = z + b[h];
 				row[h] = (x > 0.0f ? x : 0.0f) * mult[h];
@@ -191,11 +214,10 @@ static void layer1_rows(float *restrict h1, ncf_bf16 *restrict hb, const uint32_
 /* Dropout of rows already biased and ReLU'd (the product's post-ops), in
  * place, z (n, H), hidden layer index `layer`, rows as layer1_rows'; and
  * the bf16 copy of each row into hb (n, H) when hb is not NULL. */
-static void dropout_rows(float *restrict z, ncf_bf16 *restrict hb, size_t n, size_t H, int drop,
-			 uint32_t drop16, float scale, uint64_t seed, uint32_t epoch, uint64_t pos0,
-			 const uint32_t *order, uint32_t layer)
+static void dropout_rows(float *restrict z, ncf_bf16 *restrict hb, size_t n, size_t H,
+			 const struct dropout *d, uint32_t layer)
 {
-	if (!drop) {
+	if (!d->on) {
 		if (hb)
 			ncf_bf16_from_f32_n(z, n * H, hb);
 		return;
@@ -203,7 +225,7 @@ static void dropout_rows(float *restrict z, ncf_bf16 *restrict hb, size_t n, siz
 	float mult[NCF_MAX_HIDDEN];
 	for (size_t j = 0; j < n; j++) {
 		float *restrict row = z + j * H;
-		dropout_row(mult, H, drop16, scale, seed, epoch, pos0 + order[j], layer);
+		dropout_row(mult, H, d, d->pos0 + d->order[j], layer);
 		for (size_t h = 0; h < H; h++)
 			row[h] *= mult[h];
 		if (hb)
@@ -275,56 +297,71 @@ static void relu_dropout_back_bf16(ncf_bf16 *restrict dzb, const float *restrict
 }
 
 /*
- * Forward and backward of rows [k0, k0 + n) of the step, in user order:
- * row k is sample j = ulist[k] (the samples sorted by user slot, so rows
- * of one user are adjacent).  Weight gradients of layers 2..L and the head
- * go to lane (tail layout), dz1 of row k to c->dz1 row k, dlogit of sample
- * j to c->dlogit[j].  pos0 is the epoch position of sample 0.  The rows'
- * loss sum into *loss_out.  Returns 0 or -1 (reported).
+ * A chunk of the step: rows [k0, k0 + n), in user order: row r is sample
+ * d.order[r] (the samples sorted by user slot, so that rows of one user
+ * are adjacent; d.order = user_list + k0), x the thread's scratch, lane
+ * (tail layout) where the weight gradients of layers 2..L and the head go;
+ * inv_n is 1 / the global batch.
  */
-static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x, size_t k0,
-		       size_t n, uint64_t pos0, uint32_t epoch, float inv_n, float *lane,
-		       double *loss_out)
-{
-	const struct ncf_shape *s = &be->shape;
-	const struct ncf_layout *L = &be->layout;
-	const float *prm = c->h.params;
-	const uint32_t *order = c->ulist + k0;
-	uint32_t nl = s->n_layers, last = nl - 1;
-	size_t F = s->factors, H1 = s->layers[1];
-	int drop = be->hp.dropout > 0.0f;
-	uint32_t drop16 = ncf_dropout_threshold(be->hp.dropout);
-	float scale = drop ? 1.0f / (1.0f - be->hp.dropout) : 1.0f;
-	uint64_t seed = be->hp.seed;
-	enum ncf_mm_type mt = c->mt;
-	int bf = mt == NCF_MM_BF16;
+struct chunk {
+	const struct ncf_backend *be;
+	struct cpu *c;
+	struct scratch *x;
+	size_t k0, n;
+	struct dropout d;
+	float inv_n;
+	float *lane;
+};
 
-	/* layer 1, factorized: gather the per-slot projections */
-	float *h1 = x->h[1];
-	layer1_rows(h1, bf && last > 1 ? x->hb[1] : NULL, order, n, H1, c->slot_u, c->slot_i, c->au,
-		    c->ai, prm + L->b[1], drop, drop16, scale, seed, epoch, pos0);
-	for (uint32_t k = 2; k < nl; k++) {
+/* Forward through the MLP: layer 1 factorized (the slots' projections
+ * gathered), then layers 2..L, each one product with its bias and ReLU,
+ * then dropout.  Returns 0 or -1 (reported). */
+static int chunk_forward(const struct chunk *ch)
+{
+	const struct ncf_shape *s = &ch->be->shape;
+	const struct ncf_layout *L = &ch->be->layout;
+	struct cpu *c = ch->c;
+	struct scratch *x = ch->x;
+	uint32_t last = s->n_layers - 1;
+	int bf = c->mt == NCF_MM_BF16;
+	struct layer1 l1 = {c->user_slot, c->item_slot, c->au, c->ai, c->h.params + L->b[1],
+			    s->layers[1]};
+	layer1_rows(&l1, &ch->d, ch->n, x->h[1], bf && last > 1 ? x->hb[1] : NULL);
+	for (uint32_t k = 2; k <= last; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		const void *a = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1];
-		if (ncf_mm_forward(mt, a, in, ncf_cpu_param(c, L->w[k]), in, prm + L->b[k], 1, n,
-				   out, in, x->h[k], out) != 0)
+		struct ncf_mm_forward_op op = {
+			.t = c->mt, .m = ch->n, .n = out, .k = in,
+			.X = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1], .ldx = in,
+			.W = ncf_cpu_param(c, L->w[k]), .ldw = in,
+			.bias = c->h.params + L->b[k], .relu = 1, .Y = x->h[k], .ldy = out};
+		if (ncf_mm_forward(&op) != 0)
 			return -1;
-		dropout_rows(x->h[k], bf && k < last ? x->hb[k] : NULL, n, out, drop, drop16, scale,
-			     seed, epoch, pos0, order, k - 1);
+		dropout_rows(x->h[k], bf && k < last ? x->hb[k] : NULL, ch->n, out, &ch->d, k - 1);
 	}
-	/* GMF, head, loss */
-	const float *wg = prm + L->head_w, *wh = wg + F;
+	return 0;
+}
+
+/* GMF, the head and the loss: dlogit of each row (into c->dlogit by
+ * sample, and x->logit by row), the head's gradients into the lane.
+ * Returns the rows' loss sum. */
+static double chunk_head(const struct chunk *ch)
+{
+	const struct ncf_shape *s = &ch->be->shape;
+	const struct ncf_layout *L = &ch->be->layout;
+	struct cpu *c = ch->c;
+	struct scratch *x = ch->x;
+	const float *prm = c->h.params;
+	const uint32_t *order = ch->d.order;
+	size_t n = ch->n, F = s->factors, HL = ncf_shape_last(s);
+	const float *wg = prm + L->head_w, *wh = wg + F, *hL = x->h[s->n_layers - 1];
 	float hb = prm[L->head_b];
-	size_t HL = s->layers[last];
-	const float *hL = x->h[last];
-	double loss = 0;
-	float *lw = lane + (L->head_w - c->tail_off);
-	float *lwh = lw + F, *lb = lane + (L->head_b - c->tail_off);
+	float *lw = ch->lane + (L->head_w - c->tail_off);
+	float *lwh = lw + F, *lb = ch->lane + (L->head_b - c->tail_off);
 	float *restrict dl_row = x->logit;
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
-		const float *restrict pu = prm + L->gmf_user + (size_t)c->su[j] * F;
-		const float *restrict qi = prm + L->gmf_item + (size_t)c->si[j] * F;
+		const float *restrict pu = prm + L->gmf_user + (size_t)c->sample_user[j] * F;
+		const float *restrict qi = prm + L->gmf_item + (size_t)c->sample_item[j] * F;
 		float *restrict g = x->g + r * F;
 		for (size_t f = 0; f < F; f++)
 			g[f] = pu[f] * qi[f];
@@ -334,11 +371,12 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 		    dl_row, 1);
 	cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, wh, 1, 1.0f,
 		    dl_row, 1);
+	double loss = 0;
 	float bsum = 0.0f;
 	for (size_t r = 0; r < n; r++) {
 		uint32_t j = order[r];
-		float y = (float)c->lab[j], l;
-		float dl = ncf_bce_grad(dl_row[r] + hb, y, &l) * inv_n;
+		float y = (float)c->label[j], l;
+		float dl = ncf_bce_grad(dl_row[r] + hb, y, &l) * ch->inv_n;
 		loss += (double)l;
 		c->dlogit[j] = dl;
 		dl_row[r] = dl;
@@ -350,52 +388,85 @@ static int chunk_train(struct ncf_backend *be, struct cpu *c, struct scratch *x,
 	cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)HL, 1.0f, hL, (int)HL, dl_row, 1, 1.0f,
 		    lwh, 1);
 	lb[0] += bsum;
-	/* backward through layers L..2 */
-	float *dh = x->dh, *dz = x->dz;
+	return loss;
+}
+
+/* Backward from dlogit (x->logit) through layers L..2 into the lane, down
+ * to dz1 of the chunk's rows in c->dz1 (row k0 on; bf16 in bf16).
+ * Returns 0 or -1 (reported). */
+static int chunk_backward(const struct chunk *ch)
+{
+	const struct ncf_shape *s = &ch->be->shape;
+	const struct ncf_layout *L = &ch->be->layout;
+	struct cpu *c = ch->c;
+	struct scratch *x = ch->x;
+	uint32_t last = s->n_layers - 1;
+	size_t n = ch->n, H1 = s->layers[1], HL = s->layers[last];
+	int bf = c->mt == NCF_MM_BF16;
+	float scale = ch->d.scale, *dh = x->dh, *dz = x->dz;
+	const float *wh = c->h.params + L->head_w + s->factors;
 	for (size_t r = 0; r < n; r++) {
 		float *restrict d = dh + r * HL;
 		for (size_t h = 0; h < HL; h++)
-			d[h] = dl_row[r] * wh[h];
+			d[h] = x->logit[r] * wh[h];
 	}
 	for (uint32_t k = last; k >= 2; k--) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		float *lW = lane + (L->w[k] - c->tail_off);
-		float *lB = lane + (L->b[k] - c->tail_off);
+		float *lB = ch->lane + (L->b[k] - c->tail_off);
 		relu_dropout_back_rows(dz, bf ? x->dzb : NULL, dh, x->h[k], n, out, scale, lB);
-		const void *d = dz, *a = x->h[k - 1];
-		if (bf)
-			d = x->dzb, a = x->hb[k - 1];
-		if (ncf_mm_dw(mt, d, out, a, in, n, out, in, lW, in, 1) != 0)
-			return -1;
-		/* dh for layer k-1 */
-		if (ncf_mm_dx(mt, d, out, ncf_cpu_param(c, L->w[k]), in, n, out, in, dh, in) !=
-		    0)
+		const void *d = bf ? (const void *)x->dzb : (const void *)dz;
+		struct ncf_mm_dw_op dw = {
+			.t = c->mt, .m = n, .n = out, .k = in, .dY = d, .ldd = out,
+			.X = bf ? (const void *)x->hb[k - 1] : (const void *)x->h[k - 1], .ldx = in,
+			.dW = ch->lane + (L->w[k] - c->tail_off), .ldw = in, .accumulate = 1};
+		/* and dh for layer k-1 */
+		struct ncf_mm_dx_op dx = {.t = c->mt, .m = n, .n = out, .k = in, .dY = d,
+					  .ldd = out, .W = ncf_cpu_param(c, L->w[k]), .ldw = in,
+					  .dX = dh, .ldx = in};
+		if (ncf_mm_dw(&dw) != 0 || ncf_mm_dx(&dx) != 0)
 			return -1;
 	}
 	if (bf) /* dz1 kept in bf16, as AMP keeps the gradient of a bf16 activation */
-		relu_dropout_back_bf16((ncf_bf16 *)c->dz1 + k0 * H1, dh, h1, n, H1, scale);
+		relu_dropout_back_bf16((ncf_bf16 *)c->dz1 + ch->k0 * H1, dh, x->h[1], n, H1, scale);
 	else
-		relu_dropout_back_stream(c->dz1 + k0 * H1, dh, h1, n * H1, scale);
-	*loss_out = loss;
+		relu_dropout_back_stream(c->dz1 + ch->k0 * H1, dh, x->h[1], n * H1, scale);
 	return 0;
 }
 
-/*
- * The GMF gradient of one table's rows (gmf_user or gmf_item): for slot k, row
- * slot_id[k] gets w_g * sum over the slot's samples j (start/list) of
- * dlogit[j] * other[other_id[j]], other being the opposite table (F wide).
- * Slots are independent: parallel without conflicts.
- */
-static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *list,
-			  const float *dlogit, const uint32_t *other_id, const float *other,
-			  const uint32_t *slot_id, float *grad, const float *wg, size_t F)
+/* Forward and backward of a chunk (step 4); its loss sum into *loss_out.
+ * Returns 0 or -1 (reported). */
+static int chunk_train(const struct chunk *ch, double *loss_out)
 {
-	uint32_t end = start[nslots];
+	if (chunk_forward(ch) != 0)
+		return -1;
+	*loss_out = chunk_head(ch);
+	return chunk_backward(ch);
+}
+
+/* The slots of one kind (users or items) of a batch: slot k is id[k], its
+ * samples list[start[k] .. start[k + 1]). */
+struct slots {
+	uint32_t n;
+	const uint32_t *start, *list, *id;
+};
+
+/*
+ * The GMF gradient of one table's rows (gmf_user or gmf_item): for slot k
+ * of sl, row sl->id[k] of grad gets w_g * the sum over the slot's samples
+ * j of dlogit[j] * other[other_id[j]], other being the opposite table (F
+ * wide) and other_id each sample's row of it.  Slots are independent:
+ * parallel without conflicts.
+ */
+static void gmf_rows_grad(const struct slots *sl, const float *dlogit, const uint32_t *other_id,
+			  const float *other, const float *wg, size_t F, float *grad)
+{
+	const uint32_t *start = sl->start, *list = sl->list;
+	uint32_t end = start[sl->n];
 #pragma omp parallel
 	{
 		float *acc = ncf_xmalloc(F * sizeof(float));
 #pragma omp for schedule(dynamic, 64)
-		for (int64_t k = 0; k < (int64_t)nslots; k++) {
+		for (int64_t k = 0; k < (int64_t)sl->n; k++) {
 			memset(acc, 0, F * sizeof(float));
 			for (uint32_t e = start[k]; e < start[k + 1]; e++) {
 				if (e + 16 < end) { /* as slot_sums: rows from anywhere */
@@ -414,7 +485,7 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 				for (size_t f = 0; f < F; f++)
 					acc[f] += dl * o[f];
 			}
-			float *g = grad + (size_t)slot_id[k] * F;
+			float *g = grad + (size_t)sl->id[k] * F;
 			for (size_t f = 0; f < F; f++)
 				g[f] = wg[f] * acc[f];
 		}
@@ -427,14 +498,11 @@ static void gmf_rows_grad(size_t nslots, const uint32_t *start, const uint32_t *
 static void make_samples(struct ncf_backend *be, struct cpu *c, uint64_t S, uint32_t epoch,
 			 uint64_t pos0, size_t B)
 {
-	const struct ncf_train_data *td = &c->h.td;
-	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
+	ncf_stream st = ncf_host_stream(be, &c->h, S, epoch);
 #pragma omp parallel for schedule(static)
 	for (int64_t j = 0; j < (int64_t)B; j++)
-		c->lab[j] = (uint8_t)ncf_sample_at(&perm, pos0 + (uint64_t)j, be->hp.seed, epoch,
-						   td->positives, td->items, (int)be->hp.true_neg,
-						   td->entry_user, td->offsets, td->items_csr,
-						   &c->su[j], &c->si[j]);
+		c->label[j] = (uint8_t)ncf_sample_at(&st, pos0 + (uint64_t)j, &c->sample_user[j],
+						     &c->sample_item[j]);
 }
 
 /* Step 2: the slots of the B samples' users (*nu of them) and items (*ni),
@@ -443,10 +511,10 @@ static void make_batch_slots(struct ncf_backend *be, struct cpu *c, size_t B, ui
 			     uint32_t *ni)
 {
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	*nu = make_slots(c->su, B, c->uslot, c->slot_u, &c->slot_user, &c->ustart, c->ulist,
-			 &c->cap_u);
-	*ni = make_slots(c->si, B, c->islot, c->slot_i, &c->slot_item, &c->istart, c->ilist,
-			 &c->cap_i);
+	*nu = make_slots(c->sample_user, B, c->slot_of_user, c->user_slot, &c->slot_user,
+			 &c->user_start, c->user_list, &c->cap_u);
+	*ni = make_slots(c->sample_item, B, c->slot_of_item, c->item_slot, &c->slot_item,
+			 &c->item_start, c->item_list, &c->cap_i);
 	c->xu = ncf_xrealloc(c->xu, (size_t)c->cap_u * M * sizeof(float));
 	c->au = ncf_xrealloc(c->au, (size_t)c->cap_u * H1 * sizeof(float));
 	c->dau = ncf_xrealloc(c->dau, (size_t)c->cap_u * H1 * sizeof(float));
@@ -456,7 +524,7 @@ static void make_batch_slots(struct ncf_backend *be, struct cpu *c, size_t B, ui
 	size_t cap_ui = c->cap_u > c->cap_i ? c->cap_u : c->cap_i;
 #pragma omp parallel for schedule(static)
 	for (int64_t k = 0; k < (int64_t)B; k++)
-		c->rowof[c->ulist[k]] = (uint32_t)k;
+		c->rowof[c->user_list[k]] = (uint32_t)k;
 	c->dx = ncf_xrealloc(c->dx, cap_ui * M * sizeof(float));
 	if (c->mt == NCF_MM_BF16) {
 		c->xub = ncf_xrealloc(c->xub, (size_t)c->cap_u * M * sizeof(ncf_bf16));
@@ -494,31 +562,38 @@ static int layer1_forward(struct ncf_backend *be, struct cpu *c, uint32_t nu, ui
 	void *xu = bf ? (void *)c->xub : (void *)c->xu, *xi = bf ? (void *)c->xib : (void *)c->xi;
 	gather_rows(c, L->mlp_user, c->slot_user, nu, M, xu);
 	gather_rows(c, L->mlp_item, c->slot_item, ni, M, xi);
-	if (ncf_mm_forward_tiles(mt, xu, M, ncf_cpu_param(c, L->w[1]), 2 * M, NULL,
-				 0, nu, H1, M, c->au, H1) != 0)
+	/* W1u, W1i: the two halves of W1's columns */
+	struct ncf_mm_forward_op u = {.t = mt, .m = nu, .n = H1, .k = M, .X = xu, .ldx = M,
+				      .W = ncf_cpu_param(c, L->w[1]), .ldw = 2 * M,
+				      .Y = c->au, .ldy = H1};
+	struct ncf_mm_forward_op i = u;
+	i.m = ni, i.X = xi, i.W = ncf_cpu_param(c, L->w[1] + M), i.Y = c->ai;
+	if (ncf_mm_forward_tiles(&u) != 0)
 		return -1;
-	return ncf_mm_forward_tiles(mt, xi, M, ncf_cpu_param(c, L->w[1] + M), 2 * M,
-				    NULL, 0, ni, H1, M, c->ai, H1);
+	return ncf_mm_forward_tiles(&i);
 }
 
 /* Step 4: the chunks of the B samples in lanes, then the lanes' sum into
- * the gradient of layers 2..L and the head.  The loss sum into *loss_sum.
- * Returns 0 or -1 (reported). */
-static int run_chunks(struct ncf_backend *be, struct cpu *c, size_t B, uint64_t pos0,
-		      uint32_t epoch, float inv_n, double *loss_sum)
+ * the gradient of layers 2..L and the head; all is step's but the rows
+ * (chunk_train).  The loss sum into *loss_sum.  Returns 0 or -1
+ * (reported). */
+static int run_chunks(const struct chunk *step, size_t B, double *loss_sum)
 {
+	struct cpu *c = step->c;
 	size_t chunks = (B + CHUNK - 1) / CHUNK;
 	size_t lanes = chunks < LANES ? chunks : LANES;
 	memset(c->lane, 0, lanes * c->tail_len * sizeof(float));
 	int fail = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : fail)
 	for (int64_t l = 0; l < (int64_t)lanes; l++) {
-		struct scratch *x = &c->ts[thread_id()];
-		float *lane = c->lane + (size_t)l * c->tail_len;
-		for (size_t ch = (size_t)l; ch < chunks && !fail; ch += LANES) {
-			size_t j0 = ch * CHUNK, cn = B - j0 < CHUNK ? B - j0 : CHUNK;
-			fail |= chunk_train(be, c, x, j0, cn, pos0, epoch, inv_n, lane,
-					    &c->chunk_loss[ch]) != 0;
+		struct chunk ch = *step;
+		ch.x = &c->ts[thread_id()];
+		ch.lane = c->lane + (size_t)l * c->tail_len;
+		for (size_t k = (size_t)l; k < chunks && !fail; k += LANES) {
+			ch.k0 = k * CHUNK;
+			ch.n = B - ch.k0 < CHUNK ? B - ch.k0 : CHUNK;
+			ch.d.order = c->user_list + ch.k0;
+			fail |= chunk_train(&ch, &c->chunk_loss[k]) != 0;
 		}
 	}
 	if (fail)
@@ -578,39 +653,54 @@ static void slot_sums(const uint32_t *start, const uint32_t *list, const uint32_
 	}
 }
 
+/* One side of step 5 (users: col 0, the user slots; items: col M):
+ * dW1's half (n slots' dA (n, H1), as bf16 or fp32 operands, by their
+ * gathered MLP embeddings X), then the embeddings' gradient dA W1 into the
+ * rows slot_id of the MLP table at table.  Returns 0 or -1 (reported). */
+struct side {
+	uint32_t n;
+	const void *dA, *X;
+	const uint32_t *slot_id;
+	size_t col, table;
+};
+
+static int layer1_backward_side(const struct ncf_backend *be, struct cpu *c,
+				const struct side *sd)
+{
+	const struct ncf_layout *L = &be->layout;
+	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
+	struct ncf_mm_dw_op dw = {.t = c->mt, .m = sd->n, .n = H1, .k = M, .dY = sd->dA,
+				  .ldd = H1, .X = sd->X, .ldx = M,
+				  .dW = c->h.grad + L->w[1] + sd->col, .ldw = 2 * M};
+	struct ncf_mm_dx_op dx = {.t = c->mt, .m = sd->n, .n = H1, .k = M, .dY = sd->dA,
+				  .ldd = H1, .W = ncf_cpu_param(c, L->w[1] + sd->col),
+				  .ldw = 2 * M, .dX = c->dx, .ldx = M};
+	if (ncf_mm_dw_tiles(&dw, c->mm_part) != 0 || ncf_mm_dx_tiles(&dx) != 0)
+		return -1;
+	float *grad = c->h.grad + sd->table;
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < (int64_t)sd->n; k++)
+		memcpy(grad + (size_t)sd->slot_id[k] * M, c->dx + (size_t)k * M, M * sizeof(float));
+	return 0;
+}
+
 /* Step 5: dAu, dAi per slot from dz1, then the gradients of W1, b1 and the
  * MLP embedding rows of the batch.  Returns 0 or -1 (reported). */
 static int layer1_backward(struct ncf_backend *be, struct cpu *c, uint32_t nu, uint32_t ni)
 {
 	const struct ncf_layout *L = &be->layout;
 	size_t M = ncf_shape_m(&be->shape), H1 = be->shape.layers[1];
-	enum ncf_mm_type mt = c->mt;
-	int bf = mt == NCF_MM_BF16;
-	slot_sums(c->ustart, NULL, NULL, nu, c->dz1, H1, c->dau, bf ? c->daub : NULL);
-	slot_sums(c->istart, c->ilist, c->rowof, ni, c->dz1, H1, c->dai, bf ? c->daib : NULL);
-	float *gW1 = c->h.grad + L->w[1];
-	const void *du = c->dau, *di = c->dai, *xu = c->xu, *xi = c->xi;
+	int bf = c->mt == NCF_MM_BF16;
+	slot_sums(c->user_start, NULL, NULL, nu, c->dz1, H1, c->dau, bf ? c->daub : NULL);
+	slot_sums(c->item_start, c->item_list, c->rowof, ni, c->dz1, H1, c->dai,
+		  bf ? c->daib : NULL);
+	struct side u = {nu, c->dau, c->xu, c->slot_user, 0, L->mlp_user};
+	struct side i = {ni, c->dai, c->xi, c->slot_item, M, L->mlp_item};
 	if (bf)
-		du = c->daub, di = c->daib, xu = c->xub, xi = c->xib;
-	const void *W1u = ncf_cpu_param(c, L->w[1]);
-	const void *W1i = ncf_cpu_param(c, L->w[1] + M);
-	if (ncf_mm_dw_tiles(mt, du, H1, xu, M, nu, H1, M, gW1, 2 * M, c->mm_part) != 0 ||
-	    ncf_mm_dw_tiles(mt, di, H1, xi, M, ni, H1, M, gW1 + M, 2 * M, c->mm_part) != 0)
-		return -1;
+		u.dA = c->daub, u.X = c->xub, i.dA = c->daib, i.X = c->xib;
+	NCF_TRY(layer1_backward_side(be, c, &u));
 	ncf_cpu_col_sum(c, c->dau, nu, H1, c->h.grad + L->b[1]);
-	if (ncf_mm_dx_tiles(mt, du, H1, W1u, 2 * M, nu, H1, M, c->dx, M) != 0)
-		return -1;
-#pragma omp parallel for schedule(static)
-	for (int64_t k = 0; k < (int64_t)nu; k++)
-		memcpy(c->h.grad + L->mlp_user + (size_t)c->slot_user[k] * M, c->dx + (size_t)k * M,
-		       M * sizeof(float));
-	if (ncf_mm_dx_tiles(mt, di, H1, W1i, 2 * M, ni, H1, M, c->dx, M) != 0)
-		return -1;
-#pragma omp parallel for schedule(static)
-	for (int64_t k = 0; k < (int64_t)ni; k++)
-		memcpy(c->h.grad + L->mlp_item + (size_t)c->slot_item[k] * M, c->dx + (size_t)k * M,
-		       M * sizeof(float));
-	return 0;
+	return layer1_backward_side(be, c, &i);
 }
 
 int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
@@ -635,7 +725,6 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 			  (unsigned long long)(hi - lo));
 		return -1;
 	}
-	float inv_n = 1.0f / (float)n;
 	size_t F = be->shape.factors;
 	memset(c->h.grad, 0, L->total * sizeof(float));
 	*loss_sum = 0;
@@ -648,14 +737,26 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	make_batch_slots(be, c, B, &nu, &ni);			 /* 2 */
 	if (layer1_forward(be, c, nu, ni) != 0)			 /* 3 */
 		return -1;
-	if (run_chunks(be, c, B, pos0, epoch, inv_n, loss_sum) != 0) /* 4 */
+	float p = be->hp.dropout;
+	struct chunk step = {.be = be,
+			     .c = c,
+			     .d = {.on = p > 0.0f,
+				   .drop16 = ncf_dropout_threshold(p),
+				   .scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f,
+				   .seed = be->hp.seed,
+				   .epoch = epoch,
+				   .pos0 = pos0},
+			     .inv_n = 1.0f / (float)n};
+	if (run_chunks(&step, B, loss_sum) != 0)		 /* 4 */
 		return -1;
 	if (layer1_backward(be, c, nu, ni) != 0)		 /* 5 */
 		return -1;
-	const float *wg = c->h.params + L->head_w;		 /* 6 */
-	gmf_rows_grad(nu, c->ustart, c->ulist, c->dlogit, c->si, c->h.params + L->gmf_item, c->slot_user,
-		      c->h.grad + L->gmf_user, wg, F);
-	gmf_rows_grad(ni, c->istart, c->ilist, c->dlogit, c->su, c->h.params + L->gmf_user, c->slot_item,
-		      c->h.grad + L->gmf_item, wg, F);
+	const float *prm = c->h.params, *wg = prm + L->head_w; /* 6 */
+	struct slots us = {nu, c->user_start, c->user_list, c->slot_user};
+	struct slots is = {ni, c->item_start, c->item_list, c->slot_item};
+	gmf_rows_grad(&us, c->dlogit, c->sample_item, prm + L->gmf_item, wg, F,
+		      c->h.grad + L->gmf_user);
+	gmf_rows_grad(&is, c->dlogit, c->sample_user, prm + L->gmf_user, wg, F,
+		      c->h.grad + L->gmf_item);
 	return 0;
 }

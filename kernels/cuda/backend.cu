@@ -482,6 +482,7 @@ const struct ncf_backend_i ncf_backend_cuda = {
 	cuda_take_loss,		/* take_loss */
 	cuda_host_alloc,	/* host_alloc */
 	cuda_host_free,		/* host_free */
+	NULL,			/* precision: cuda_init refuses what the GPU lacks */
 };
 
 void ncf_cuda_set_loss_scale(struct ncf_backend *be, float scale, uint32_t growth_interval)

@@ -27,8 +27,8 @@ __global__ void NCF_PLAIN(6) sample_kernel(ncf_perm perm, uint64_t pos0, size_t 
 	if (j >= n)
 		return;
 	uint32_t u = 0, it = 0;
-	int y = ncf_sample_at(&perm, pos0 + j, seed, epoch, P, n_items, true_neg, entry_user,
-			      offsets, items, &u, &it);
+	const ncf_stream st = {perm, seed, epoch, n_items, P, true_neg, entry_user, offsets, items};
+	int y = ncf_sample_at(&st, pos0 + j, &u, &it);
 	su[j] = u;
 	si[j] = it;
 	lab[j] = (uint8_t)y;

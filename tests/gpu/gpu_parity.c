@@ -189,14 +189,15 @@ static void t_samples(int tn)
 	for (uint32_t e = 0; e < 2; e++) {
 		uint64_t first = e ? S - n : (S - n) / 2;
 		int ok = ncf_cuda_debug_samples(&be, e, first, n, u, it, lab) == 0;
-		ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+		ncf_stream st = {.perm = ncf_perm_make(S, hp.seed, e), .seed = hp.seed, .epoch = e,
+				 .items = cache.items, .positives = (int64_t)P, .true_neg = tn,
+				 .entry_user = cache.entry_user, .offsets = cache.offsets,
+				 .csr_items = cache.train_items};
 		int bad = 0;
 #pragma omp parallel for reduction(+ : bad)
 		for (int64_t j = 0; j < (int64_t)n; j++) {
 			uint32_t wu, wi;
-			int y = ncf_sample_at(&perm, first + (uint64_t)j, hp.seed, e, (int64_t)P,
-					      cache.items, tn, cache.entry_user, cache.offsets,
-					      cache.train_items, &wu, &wi);
+			int y = ncf_sample_at(&st, first + (uint64_t)j, &wu, &wi);
 			bad += wu != u[j] || wi != it[j] || y != lab[j];
 		}
 		tap_ok(ok && bad == 0, "epoch %u: %d samples differ", e, bad);

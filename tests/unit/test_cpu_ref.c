@@ -7,7 +7,8 @@
  * the parameters and Adam moments after one and after five steps, logits,
  * scores and evaluation ranks, a rank's slice of a two-rank batch; for
  * widths that are multiples of 8 (vector paths), odd widths (scalar paths)
- * and one hidden layer without dropout.  Batches of 4200 are three chunks
+ * and one hidden layer without dropout.  Then what both answer the tools
+ * instead of their device (backend.h), and the cpu's precisions.  Batches of 4200 are three chunks
  * of 2048 with over 2048 distinct items (two tiles of item slots; the
  * scoring tables of 4000 items are two tiles as well).
  *
@@ -346,6 +347,37 @@ static void t_slice(const struct ncf_shape *s)
 	close_pair(&ref, &cpu);
 }
 
+/* What the tools ask of a backend instead of naming its device, and the
+ * cpu's precisions (cpu.c, through ncf_backend_open with --device cpu):
+ * the default and fp32 compute in fp32, a GPU's precision is refused. */
+static void t_answers(const struct ncf_shape *s)
+{
+	struct ncf_hparams hp = hparams(0.5f);
+	struct ncf_backend be, ref;
+	int rc = ncf_backend_open(&be, NCF_DEVICE_CPU, s, &hp, NCF_PRECISION_DEFAULT, 1, &one);
+	tap_ok(rc == 0 && !ncf_backend_keeps_loss(&be) && !ncf_backend_pins_host(&be) &&
+		       ncf_backend_on_host(&be),
+	       "cpu: the loss comes back with each step, no pinned memory, computes on the host");
+	tap_ok(rc == 0 && be.precision == NCF_PRECISION_FP32, "cpu: the default computes in fp32");
+	if (rc == 0)
+		ncf_backend_close(&be);
+	rc = ncf_backend_open_impl(&ref, &ncf_backend_reference, s, &hp, NCF_PRECISION_BF16, 1,
+				   &one);
+	tap_ok(rc == 0 && ref.precision == NCF_PRECISION_FP32 && ncf_backend_on_host(&ref),
+	       "reference: fp32 whatever is asked, on the host");
+	if (rc == 0)
+		ncf_backend_close(&ref);
+	static const enum ncf_precision gpu[2] = {NCF_PRECISION_TF32, NCF_PRECISION_FP16};
+	for (int k = 0; k < 2; k++) {
+		fprintf(stderr, "# expected message follows:\n");
+		rc = ncf_backend_open(&be, NCF_DEVICE_CPU, s, &hp, gpu[k], 1, &one);
+		tap_ok(rc == -3, "--device cpu --precision %s: unavailable (-3), not %d",
+		       ncf_precision_name(gpu[k]), rc);
+		if (rc == 0)
+			ncf_backend_close(&be);
+	}
+}
+
 int main(void)
 {
 	make_data();
@@ -367,6 +399,7 @@ int main(void)
 	TEST(t_scores(&s5), "odd widths: logits and scores equal the reference's");
 	TEST(t_ranks(&s5), "odd widths: evaluation ranks of all %u users equal", U);
 	TEST(t_slice(&s8), "rank 1 of 2: the gradient of its slice equals the reference's");
+	TEST(t_answers(&s8), "the backend's answers to the tools, and the cpu's precisions");
 	free(items), free(entry_user), free(counted);
 	return tap_done();
 }

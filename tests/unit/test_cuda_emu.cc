@@ -350,11 +350,11 @@ static void t_samples(const struct data *d, const struct ncf_shape *s, int tn)
 	int ok = 1;
 	for (uint32_t e = 0; e < 3 && ok; e++) {
 		ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
-		ncf_perm perm = ncf_perm_make(S, hp.seed, e);
+		ncf_stream st = {ncf_perm_make(S, hp.seed, e), hp.seed, e, d->I, P, tn,
+				 d->entry_user.data(), d->offsets.data(), d->items.data()};
 		for (uint64_t t = 0; t < S && ok; t++) {
 			uint32_t wu, wi;
-			int y = ncf_sample_at(&perm, t, hp.seed, e, P, d->I, tn, d->entry_user.data(),
-					      d->offsets.data(), d->items.data(), &wu, &wi);
+			int y = ncf_sample_at(&st, t, &wu, &wi);
 			if (wu != u[t] || wi != it[t] || y != lab[t]) {
 				tap_diag("epoch %u position %llu: (%u, %u, %d), want (%u, %u, %d)", e,
 					 (unsigned long long)t, u[t], it[t], lab[t], wu, wi, y);
@@ -2074,11 +2074,28 @@ static void t_usable(void)
 	tap_ok(ncf_cuda_usable(why, sizeof why) == 1, "ncf_cuda_usable says 1");
 }
 
+/* What the tools ask instead of naming the device (backend.h): the loss
+ * stays on the device, host memory is pinned, the device is its own. */
+static void t_answers(void)
+{
+	struct ncf_shape s = {41, 67, 8, 4, {32, 24, 16, 8}};
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
+	struct ncf_backend be;
+	int rc = ncf_backend_open_impl(&be, &ncf_backend_cuda, &s, &hp, NCF_PRECISION_FP32, 1, &one);
+	tap_ok(rc == 0 && ncf_backend_keeps_loss(&be) && ncf_backend_pins_host(&be) &&
+		       !ncf_backend_on_host(&be),
+	       "keeps the loss, pins host memory, not on the host");
+	if (rc == 0)
+		ncf_backend_close(&be);
+}
+
 int main(void)
 {
 	ncf_set_progname("test_cuda_emu");
 	ncf_verbosity = 1;
 	TEST(t_usable(), "the emulated device is usable");
+	TEST(t_answers(), "the emulated cuda backend's answers to the tools");
 	make_data(&dd, 41, 67, 30, 14, 5);
 	kernel_cases();
 	for (const char *path : {"fused", "unfused", "lt"})

@@ -49,15 +49,16 @@ static double min_relu_gap; /* smallest |pre-activation| seen */
 static double ref_loss(const double *p, uint32_t epoch, uint64_t first, uint64_t n)
 {
 	uint64_t S = 16 * (1 + hp.negatives);
-	ncf_perm perm = ncf_perm_make(S, hp.seed, epoch);
+	ncf_stream st = {.perm = ncf_perm_make(S, hp.seed, epoch), .seed = hp.seed, .epoch = epoch,
+			 .items = I, .positives = 16, .entry_user = entry_user, .offsets = offsets,
+			 .csr_items = items};
 	uint32_t drop16 = ncf_dropout_threshold(hp.dropout);
 	double scale = (double)(1.0f / (1.0f - hp.dropout));
 	size_t F = shape.factors, M = shape.layers[0] / 2;
 	double total = 0;
 	for (uint64_t t = first; t < first + n; t++) {
 		uint32_t u, it;
-		int y = ncf_sample_at(&perm, t, hp.seed, epoch, 16, I, 0, entry_user, offsets, items,
-				      &u, &it);
+		int y = ncf_sample_at(&st, t, &u, &it);
 		double h[2][64];
 		for (size_t k = 0; k < M; k++) {
 			h[0][k] = p[L.mlp_user + u * M + k];

@@ -68,16 +68,18 @@ static const uint32_t entry_user[NP] = {0, 0, 0, 2, 2, 2, 2, 2, 3};
 static int stream_epoch(uint64_t seed, uint32_t epoch, uint32_t k, int true_neg, int *hit_pos)
 {
 	uint64_t S = (uint64_t)NP * (1 + k);
-	ncf_perm perm = ncf_perm_make(S, seed, epoch);
+	ncf_stream st = {.perm = ncf_perm_make(S, seed, epoch), .seed = seed, .epoch = epoch,
+			 .items = NI, .positives = NP, .true_neg = true_neg,
+			 .entry_user = entry_user, .offsets = offsets, .csr_items = items};
+	const ncf_perm *perm = &st.perm;
 	int pos_seen[NP] = {0};
 	uint64_t neg_per_user[NU] = {0}, npos = 0, nneg = 0;
 	int ok = 1;
 	*hit_pos = 0;
 	for (uint64_t t = 0; t < S; t++) {
 		uint32_t u = UINT32_MAX, it = UINT32_MAX;
-		int label = ncf_sample_at(&perm, t, seed, epoch, NP, NI, true_neg, entry_user,
-					  offsets, items, &u, &it);
-		uint64_t s = ncf_perm_apply(&perm, t);
+		int label = ncf_sample_at(&st, t, &u, &it);
+		uint64_t s = ncf_perm_apply(perm, t);
 		if (u >= NU || it >= NI) {
 			tap_diag("t=%llu: user %u item %u out of range", (unsigned long long)t, u, it);
 			ok = 0;
@@ -301,11 +303,12 @@ static void t_true_negative_last_item(void)
 	uint64_t S = 9 * 5;
 	int ok = 1, hits = 0;
 	for (uint32_t epoch = 0; epoch < 4; epoch++) {
-		ncf_perm perm = ncf_perm_make(S, 9, epoch);
+		ncf_stream st = {.perm = ncf_perm_make(S, 9, epoch), .seed = 9, .epoch = epoch,
+				 .items = 10, .positives = 9, .true_neg = 1, .entry_user = eu2,
+				 .offsets = off2, .csr_items = it2};
 		for (uint64_t t = 0; t < S; t++) {
 			uint32_t u, it;
-			int label = ncf_sample_at(&perm, t, 9, epoch, 9, 10, 1, eu2, off2, it2, &u,
-						  &it);
+			int label = ncf_sample_at(&st, t, &u, &it);
 			if (label == 0) {
 				ok &= u == 0;
 				hits += it != 7;
@@ -323,24 +326,34 @@ static void t_true_negative_full_user(void)
 	static const int64_t off3[2] = {0, 3};
 	static const uint32_t it3[3] = {0, 1, 2};
 	static const uint32_t eu3[3] = {0, 0, 0};
-	ncf_perm perm = ncf_perm_make(12, 1, 0);
+	ncf_stream st = {.perm = ncf_perm_make(12, 1, 0), .seed = 1, .epoch = 0, .items = 3,
+			 .positives = 3, .true_neg = 1, .entry_user = eu3, .offsets = off3,
+			 .csr_items = it3};
 	int ok = 1;
 	for (uint64_t t = 0; t < 12; t++) {
 		uint32_t u = 99, it = 99;
-		int label = ncf_sample_at(&perm, t, 1, 0, 3, 3, 1, eu3, off3, it3, &u, &it);
+		int label = ncf_sample_at(&st, t, &u, &it);
 		ok &= (label == 0 || label == 1) && u == 0 && it < 3;
 	}
 	tap_ok(ok, "12 samples of user 0, labels 0 or 1, items below 3");
 }
 
+/* The stream of (seed, epoch) over the hand-built CSR. */
+static ncf_stream stream_of(uint64_t seed, uint32_t epoch)
+{
+	return (ncf_stream){.perm = ncf_perm_make((uint64_t)NP * 5, seed, epoch), .seed = seed,
+			    .epoch = epoch, .items = NI, .positives = NP, .entry_user = entry_user,
+			    .offsets = offsets, .csr_items = items};
+}
+
 static void t_stream_pure(void)
 {
-	ncf_perm a = ncf_perm_make(45, 5, 2), b = ncf_perm_make(45, 5, 2);
+	ncf_stream a = stream_of(5, 2), b = stream_of(5, 2);
 	int ok = 1;
 	for (uint64_t t = 0; t < 45; t++) {
 		uint32_t u1, i1, u2, i2;
-		int l1 = ncf_sample_at(&a, t, 5, 2, NP, NI, 0, entry_user, offsets, items, &u1, &i1);
-		int l2 = ncf_sample_at(&b, t, 5, 2, NP, NI, 0, entry_user, offsets, items, &u2, &i2);
+		int l1 = ncf_sample_at(&a, t, &u1, &i1);
+		int l2 = ncf_sample_at(&b, t, &u2, &i2);
 		ok &= l1 == l2 && u1 == u2 && i1 == i2;
 	}
 	tap_ok(ok, "two permutations of the same (seed, epoch) give the same 45 samples");
@@ -348,12 +361,12 @@ static void t_stream_pure(void)
 
 static void t_stream_seed_changes(void)
 {
-	ncf_perm a = ncf_perm_make(45, 5, 0), b = ncf_perm_make(45, 6, 0);
+	ncf_stream a = stream_of(5, 0), b = stream_of(6, 0);
 	int diff = 0;
 	for (uint64_t t = 0; t < 45; t++) {
 		uint32_t u1, i1, u2, i2;
-		ncf_sample_at(&a, t, 5, 0, NP, NI, 0, entry_user, offsets, items, &u1, &i1);
-		ncf_sample_at(&b, t, 6, 0, NP, NI, 0, entry_user, offsets, items, &u2, &i2);
+		ncf_sample_at(&a, t, &u1, &i1);
+		ncf_sample_at(&b, t, &u2, &i2);
 		diff += u1 != u2 || i1 != i2;
 	}
 	tap_ok(diff > 10, "%d of 45 positions differ", diff);
