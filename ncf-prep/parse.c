@@ -660,6 +660,7 @@ int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct pre
 	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode))
 		rd.total = (double)st.st_size;
 	ncf_progress_init(&rd.prog, force_progress);
+	rd.prog.unit = NCF_PROGRESS_BYTES;
 	rd.buf = ncf_xmalloc(BUF_SIZE);
 	int rc = parse_input(&p, &cp, &rd, format);
 	if (rows->failed)
