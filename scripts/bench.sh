@@ -118,6 +118,46 @@ omp_run() {
 			--iterations 300 2>/dev/null | awk -F'\t' 'NR == 2 { print $2 }'
 	fi
 }
+# omp_summary DEFAULT RUNS: the table of RUNS ("work threads load policy
+# samples/s" lines): min and median per policy, the median over the best
+# median of its group, ncf's default marked
+omp_summary() {
+	awk -v ours="$1" '
+		function env(p) {
+			if (p == "active") return "OMP_WAIT_POLICY=active"
+			if (p == "passive") return "OMP_WAIT_POLICY=passive"
+			if (p == "spin-300k") return "GOMP_SPINCOUNT=300000"
+			if (p == "spin-10k") return "GOMP_SPINCOUNT=10000"
+			return "GOMP_SPINCOUNT=1000"
+		}
+		{
+			k = $1 " " $2 " " $3 " " $4
+			n[k]++
+			v[k, n[k]] = $5
+			if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+		}
+		END {
+			printf "  %-6s %-7s %-6s %-24s %11s %11s %6s\n", "work", "threads", "load", "policy", "min", "median", "/best"
+			for (i = 1; i <= nk; i++) {
+				k = keys[i]; m = n[k]
+				for (a = 1; a <= m; a++) s[a] = v[k, a]
+				for (a = 1; a <= m; a++)
+					for (b = a + 1; b <= m; b++)
+						if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
+				med[k] = m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+				lo[k] = s[1]
+				split(k, f, " ")
+				g = f[1] " " f[2] " " f[3]
+				if (med[k] > best[g]) best[g] = med[k]
+			}
+			for (i = 1; i <= nk; i++) {
+				k = keys[i]; split(k, f, " "); g = f[1] " " f[2] " " f[3]; e = env(f[4])
+				mark = e == ours ? "  <- default" : ""
+				rel = best[g] > 0 ? med[k] / best[g] : 0
+				printf "  %-6s %-7s %-6s %-24s %11.0f %11.0f %6.2f%s\n", f[1], f[2], f[3], e, lo[k], med[k], rel, mark
+			}
+		}' "$2"
+}
 omp_table() {
 	POLICIES="active passive spin-300k spin-10k spin-1k"
 	REPS=${BENCH_OMP_REPS:-3}
@@ -150,27 +190,7 @@ omp_table() {
 		done
 		for p in $pids; do kill "$p"; done
 	done
-	awk -v ours="$ours" '
-		function env(p) { return p == "active" ? "OMP_WAIT_POLICY=active" : p == "passive" ?
-			"OMP_WAIT_POLICY=passive" : p == "spin-300k" ? "GOMP_SPINCOUNT=300000" :
-			p == "spin-10k" ? "GOMP_SPINCOUNT=10000" : "GOMP_SPINCOUNT=1000" }
-		{ k = $1 " " $2 " " $3 " " $4; n[k]++; v[k, n[k]] = $5; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k } }
-		END {
-			printf "  %-6s %-7s %-6s %-24s %11s %11s %8s\n", "work", "threads", "load", "policy", "min", "median", "/best"
-			for (i = 1; i <= nk; i++) {
-				k = keys[i]; m = n[k]
-				for (a = 1; a <= m; a++) s[a] = v[k, a]
-				for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
-				med[k] = m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2; lo[k] = s[1]
-				split(k, f, " "); g = f[1] " " f[2] " " f[3]
-				if (med[k] > best[g]) best[g] = med[k]
-			}
-			for (i = 1; i <= nk; i++) {
-				k = keys[i]; split(k, f, " "); g = f[1] " " f[2] " " f[3]; e = env(f[4])
-				printf "  %-6s %-7s %-6s %-24s %11.0f %11.0f %8.2f%s\n", f[1], f[2], f[3], e, lo[k], med[k],
-					best[g] > 0 ? med[k] / best[g] : 0, e == ours ? "  <- default" : ""
-			}
-		}' "$W/omp.runs"
+	omp_summary "$ours" "$W/omp.runs"
 	echo "  load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs; other work on the machine counts)"
 }
 if [ "${BENCH_ONLY:-}" = omp ]; then
