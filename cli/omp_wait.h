@@ -6,11 +6,11 @@
  * working ones need, and training ran several times slower.  ncf's
  * default is the one measured never to be much worse than the best, on a
  * quiet and on a busy machine, for 1 and 2 threads, training and scoring
- * (ncf(7), THREADS; make bench prints the table): a bounded spin of 1,000
- * rounds (some microseconds, which catches the short waits between one
- * region and the next, then a sleep that gives the core away), as good as
- * passive waiting where the cores are busy and no worse where they are
- * not.  A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is left as it is.
+ * (ncf(7), THREADS; make bench prints the table): passive waiting, which
+ * gives the core away at once.  A bounded spin (GOMP_SPINCOUNT=1000) came
+ * within the noise of it; libgomp's default and active waiting ran 2
+ * threads at a tenth of its speed.  A user's OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT is left as it is.
  *
  * libgomp reads both once, when it is loaded, before main: setting one in
  * main is too late.  So where neither is set, the tool sets its default
@@ -20,17 +20,16 @@
 #ifndef NCF_OMP_WAIT_H
 #define NCF_OMP_WAIT_H
 
-/* The default, as NAME=VALUE (GOMP_SPINCOUNT without OMP_WAIT_POLICY:
- * spin that many rounds, then sleep). */
-#define NCF_OMP_WAIT_DEFAULT "GOMP_SPINCOUNT=1000"
+/* The default, as NAME=VALUE. */
+#define NCF_OMP_WAIT_DEFAULT "OMP_WAIT_POLICY=passive"
 
 /* First in main: with neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT in the
  * environment, set NCF_OMP_WAIT_DEFAULT and run argv again; returns when
  * one is set, or when that cannot be done (libgomp's default then). */
 void ncf_omp_wait_init(char **argv);
 
-/* What the threads do, for -v: "GOMP_SPINCOUNT=1000 (ncf's default)",
- * "OMP_WAIT_POLICY=passive (from the environment)". */
+/* What the threads do, for -v: "OMP_WAIT_POLICY=passive (ncf's
+ * default; ...)", "GOMP_SPINCOUNT=1000 (from the environment)". */
 const char *ncf_omp_wait_note(void);
 
 #endif
