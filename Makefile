@@ -96,10 +96,14 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 # objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-# Rebuild when the flags change.
+# Rebuild when the flags change (not for the goals that read no
+# configuration: without it their flags would differ, and the next build
+# would recompile everything).
 FLAGS_STAMP := $(BUILD)/flags.stamp
 FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS) $(CUDA_ARCH)
+ifneq ($(filter-out $(NOCONF_GOALS),$(or $(MAKECMDGOALS),all)),)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+endif
 
 # c_flavour DIR, LABEL: the C objects of the flavour in DIR/obj (its flags: FLAVOUR_CPPFLAGS
 # and FLAVOUR_CFLAGS, set for DIR) and its libncf.a.  OBJ_CPPFLAGS: the extra preprocessor
