@@ -499,6 +499,8 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	const char *display;
 	long out_bytes = -1;
 	int status = NCF_EXIT_FAIL;
+	if (synth)
+		ncf_progress_phase(&t.prog, "generating the synthetic ratings");
 	if (read_rows(o, synth, &rows, &cache, &display) != 0)
 		goto out;
 	t.read = ncf_now();
