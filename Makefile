@@ -1,6 +1,7 @@
 # ncf - Neural Collaborative Filtering as small Unix tools.
 #
 #   make            build the tools into build/bin (probes first, installs what is missing)
+#   make tools      only the four programs (no tests, benchmarks or modules)
 #   make demo       the whole pipeline on synthetic data
 #   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan,
 #                   then every fuzz harness built and run briefly
@@ -96,10 +97,14 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 # objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-# Rebuild when the flags change.
+# Rebuild when the flags change (not for the goals that read no
+# configuration: without it their flags would differ, and the next build
+# would recompile everything).
 FLAGS_STAMP := $(BUILD)/flags.stamp
 FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS) $(CUDA_ARCH)
+ifneq ($(filter-out $(NOCONF_GOALS),$(or $(MAKECMDGOALS),all)),)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+endif
 
 # c_flavour DIR, LABEL: the C objects of the flavour in DIR/obj (its flags: FLAVOUR_CPPFLAGS
 # and FLAVOUR_CFLAGS, set for DIR) and its libncf.a.  OBJ_CPPFLAGS: the extra preprocessor
@@ -369,6 +374,9 @@ $(C_PROGRAMS):
 	$(call say,LD,$@)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(filter %.o,$^) $(LINK_ARCHIVE) \
 		$(GPU_LINK) $(LIBS) $($(notdir $@)_LIBS) -o $@
 
+## tools: only the four programs, into build/bin (no tests, benchmarks or modules)
+tools: $(TOOL_BINS)
+
 ## all: build the tools into build/bin (the default), the cuda module where CUDA is, the tests
 all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_TOOLS) \
 	$(if $(filter 1,$(BUILD_CUDA)),$(CUDA_MODULE)) $(GPU_TEST_BINS) $(REPLAY_BINS)
@@ -414,7 +422,7 @@ bench: all
 ml-20m: $(BUILD)/bin/ncf-prep
 	@sh scripts/ml-20m.sh $(BUILD)/bin
 
-## plot: draw HR@10, NDCG@10 and loss per epoch of LOG=FILE (ncf-train --log) into LOG.png
+## plot: draw HR@10, NDCG@10 and loss per epoch of LOG=FILE (ncf-train --log) into LOG.png (needs gnuplot: says how to get it)
 plot:
 	@test -n "$(LOG)" || { echo "usage: make plot LOG=train.jsonl [PNG=out.png]" >&2; exit 2; }
 	@sh scripts/plot.sh "$(LOG)" "$(or $(PNG),$(LOG).png)"
@@ -425,11 +433,17 @@ MAN5 := $(wildcard man/*.5)
 MAN7 := $(wildcard man/*.7)
 INSTALL_MODULE := $(if $(filter 1,$(BUILD_CUDA)),$(CUDA_MODULE))
 
-## install: install the tools, the cuda module (PREFIX/lib/ncf) and man pages under $(DESTDIR)$(PREFIX)
+# the bash completion, one file per tool where bash-completion looks for it
+COMPLETIONS := $(PREFIX)/share/bash-completion/completions
+
+## install: install the tools, ncf-plot, the cuda module (PREFIX/lib/ncf), man pages and bash completion under $(DESTDIR)$(PREFIX)
 install: $(TOOL_BINS) $(INSTALL_MODULE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
-		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7 \
+		$(DESTDIR)$(COMPLETIONS)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 scripts/plot.sh $(DESTDIR)$(PREFIX)/bin/ncf-plot
+	for t in $(TOOLS); do install -m 644 scripts/ncf-completion.bash $(DESTDIR)$(COMPLETIONS)/$$t; done
 	$(if $(INSTALL_MODULE),install -d $(DESTDIR)$(PREFIX)/lib/ncf)
 	$(if $(INSTALL_MODULE),install -m 755 $(INSTALL_MODULE) $(DESTDIR)$(PREFIX)/lib/ncf/)
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
@@ -438,7 +452,8 @@ install: $(TOOL_BINS) $(INSTALL_MODULE)
 
 ## uninstall: remove what install installed
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS) ncf-plot)
+	rm -f $(addprefix $(DESTDIR)$(COMPLETIONS)/,$(TOOLS))
 	rm -f $(DESTDIR)$(PREFIX)/lib/ncf/ncf-cuda.so
 	-rmdir $(DESTDIR)$(PREFIX)/lib/ncf 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(MAN1)))
@@ -453,7 +468,7 @@ clean:
 help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
-.PHONY: all check check-asan check-gpu check-nodes check-slurm bench-nodes demo bench ml-20m \
+.PHONY: all tools check check-asan check-gpu check-nodes check-slurm bench-nodes demo bench ml-20m \
 	plot install uninstall clean help fuzz fuzz-safetensors check-fuzz cuda
 .SECONDARY:
 .DELETE_ON_ERROR:

@@ -140,9 +140,75 @@ void ncf_print_version(int verbose, void (*extra)(FILE *))
 
 void ncf_progress_init(struct ncf_progress *p, int force)
 {
-	p->enabled = ncf_verbosity >= 2 && (force || isatty(STDERR_FILENO));
-	p->last = 0;
-	p->shown = 0;
+	memset(p, 0, sizeof *p);
+	p->tty = isatty(STDERR_FILENO);
+	p->enabled = ncf_verbosity >= 2 && (force || p->tty);
+}
+
+const char *ncf_progress_eta(char *buf, size_t len, double seconds)
+{
+	long s = seconds > 0 && seconds < 1e8 ? (long)(seconds + 0.5) : 0;
+	if (s < 60)
+		snprintf(buf, len, "%lds", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%ld:%02ld", s / 60, s % 60);
+	else
+		snprintf(buf, len, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+	return buf;
+}
+
+/* x with k or M (or in MB for bytes), into buf. */
+static const char *amount(char *buf, size_t len, double x, int bytes)
+{
+	if (bytes)
+		snprintf(buf, len, "%.1f", x / 1e6);
+	else if (x >= 1e6)
+		snprintf(buf, len, "%.2fM", x / 1e6);
+	else if (x >= 1e4)
+		snprintf(buf, len, "%.1fk", x / 1e3);
+	else
+		snprintf(buf, len, "%.0f", x);
+	return buf;
+}
+
+/* When the process last printed a plain progress line: at most one every
+ * NCF_PROGRESS_PLAIN_S, whichever progress it came from. */
+static double plain_last = -1e30;
+
+/* The line, on a terminal in place of the last one, else as a line of
+ * its own (the caller has checked the time). */
+static void show(struct ncf_progress *p, const char *text, double t)
+{
+	if (p->tty)
+		fprintf(stderr, "\r\033[K%s", text);
+	else
+		fprintf(stderr, "%s: %s\n", ncf_progname(), text);
+	fflush(stderr);
+	if (!p->tty)
+		plain_last = t;
+	p->last = t;
+	p->shown = 1;
+}
+
+/* Is a line due at t (a new label on a terminal is shown at once)? */
+static int due(const struct ncf_progress *p, double t, int new_label)
+{
+	if (!p->enabled)
+		return 0;
+	if (!p->tty)
+		return t - plain_last >= NCF_PROGRESS_PLAIN_S;
+	return !p->shown || new_label || t - p->last >= 0.16;
+}
+
+/* A new label starts its clock.  Returns 1 when it is new. */
+static int relabel(struct ncf_progress *p, const char *label, double done, double t)
+{
+	if (!strncmp(p->label, label, sizeof p->label - 1))
+		return 0;
+	snprintf(p->label, sizeof p->label, "%s", label);
+	p->since = t;
+	p->done0 = done;
+	return 1;
 }
 
 void ncf_progress_update(struct ncf_progress *p, const char *label, double done, double total,
@@ -151,24 +217,46 @@ void ncf_progress_update(struct ncf_progress *p, const char *label, double done,
 	if (!p->enabled)
 		return;
 	double t = ncf_now();
-	if (p->shown && t - p->last < 0.16)
+	int fresh = relabel(p, label, done, t);
+	if (!due(p, t, fresh))
 		return;
-	p->last = t;
-	p->shown = 1;
+	int bytes = p->unit && !strcmp(p->unit, NCF_PROGRESS_BYTES);
+	char line[512], a[32], b[32], r[32], eta[32];
+	size_t n = (size_t)snprintf(line, sizeof line, "%s  %s", label,
+				    amount(a, sizeof a, done, bytes));
 	if (total > 0)
-		fprintf(stderr, "\r\033[K%s  %.0f/%.0f (%.0f%%)%s%s", label, done, total,
-			100.0 * done / total, extra ? "  " : "", extra ? extra : "");
-	else
-		fprintf(stderr, "\r\033[K%s  %.0f%s%s", label, done, extra ? "  " : "",
-			extra ? extra : "");
-	fflush(stderr);
+		n += (size_t)snprintf(line + n, sizeof line - n, "/%s%s (%.0f%%)",
+				      amount(b, sizeof b, total, bytes), bytes ? " MB" : "",
+				      100.0 * done / total);
+	else if (bytes)
+		n += (size_t)snprintf(line + n, sizeof line - n, " MB");
+	double dt = t - p->since, rate = dt > 0.2 ? (done - p->done0) / dt : 0;
+	if (p->unit && rate > 0 && n < sizeof line)
+		n += (size_t)snprintf(line + n, sizeof line - n, "  %s %s/s",
+				      amount(r, sizeof r, rate, bytes), bytes ? "MB" : p->unit);
+	if (total > 0 && rate > 0 && done < total && n < sizeof line)
+		n += (size_t)snprintf(line + n, sizeof line - n, "  ETA %s",
+				      ncf_progress_eta(eta, sizeof eta, (total - done) / rate));
+	if (extra && n < sizeof line)
+		snprintf(line + n, sizeof line - n, "  %s", extra);
+	show(p, line, t);
+}
+
+void ncf_progress_phase(struct ncf_progress *p, const char *label)
+{
+	if (!p->enabled)
+		return;
+	double t = ncf_now();
+	if (due(p, t, relabel(p, label, 0, t)))
+		show(p, label, t);
 }
 
 void ncf_progress_clear(struct ncf_progress *p)
 {
-	if (p->enabled && p->shown) {
+	if (p->enabled && p->shown && p->tty) {
 		fprintf(stderr, "\r\033[K");
 		fflush(stderr);
 	}
 	p->shown = 0;
+	p->label[0] = 0;
 }

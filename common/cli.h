@@ -42,17 +42,36 @@ int ncf_parse_double(const char *s, double *out);
 void ncf_print_version(int verbose, void (*extra)(FILE *));
 
 
-/* Progress on stderr: enabled when stderr is a terminal or forced; at most
- * about 6 updates a second, rewritten in place, cleared at the end. */
+/*
+ * Progress on stderr, shown at level 2 and up when stderr is a terminal or
+ * when forced (--progress).  On a terminal one line rewritten in place, at
+ * most about 6 times a second, cleared at the end; elsewhere (a log file,
+ * Slurm's output) plain lines "prog: ...", at most one every
+ * NCF_PROGRESS_PLAIN_S seconds.  A line is "label  done/total (pct%)  rate
+ * ETA m:ss  extra", the rate and ETA measured since the label last
+ * changed; done and total count unit ("samples"), or bytes when unit is
+ * NCF_PROGRESS_BYTES (shown in MB).
+ */
+#define NCF_PROGRESS_PLAIN_S 5.0
+#define NCF_PROGRESS_BYTES "B"
 struct ncf_progress {
 	int enabled;
-	double last;
-	int shown;
+	int tty;	  /* rewritten in place; else plain lines */
+	const char *unit; /* what done and total count; NULL: nothing said */
+	double last;	  /* when the last line was shown */
+	int shown;	  /* a line is up (on a terminal) or was printed */
+	char label[64];	  /* the label of the last update */
+	double since;	  /* when that label began */
+	double done0;	  /* done at that moment */
 };
 void ncf_progress_init(struct ncf_progress *p, int force);
-/* Show "label  done/total (pct%) extra"; total 0 means unknown. */
+/* Show "label  done/total (pct%) ..."; total 0 means unknown. */
 void ncf_progress_update(struct ncf_progress *p, const char *label, double done, double total,
 			 const char *extra);
+/* A stage with nothing to count: "label" (ncf-prep's "protocol"). */
+void ncf_progress_phase(struct ncf_progress *p, const char *label);
 void ncf_progress_clear(struct ncf_progress *p);
+/* seconds as "45s", "3:07" or "1:02:03", into buf. */
+const char *ncf_progress_eta(char *buf, size_t len, double seconds);
 
 #endif

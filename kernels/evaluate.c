@@ -34,6 +34,12 @@ int ncf_backend_load_cache(struct ncf_backend *be, const struct ncf_cache *c, ui
 int ncf_evaluate(struct ncf_backend *be, const struct ncf_cache *c, uint32_t topk, double *hr,
 		 double *ndcg)
 {
+	return ncf_evaluate_ks(be, c, &topk, 1, hr, ndcg);
+}
+
+int ncf_evaluate_ks(struct ncf_backend *be, const struct ncf_cache *c, const uint32_t *topk,
+		    int nk, double *hr, double *ndcg)
+{
 	struct ncf_dist *d = be->dist;
 	uint32_t *ranks = ncf_xmalloc(((size_t)c->users + 1) * sizeof *ranks);
 	int *counts = ncf_xmalloc((size_t)d->size * sizeof *counts);
@@ -51,7 +57,8 @@ int ncf_evaluate(struct ncf_backend *be, const struct ncf_cache *c, uint32_t top
 		goto out;
 	if (ncf_dist_allgather_u32(d, mine, counts, ranks) != 0)
 		goto out;
-	ncf_metrics_from_ranks(ranks, c->users, topk, hr, ndcg);
+	for (int k = 0; k < nk; k++)
+		ncf_metrics_from_ranks(ranks, c->users, topk[k], &hr[k], &ndcg[k]);
 	rc = 0;
 out:
 	free(mine);

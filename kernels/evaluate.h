@@ -20,5 +20,9 @@ int ncf_backend_load_cache(struct ncf_backend *be, const struct ncf_cache *c, ui
  * ranks; every rank gets the result.  Returns 0 or -1. */
 int ncf_evaluate(struct ncf_backend *be, const struct ncf_cache *c, uint32_t topk, double *hr,
 		 double *ndcg);
+/* The same for each of the nk values of topk (ranked once): hr[k] and
+ * ndcg[k] for topk[k].  Returns 0 or -1. */
+int ncf_evaluate_ks(struct ncf_backend *be, const struct ncf_cache *c, const uint32_t *topk,
+		    int nk, double *hr, double *ndcg);
 
 #endif

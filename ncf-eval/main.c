@@ -16,8 +16,10 @@
 #include "err.h"
 #include "evaluate.h"
 #include "io.h"
+#include "kinds.h"
 #include "metrics.h"
 #include "model_file.h"
+#include "omp_wait.h"
 #include "samefile.h"
 #include "usage.h"
 
@@ -32,7 +34,8 @@ static void usage(void)
 	       "  -m, --model MODEL        a checkpoint written by ncf-train, or safetensors\n"
 	       "                           with NVIDIA's state_dict names\n"
 	       "      --baseline popularity  rank items by their training count instead\n"
-	       "  -k, --topk K             K of HR@K and NDCG@K (default 10)\n"
+	       "  -k, --topk K[,K...]      K of HR@K and NDCG@K (default 10); several: a pair\n"
+	       "                           of lines (or JSON keys) per K\n"
 	       "      --json               print one JSON object instead\n"
 	       "      --scores FILE|-      also write every candidate's probability as\n"
 	       "                           user<TAB>item<TAB>score lines (original ids)\n"
@@ -45,6 +48,9 @@ static void usage(void)
 	       "  -v, --verbose            print timings\n"
 	       "  -h, --help               show this help\n"
 	       "  -V, --version            show the version\n"
+	       "\n"
+	       "NVIDIA's ncf.py --mode test spellings work too (--load_checkpoint_path), or say\n"
+	       "what to give instead (ncf(7), NVIDIA'S OPTIONS).\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 failure (bad file, model and cache do not match), 2 usage,\n"
 	       "3 device or bf16 unavailable.\n");
@@ -108,17 +114,24 @@ static void popularity_ranks(const struct ncf_cache *c, const uint8_t *mask, uin
 	free(pop);
 }
 
-static void print_metrics(const struct ncf_cache *c, uint32_t topk, double hr, double ndcg,
-			  int json)
+/* The metrics, a pair per K, then the users (and the planted oracle of a
+ * synthetic cache), as key<TAB>value lines or one JSON object. */
+static void print_metrics(const struct ncf_cache *c, const uint32_t *ks, int nk, const double *hr,
+			  const double *ndcg, int json)
 {
+	for (int k = 0; k < nk; k++)
+		if (json)
+			printf("%s\"hr@%u\": %.6f, \"ndcg@%u\": %.6f", k ? ", " : "{", ks[k], hr[k],
+			       ks[k], ndcg[k]);
+		else
+			printf("hr@%u\t%.6f\nndcg@%u\t%.6f\n", ks[k], hr[k], ks[k], ndcg[k]);
 	if (json) {
-		printf("{\"hr@%u\": %.6f, \"ndcg@%u\": %.6f, \"users\": %u", topk, hr, topk, ndcg,
-		       c->users);
+		printf(", \"users\": %u", c->users);
 		if (!isnan(c->oracle_hr))
 			printf(", \"oracle_hr@10\": %.6f", c->oracle_hr);
 		printf("}\n");
 	} else {
-		printf("hr@%u\t%.6f\nndcg@%u\t%.6f\nusers\t%u\n", topk, hr, topk, ndcg, c->users);
+		printf("users\t%u\n", c->users);
 		if (!isnan(c->oracle_hr))
 			printf("oracle_hr@10\t%.6f\n", c->oracle_hr);
 	}
@@ -135,24 +148,29 @@ static const struct option long_opts[] = {
 	{0, 0, 0, 0},
 };
 
+/* The most K of one run. */
+#define EVAL_MAX_K 32
+
 /* The command line. */
 struct eval_opts {
 	const char *model;	/* -m */
 	const char *baseline;	/* --baseline popularity */
 	const char *scores;	/* --scores FILE */
 	const char *cache_path; /* CACHE */
-	uint32_t topk;
+	uint32_t topk[EVAL_MAX_K];
+	int nk;			/* how many K */
+	int topk_given;		/* -k was given */
 	int json;
 	struct ncf_backend_opts bo;
 };
 
 /* Every option into o; -h, -V and bad options end here.  Returns 1 when
  * -V was given. */
-static int parse_opts(int argc, char **argv, struct eval_opts *o)
+static int parse_opts(int argc, char **argv, struct eval_opts *o, struct ncf_cli *cli)
 {
-	int version = 0, c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":m:k:qvhV", long_opts, NULL)) != -1) {
+	int c;
+	int64_t ks[EVAL_MAX_K];
+	while ((c = ncf_cli_next(cli, argc, argv)) != -1) {
 		switch (c) {
 		case 'm':
 			o->model = optarg;
@@ -164,7 +182,10 @@ static int parse_opts(int argc, char **argv, struct eval_opts *o)
 			o->baseline = optarg;
 			break;
 		case 'k':
-			o->topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
+			o->nk = ncf_opt_int_list("--topk", optarg, ks, EVAL_MAX_K, 1, 100000);
+			for (int k = 0; k < o->nk; k++)
+				o->topk[k] = (uint32_t)ks[k];
+			o->topk_given = 1;
 			break;
 		case OPT_JSON:
 			o->json = 1;
@@ -174,10 +195,10 @@ static int parse_opts(int argc, char **argv, struct eval_opts *o)
 			break;
 		default:
 			if (!ncf_backend_option(c, optarg, &o->bo))
-				ncf_cli_common(c, argv, usage, &version);
+				ncf_cli_common(c, cli);
 		}
 	}
-	return version;
+	return cli->version;
 }
 
 /* The files of the run into f (room for EVAL_FILES).  Returns how many. */
@@ -194,9 +215,41 @@ static size_t eval_files(const struct eval_opts *o, struct ncf_named *f)
 	return EVAL_FILES;
 }
 
-/* The operands and the files.  Returns 0, or NCF_EXIT_USAGE after a
- * same-file refusal (other usage errors exit here). */
-static int check_opts(int argc, char **argv, struct eval_opts *o)
+/* The model and the cache, by what they are: swapped, or one where the
+ * other goes, or ratings not made into a cache yet.  Returns 0, or -1
+ * (reported). */
+static int check_kinds(const struct eval_opts *o)
+{
+	enum ncf_kind mk = ncf_kind_of(o->model), ck = ncf_kind_of(o->cache_path);
+	int cache_is_model = ck == NCF_KIND_MODEL || ck == NCF_KIND_SAFETENSORS;
+	char name[256];
+	if (cache_is_model && mk == NCF_KIND_CACHE)
+		ncf_error("the model and the cache are swapped: ncf-eval -m %s %s", o->cache_path,
+			  o->model);
+	else if (cache_is_model)
+		ncf_error("%s is %s, not a cache: the cache, the operand, is the one the model "
+			  "was trained on: ncf-eval -m %s CACHE",
+			  o->cache_path, ncf_kind_says(ck), o->model ? o->model : o->cache_path);
+	else if (ck == NCF_KIND_TEXT)
+		ncf_error("%s is %s (ratings?), not a cache: make the cache first: ncf-prep -o %s %s",
+			  o->cache_path, ncf_kind_says(ck),
+			  ncf_kind_cache_name(o->cache_path, name, sizeof name), o->cache_path);
+	else if (mk == NCF_KIND_CACHE)
+		ncf_error("-m: %s is %s, not a model: the cache is the operand, and -m takes the "
+			  "model ncf-train wrote (its -o)",
+			  o->model, ncf_kind_says(mk));
+	else if (mk == NCF_KIND_TEXT)
+		ncf_error("-m: %s is %s, not a model (a checkpoint ncf-train wrote, or safetensors)",
+			  o->model, ncf_kind_says(mk));
+	else
+		return 0;
+	return -1;
+}
+
+/* The operands and the files.  Returns 0, NCF_EXIT_USAGE after a
+ * same-file refusal, or NCF_EXIT_FAIL for a file of the wrong kind (other
+ * usage errors exit here). */
+static int check_opts(int argc, char **argv, struct eval_opts *o, const struct ncf_cli *cli)
 {
 	ncf_backend_opts_finish(&o->bo);
 	if (!o->model && !o->baseline)
@@ -205,6 +258,8 @@ static int check_opts(int argc, char **argv, struct eval_opts *o)
 		ncf_usage_error("-m and --baseline exclude each other");
 	if (o->scores && !o->model)
 		ncf_usage_error("--scores needs a model (-m MODEL)");
+	for (int k = optind; k < argc; k++)
+		ncf_cli_operand(cli, argv[k], "a cache");
 	if (optind >= argc)
 		ncf_usage_error("no cache given");
 	if (argc - optind > 1)
@@ -215,7 +270,34 @@ static int check_opts(int argc, char **argv, struct eval_opts *o)
 	struct ncf_named files[EVAL_FILES];
 	if (ncf_refuse_same_file(files, eval_files(o, files)) != 0)
 		return NCF_EXIT_USAGE;
+	return check_kinds(o) != 0 ? NCF_EXIT_FAIL : 0;
+}
+
+/* Every K given must be below the cache's candidates per user: with as
+ * many every test item is a hit.  Returns 0, or -1 (reported). */
+static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
+{
+	uint32_t n = c->eval_negatives + 1;
+	for (int k = 0; k < o->nk && o->topk_given; k++)
+		if (o->topk[k] >= n) {
+			ncf_error("--topk %u: %s has %u candidates per user (the test item and %u "
+				  "negatives), so HR@%u would be 1 whatever the model; give K below "
+				  "%u",
+				  o->topk[k], o->cache_path, n, c->eval_negatives, o->topk[k], n);
+			return -1;
+		}
 	return 0;
+}
+
+/* The default K is not refused (a cache of few negatives is evaluated as
+ * before), but beside the metrics it is said to mean nothing. */
+static void warn_topk(const struct eval_opts *o, const struct ncf_cache *c)
+{
+	uint32_t n = c->eval_negatives + 1;
+	if (!o->topk_given && o->topk[0] >= n)
+		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
+			 "item and %u negatives); give -k below %u",
+			 o->topk[0], o->cache_path, n, c->eval_negatives, n);
 }
 
 /* Can rank 0, the one that writes, create --scores?  Asked before the
@@ -226,14 +308,17 @@ static int probe_outputs(const struct eval_opts *o, const struct ncf_dist *dist)
 	return dist->rank == 0 ? ncf_probe_outputs(files, eval_files(o, files)) : 0;
 }
 
-/* --baseline popularity: HR@K and NDCG@K of ranking by training count. */
-static void eval_popularity(const struct ncf_cache *c, uint32_t topk, double *hr, double *ndcg)
+/* --baseline popularity: HR@K and NDCG@K of ranking by training count,
+ * for each of o's K. */
+static void eval_popularity(const struct eval_opts *o, const struct ncf_cache *c, double *hr,
+			    double *ndcg)
 {
 	uint8_t *mask =
 		ncf_eval_mask(c->test_items, c->eval_neg, c->users, c->eval_negatives, c->items);
 	uint32_t *ranks = ncf_xmalloc((size_t)c->users * sizeof *ranks);
 	popularity_ranks(c, mask, ranks);
-	ncf_metrics_from_ranks(ranks, c->users, topk, hr, ndcg);
+	for (int k = 0; k < o->nk; k++)
+		ncf_metrics_from_ranks(ranks, c->users, o->topk[k], &hr[k], &ndcg[k]);
 	free(ranks);
 	free(mask);
 }
@@ -265,7 +350,7 @@ static int read_model(const struct eval_opts *o, const struct ncf_cache *cache,
 /* What evaluating gives: the metrics, and whether they are printed
  * already (before the --scores that may share stdout). */
 struct eval_result {
-	double hr, ndcg;
+	double hr[EVAL_MAX_K], ndcg[EVAL_MAX_K];
 	int printed;
 };
 
@@ -277,11 +362,11 @@ static int score_model(const struct eval_opts *o, struct ncf_backend *be, int ra
 {
 	NCF_TRY(ncf_backend_set_state(be, ck->params, NULL, NULL));
 	NCF_TRY(ncf_backend_load_cache(be, cache, mask, 0));
-	NCF_TRY(ncf_evaluate(be, cache, o->topk, &res->hr, &res->ndcg));
+	NCF_TRY(ncf_evaluate_ks(be, cache, o->topk, o->nk, res->hr, res->ndcg));
 	if (!o->scores || rank != 0)
 		return 0;
 	/* the metrics first (they may share stdout with the scores) */
-	print_metrics(cache, o->topk, res->hr, res->ndcg, o->json);
+	print_metrics(cache, o->topk, o->nk, res->hr, res->ndcg, o->json);
 	NCF_TRY(fflush(stdout));
 	NCF_TRY(write_scores(be, cache, o->scores));
 	res->printed = 1;
@@ -312,31 +397,40 @@ static int eval_model(const struct eval_opts *o, struct ncf_dist *dist,
 
 int main(int argc, char **argv)
 {
+	ncf_omp_wait_init(argv);
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K] [--json] CACHE";
-	struct eval_opts o = {.topk = ncf_nvidia_topk};
-	if (parse_opts(argc, argv, &o)) {
+	ncf_synopsis = "ncf-eval (-m MODEL | --baseline popularity) [--topk K[,K...]] [--json] CACHE";
+	struct eval_opts o = {.topk = {ncf_nvidia_topk}, .nk = 1};
+	struct ncf_cli cli = {.tool = "ncf-eval", .short_opts = ":m:k:qvhV", .long_opts = long_opts,
+			      .usage = usage};
+	if (parse_opts(argc, argv, &o, &cli)) {
+		ncf_cli_free(&cli);
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	if (check_opts(argc, argv, &o) != 0)
-		return NCF_EXIT_USAGE;
+	int bad = check_opts(argc, argv, &o, &cli);
+	ncf_cli_free(&cli);
+	if (bad)
+		return bad;
 
 	ncf_out_cleanup_on_signals();
 	struct ncf_dist dist;
 	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)
 		return NCF_EXIT_FAIL;
+	ncf_debug("openmp threads wait: %s", ncf_omp_wait_note());
 	if (probe_outputs(&o, &dist) != 0)
 		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
 	struct ncf_cache cache;
 	if (ncf_cache_read(o.cache_path, &cache) != 0)
 		exit(ncf_dist_fail(&dist, NCF_EXIT_FAIL));
+	if (check_topk(&o, &cache) != 0)
+		exit(ncf_dist_fail(&dist, NCF_EXIT_USAGE));
 	double t0 = ncf_now();
 	struct eval_result res = {0};
 	if (o.baseline) {
-		eval_popularity(&cache, o.topk, &res.hr, &res.ndcg);
+		eval_popularity(&o, &cache, res.hr, res.ndcg);
 	} else {
 		int rc = eval_model(&o, &dist, &cache, &res);
 		if (rc != 0)
@@ -348,8 +442,9 @@ int main(int argc, char **argv)
 		  dt > 0 ? (double)cache.users * (cache.eval_negatives + 1) / dt : 0.0);
 	int status = 0;
 	if (dist.rank == 0) {
+		warn_topk(&o, &cache);
 		if (!res.printed)
-			print_metrics(&cache, o.topk, res.hr, res.ndcg, o.json);
+			print_metrics(&cache, o.topk, o.nk, res.hr, res.ndcg, o.json);
 		if (ncf_close_stdout() != 0)
 			status = NCF_EXIT_FAIL;
 	}

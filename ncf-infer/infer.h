@@ -25,9 +25,14 @@ struct infer_model {
 	struct ncf_idindex users, items; /* original id -> index, for the streams */
 };
 
-/* NVIDIA's ml-20m sizes with weights initialised from seed, ids 1..U and
- * 1..I (--random-model). */
-void infer_model_random(struct infer_model *m, uint64_t seed);
+/* --random-model's users and items unless given: ml-20m's, as NVIDIA's
+ * inference.py (--n_users, --n_items). */
+#define INFER_RANDOM_USERS 138493
+#define INFER_RANDOM_ITEMS 26744
+
+/* A model of shape s (checked) with weights initialised from seed, ids
+ * 1..U and 1..I (--random-model). */
+void infer_model_random(struct infer_model *m, const struct ncf_shape *s, uint64_t seed);
 /* A checkpoint or a safetensors file (model_file.h).  Returns 0 or -1
  * (reported). */
 int infer_model_load(struct infer_model *m, const char *path);
@@ -42,8 +47,9 @@ int infer_model_read_seen(struct infer_model *m, const char *model_path, const c
 void infer_model_free(struct infer_model *m);
 
 /* --score: "user item" lines from l, one probability per line on stdout
- * ("nan" for an unknown id with skip).  m's index is built.  Returns 0 or
- * -1 (reported). */
+ * ("nan" for an unknown id with skip).  m's index is built.  Without skip
+ * an unknown id ends it, every line before it scored and written (and
+ * said how many).  Returns 0 or -1 (reported). */
 int infer_score(struct ncf_backend *be, const struct infer_model *m, struct ncf_lines *l,
 		int skip);
 /* --recommend K: user ids from l, each user's K best items on stdout as

@@ -1,7 +1,8 @@
 /*
  * model_load.c - the model ncf-infer runs: read from a checkpoint or
- * safetensors (common/model_file.c), or random at NVIDIA's sizes; its
- * original ids, from the model or from a cache (--ids, --exclude-seen).
+ * safetensors (common/model_file.c), or random (NVIDIA's sizes unless
+ * given); its original ids, from the model or from a cache (--ids,
+ * --exclude-seen).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,9 @@
 #include "infer.h"
 #include "model_file.h"
 
-void infer_model_random(struct infer_model *m, uint64_t seed)
+void infer_model_random(struct infer_model *m, const struct ncf_shape *shape, uint64_t seed)
 {
-	struct ncf_shape s;
-	ncf_shape_nvidia(&s, 138493, 26744); /* ml-20m's users and items */
+	struct ncf_shape s = *shape;
 	m->shape = s;
 	ncf_hparams_nvidia(&m->hp);
 	m->hp.seed = seed;

@@ -121,8 +121,10 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 				continue;
 			}
 			ncf_error("%s:%llu: unknown user id %u (the model knows %u users; "
-				  "--skip-unknown writes nan instead)",
-				  l->display, (unsigned long long)l->line, a, m->shape.users);
+				  "--skip-unknown writes nan instead); the lists of the %llu user%s "
+				  "before it are written",
+				  l->display, (unsigned long long)l->line, a, m->shape.users,
+				  (unsigned long long)users - 1, users == 2 ? "" : "s");
 			goto out;
 		}
 		for (uint32_t i = 0; i < I; i++)

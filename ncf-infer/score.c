@@ -77,10 +77,16 @@ int infer_score(struct ncf_backend *be, const struct infer_model *m, struct ncf_
 		}
 		int64_t ui = ncf_idindex_find(&m->users, a), ii = ncf_idindex_find(&m->items, b);
 		if ((ui < 0 || ii < 0) && !skip) {
+			/* the lines before it are answered: scored and written */
+			if (flush_scores(be, &pd) != 0)
+				goto out;
 			ncf_error("%s:%llu: unknown %s id %u (the model knows %u users and %u items; "
-				  "--skip-unknown writes nan instead)",
+				  "--skip-unknown writes nan instead); the %llu score%s before it %s "
+				  "written",
 				  l->display, (unsigned long long)l->line, ui < 0 ? "user" : "item",
-				  ui < 0 ? a : b, m->shape.users, m->shape.items);
+				  ui < 0 ? a : b, m->shape.users, m->shape.items,
+				  (unsigned long long)pairs, pairs == 1 ? "" : "s",
+				  pairs == 1 ? "is" : "are");
 			goto out;
 		}
 		pd.known[pd.n] = ui >= 0 && ii >= 0;

@@ -11,12 +11,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "cli.h"
 #include "err.h"
 #include "io.h"
+#include "kinds.h"
+#include "omp_wait.h"
 #include "parse.h"
 #include "protocol.h"
 #include "rows.h"
@@ -39,7 +42,7 @@ static void usage(void)
 	       "                           (default: detected from the first line)\n"
 	       "      --min-ratings N      drop users with fewer than N distinct items (0: off)\n"
 	       "      --eval-negatives N   evaluation negatives per user (default 100)\n"
-	       "      --seed N             seed of the negatives and synthetic data (default 1)\n"
+	       "  -s, --seed N             seed of the negatives and synthetic data (default 1)\n"
 	       "  -S, --buffer-size SIZE   memory for the ratings, as sort -S: K, M, G, T, b or %%\n"
 	       "                           of physical memory (default 50%%); beyond it sorted\n"
 	       "                           runs are spilled to TMPDIR and merged\n"
@@ -53,11 +56,14 @@ static void usage(void)
 	       "  -h, --help               show this help\n"
 	       "  -V, --version            show the version (-vV: libraries)\n"
 	       "\n"
+	       "NVIDIA's convert.py spellings work too (--path FILE, --valid_negative N), or say\n"
+	       "what to give instead (ncf(7), NVIDIA'S OPTIONS).\n"
+	       "\n"
 	       "Exit status: 0 ok, 1 bad input or I/O error, 2 usage error.\n",
 	       prep_synth_shapes());
 }
 
-enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SEED, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG };
+enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG, OPT_PATH };
 
 /* The default -S: this share of physical memory. */
 #define DEFAULT_BUFFER_PERCENT 50
@@ -69,12 +75,13 @@ static const struct option long_opts[] = {
 	{"format", required_argument, 0, OPT_FORMAT},
 	{"min-ratings", required_argument, 0, OPT_MIN},
 	{"eval-negatives", required_argument, 0, OPT_NEG},
-	{"seed", required_argument, 0, OPT_SEED},
+	{"seed", required_argument, 0, 's'},
 	{"buffer-size", required_argument, 0, 'S'},
 	{"synthetic", required_argument, 0, OPT_SYNTH},
 	{"emit-csv", no_argument, 0, OPT_EMIT},
 	{"info", required_argument, 0, OPT_INFO},
 	{"progress", no_argument, 0, OPT_PROG},
+	{"path", required_argument, 0, OPT_PATH}, /* NVIDIA's convert.py: FILE */
 	NCF_COMMON_LONGOPTS,
 	{0, 0, 0, 0},
 };
@@ -83,6 +90,7 @@ static const struct option long_opts[] = {
 struct prep_opts {
 	const char *output;    /* -o, NULL: stdout */
 	const char *input;     /* FILE, NULL: stdin */
+	const char *path;      /* --path FILE (NVIDIA's spelling of FILE) */
 	const char *synthetic; /* --synthetic SPEC */
 	const char *info;      /* --info CACHE */
 	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
@@ -91,9 +99,11 @@ struct prep_opts {
 	int emit_csv, progress;
 };
 
-/* The stage times of a run, for -v. */
+/* The stages of a run: when each ended, for -v, and the progress line
+ * that names the one under way. */
 struct prep_times {
 	double start, read, index, protocol, oracle, write;
+	struct ncf_progress prog;
 };
 
 static double mb(uint64_t bytes)
@@ -146,11 +156,10 @@ static uint64_t parse_size(const char *arg)
 
 /* Every option into o; -h, -V and bad options end here.  Returns 1 when
  * -V was given. */
-static int parse_opts(int argc, char **argv, struct prep_opts *o)
+static int parse_opts(int argc, char **argv, struct prep_opts *o, struct ncf_cli *cli)
 {
-	int version = 0, c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:S:qvhV", long_opts, NULL)) != -1) {
+	int c;
+	while ((c = ncf_cli_next(cli, argc, argv)) != -1) {
 		switch (c) {
 		case 'o':
 			o->output = optarg;
@@ -172,7 +181,7 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o)
 			o->po.eval_negatives = (uint32_t)ncf_opt_int("--eval-negatives", optarg, 1,
 									 NCF_CACHE_MAX_NEGATIVES);
 			break;
-		case OPT_SEED:
+		case 's':
 			o->po.seed = ncf_opt_u64("--seed", optarg);
 			break;
 		case OPT_SYNTH:
@@ -187,23 +196,40 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o)
 		case OPT_PROG:
 			o->progress = 1;
 			break;
+		case OPT_PATH:
+			o->path = optarg;
+			break;
 		default:
-			ncf_cli_common(c, argv, usage, &version);
+			ncf_cli_common(c, cli);
 		}
 	}
-	return version;
+	return cli->version;
 }
 
 /* --info CACHE: its summary as key<TAB>value lines.  Returns the exit
  * status. */
 static int run_info(int argc, const struct prep_opts *o)
 {
-	if (optind < argc || o->output || o->synthetic)
+	if (optind < argc || o->output || o->synthetic || o->path)
 		ncf_usage_error("--info takes one cache and no other input or output");
 	struct ncf_named files[] = {{.path = o->info, .what = "--info"},
 				    {.path = "-", .output = 1}};
 	if (ncf_refuse_same_file(files, 2) != 0)
 		return NCF_EXIT_USAGE;
+	enum ncf_kind k = ncf_kind_of(o->info);
+	char name[256];
+	if (k == NCF_KIND_MODEL || k == NCF_KIND_SAFETENSORS) {
+		ncf_error("--info: %s is %s, not a cache: --info describes caches (ncf-infer and "
+			  "ncf-eval read models)",
+			  o->info, ncf_kind_says(k));
+		return NCF_EXIT_FAIL;
+	}
+	if (k == NCF_KIND_TEXT) {
+		ncf_error("--info: %s is %s (ratings?), not a cache: make one first: ncf-prep -o %s %s",
+			  o->info, ncf_kind_says(k), ncf_kind_cache_name(o->info, name, sizeof name),
+			  o->info);
+		return NCF_EXIT_FAIL;
+	}
 	struct ncf_cache cache;
 	if (ncf_cache_read(o->info, &cache) != 0)
 		return NCF_EXIT_FAIL;
@@ -212,27 +238,83 @@ static int run_info(int argc, const struct prep_opts *o)
 	return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 }
 
-/* The operands and the files of a run that writes a cache or CSV.
- * Returns 0, NCF_EXIT_USAGE after a same-file refusal, or NCF_EXIT_FAIL
- * when -o cannot be created (said before a large input is read; other
- * usage errors exit here). */
-static int check_opts(int argc, char **argv, struct prep_opts *o)
+/* The input by what it is: a cache or a model is not ratings.  Returns 0,
+ * or -1 (reported). */
+static int check_input_kind(const struct prep_opts *o)
 {
+	enum ncf_kind k = ncf_kind_of(o->input);
+	if (k == NCF_KIND_CACHE)
+		ncf_error("%s is %s already: ncf-prep reads ratings (ncf-prep --info %s describes "
+			  "it; ncf-train %s -o MODEL trains on it)",
+			  o->input, ncf_kind_says(k), o->input, o->input);
+	else if (k == NCF_KIND_MODEL || k == NCF_KIND_SAFETENSORS)
+		ncf_error("%s is %s, not ratings: ncf-prep reads ratings (ncf-eval -m %s CACHE "
+			  "evaluates it)",
+			  o->input, ncf_kind_says(k), o->input);
+	else
+		return 0;
+	return -1;
+}
+
+/* -o as NVIDIA's convert.py --output takes it, a directory: the cache is
+ * a file, and which one to give is said (exit 1, as for any -o that
+ * cannot be created).  Returns 0, or -1 (reported). */
+static int refuse_output_dir(const struct prep_opts *o)
+{
+	struct stat st;
+	if (!o->output || stat(o->output, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	char name[256];
+	size_t len = strlen(o->output);
+	ncf_error("-o: %s is a directory; ncf-prep writes one cache file (where NVIDIA's "
+		  "convert.py --output takes a directory): -o %s%s%s",
+		  o->output, o->output, len && o->output[len - 1] == '/' ? "" : "/",
+		  o->input ? ncf_kind_cache_name(o->input, name, sizeof name) : "ratings.ncfc");
+	return -1;
+}
+
+/* The operands: one input file at most (or --path), which becomes
+ * o->input; a second name that is no file yet, or a cache, is where the
+ * user meant the cache to go. */
+static void check_operands(int argc, char **argv, struct prep_opts *o, const struct ncf_cli *cli)
+{
+	for (int k = optind; k < argc; k++)
+		ncf_cli_operand(cli, argv[k], "a ratings file");
+	if (o->path && optind < argc)
+		ncf_usage_error("--path is NVIDIA's spelling of the input file: give one of them, not "
+				"both ('%s' is extra)",
+				argv[optind]);
+	enum ncf_kind extra = argc - optind > 1 ? ncf_kind_of(argv[optind + 1]) : NCF_KIND_UNKNOWN;
+	if (argc - optind > 1 && !o->output && (extra == NCF_KIND_UNKNOWN || extra == NCF_KIND_CACHE))
+		ncf_usage_error("one input file at most ('%s' is extra; to write the cache there, "
+				"give -o %s)",
+				argv[optind + 1], argv[optind + 1]);
 	if (argc - optind > 1)
 		ncf_usage_error("one input file at most ('%s' is extra)", argv[optind + 1]);
-	if (o->synthetic && optind < argc)
+	o->input = optind < argc ? argv[optind] : o->path;
+}
+
+/* The operands and the files of a run that writes a cache or CSV.
+ * Returns 0, NCF_EXIT_USAGE after a same-file refusal, or NCF_EXIT_FAIL
+ * when -o cannot be created or the input is not ratings (said before a
+ * large input is read; other usage errors exit here). */
+static int check_opts(int argc, char **argv, struct prep_opts *o, const struct ncf_cli *cli)
+{
+	check_operands(argc, argv, o, cli);
+	if (o->synthetic && o->input)
 		ncf_usage_error("--synthetic takes no input file");
 	if (o->emit_csv && !o->synthetic)
 		ncf_usage_error("--emit-csv needs --synthetic");
 	if (o->synthetic && o->format != NCF_FORMAT_UNKNOWN)
 		ncf_usage_error("--format applies to input files, not --synthetic");
-	o->input = optind < argc ? argv[optind] : NULL;
 	struct ncf_named files[] = {
 		{.path = o->synthetic ? NULL : o->input ? o->input : "-", .what = "the input"},
 		{.path = o->output ? o->output : "-", .what = "-o", .output = 1}};
 	if (ncf_refuse_same_file(files, 2) != 0)
 		return NCF_EXIT_USAGE;
-	return ncf_probe_outputs(files, 2) != 0 ? NCF_EXIT_FAIL : 0;
+	if (refuse_output_dir(o) != 0 || ncf_probe_outputs(files, 2) != 0)
+		return NCF_EXIT_FAIL;
+	return !o->synthetic && check_input_kind(o) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
@@ -336,16 +418,20 @@ static int prep_in_memory(const struct prep_opts *o, struct prep_synth *synth,
 			  long *out_bytes)
 {
 	cache->ratings_read = rows->n;
+	ncf_progress_phase(&t->prog, "indexing users and items");
 	prep_rows_index(rows);
 	t->index = ncf_now();
+	ncf_progress_phase(&t->prog, "protocol: leave-one-out, evaluation negatives");
 	NCF_TRY(prep_protocol_run(rows, &o->po, cache));
 	prep_rows_free(rows);
 	t->protocol = ncf_now();
 	if (synth) {
+		ncf_progress_phase(&t->prog, "oracle HR@10 of the planted scores");
 		cache->oracle_hr = prep_synth_oracle(synth, cache, 10);
 		prep_synth_free(synth);
 	}
 	t->oracle = ncf_now();
+	ncf_progress_phase(&t->prog, "writing the cache");
 	return write_cache(o, cache, NULL, NULL, out_bytes);
 }
 
@@ -373,9 +459,11 @@ static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, str
 			struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
 			long *out_bytes)
 {
+	ncf_progress_phase(&t->prog, "sorting and spilling the last run");
 	NCF_TRY(prep_spill_finish(sp, rows));
 	cache->ratings_read = prep_spill_rows(sp);
 	t->index = ncf_now();
+	ncf_progress_phase(&t->prog, "merging the runs, protocol: leave-one-out, evaluation negatives");
 	struct prep_planes *train = prep_planes_open(1), *neg = train ? prep_planes_open(0) : NULL;
 	struct oracle_batches ob = {synth, NULL};
 	struct prep_protocol_hook hook = {oracle_batch, &ob};
@@ -388,6 +476,7 @@ static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, str
 	if (synth)
 		prep_synth_free(synth);
 	t->protocol = t->oracle = ncf_now(); /* the oracle ran inside the protocol */
+	ncf_progress_phase(&t->prog, "writing the cache");
 	if (rc == 0)
 		rc = write_cache(o, cache, train, neg, out_bytes);
 	prep_planes_free(train);
@@ -407,6 +496,7 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	    prep_protocol_check_size(synth->users, o->po.eval_negatives) != 0)
 		return NCF_EXIT_FAIL;
 	struct prep_times t = {.start = t0};
+	ncf_progress_init(&t.prog, o->progress);
 	struct prep_rows rows = {0};
 	struct prep_spill *sp = prep_spill_attach(&rows, o->buffer);
 	struct ncf_cache cache;
@@ -415,6 +505,8 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	const char *display;
 	long out_bytes = -1;
 	int status = NCF_EXIT_FAIL;
+	if (synth)
+		ncf_progress_phase(&t.prog, "generating the synthetic ratings");
 	if (read_rows(o, synth, &rows, &cache, &display) != 0)
 		goto out;
 	t.read = ncf_now();
@@ -422,9 +514,11 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 				: prep_in_memory(o, synth, &rows, &cache, &t, &out_bytes)) != 0)
 		goto out;
 	t.write = ncf_now();
+	ncf_progress_clear(&t.prog);
 	report_cache(display, &cache, &t, out_bytes);
 	status = 0;
 out:
+	ncf_progress_clear(&t.prog);
 	prep_spill_free(sp);
 	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
@@ -433,23 +527,31 @@ out:
 
 int main(int argc, char **argv)
 {
+	ncf_omp_wait_init(argv);
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
 	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
 		       "[--seed N] [-S SIZE] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
+	struct ncf_cli cli = {.tool = "ncf-prep", .short_opts = ":o:S:s:qvhV",
+			      .long_opts = long_opts, .usage = usage};
 	struct prep_opts o = {.format = NCF_FORMAT_UNKNOWN,
 			      .po = {.min_ratings = 0, .eval_negatives = 100, .seed = 1}};
-	if (parse_opts(argc, argv, &o)) {
+	if (parse_opts(argc, argv, &o, &cli)) {
+		ncf_cli_free(&cli);
 		ncf_print_version(ncf_verbosity > 2, NULL);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
-	if (o.info)
+	if (o.info) {
+		ncf_cli_free(&cli);
 		return run_info(argc, &o);
+	}
 	if (!o.buffer)
 		o.buffer = memory_share(DEFAULT_BUFFER_PERCENT);
-	int bad = check_opts(argc, argv, &o);
+	int bad = check_opts(argc, argv, &o, &cli);
+	ncf_cli_free(&cli);
 	if (bad)
 		return bad;
+	ncf_debug("openmp threads wait: %s", ncf_omp_wait_note());
 	ncf_out_cleanup_on_signals();
 
 	double t0 = ncf_now();

@@ -584,6 +584,7 @@ int prep_parse(FILE *fp, const char *display, enum ncf_format format, struct pre
 	struct stat st;
 	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode))
 		l.total = (double)st.st_size;
+	prog.unit = NCF_PROGRESS_BYTES;
 	l.prog = &prog;
 	l.crc_on = 1;
 	l.keep_end = 1;

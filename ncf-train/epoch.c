@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "err.h"
@@ -36,6 +37,17 @@ void train_catch_signals(void)
 static int signal_agreed(struct train_run *r)
 {
 	return ncf_dist_max_int(&r->dist, (int)got_signal);
+}
+
+/* How many ranks the resumed run needs, for the resume line: nothing
+ * with one. */
+static const char *ranks_note(const struct train_run *r)
+{
+	static char buf[48];
+	if (r->dist.size == 1)
+		return "";
+	snprintf(buf, sizeof buf, " (as %d ranks)", r->dist.size);
+	return buf;
 }
 
 static int signal_status(int sig)
@@ -69,8 +81,10 @@ static int stop_mid_epoch(struct train_run *r, uint32_t e, uint64_t pos, double 
 	r->ck.epoch_loss = all;
 	if (train_save_interrupted(r) != 0)
 		return -1;
-	ncf_info("interrupted in epoch %u at position %llu of %llu; resume with --resume %s",
-		 e + 1, (unsigned long long)pos, (unsigned long long)r->samples, r->o->checkpoint);
+	char cmd[4096];
+	ncf_info("interrupted in epoch %u at position %llu of %llu; resume with%s: %s", e + 1,
+		 (unsigned long long)pos, (unsigned long long)r->samples, ranks_note(r),
+		 train_report_resume_command(r, cmd, sizeof cmd));
 	r->status = signal_status(sig);
 	r->stopped = 1;
 	return 0;
@@ -183,9 +197,10 @@ static int stop_after_epoch(struct train_run *r, uint32_t e, const struct train_
 	r->stopped = 1;
 	if (train_save_finish(r) != 0) /* what it says next must be true */
 		return 1;
+	char cmd[4096];
 	if (e + 1 < r->epochs)
-		ncf_info("interrupted after epoch %u; its state is in %s; resume with --resume %s",
-			 e + 1, o->checkpoint, o->checkpoint);
+		ncf_info("interrupted after epoch %u; its state is in %s; resume with%s: %s", e + 1,
+			 o->checkpoint, ranks_note(r), train_report_resume_command(r, cmd, sizeof cmd));
 	else
 		ncf_info("interrupted during the last epoch's evaluation; the finished run is saved "
 			 "in %s",

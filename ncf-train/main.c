@@ -21,7 +21,9 @@
 #include "dist.h"
 #include "err.h"
 #include "io.h"
+#include "kinds.h"
 #include "model.h"
+#include "omp_wait.h"
 #include "samefile.h"
 #include "train.h"
 #include "usage.h"
@@ -57,11 +59,15 @@ static void usage(void)
 	       "      --amp                    bf16: bf16 products, fp32 sums and weights\n"
 	       "      --threads N              CPU threads (default: all)\n"
 	       "      --log FILE|-             one JSON object per epoch\n"
-	       "      --progress               progress bar even when stderr is not a terminal\n"
+	       "      --progress               progress also when stderr is not a terminal (as\n"
+	       "                               plain lines, one every 5 s at most)\n"
 	       "  -q, --quiet                  less output (-q: warnings and errors, -qq: errors)\n"
 	       "  -v, --verbose                print more\n"
 	       "  -h, --help                   show this help\n"
 	       "  -V, --version                show the version (-vV: libraries and devices)\n"
+	       "\n"
+	       "NVIDIA's ncf.py spellings work too (--batch_size, --learning_rate, ...), or say\n"
+	       "what to give instead (ncf(7), NVIDIA'S OPTIONS).\n"
 	       "\n"
 	       "Exit status: 0 ok, 1 failure (bad file, NaN loss, device error), 2 usage,\n"
 	       "3 device unavailable, 130/143 interrupted (state saved in --checkpoint).\n");
@@ -109,108 +115,81 @@ static void default_opts(struct train_opts *o)
 	ncf_hparams_nvidia(&o->hp);
 }
 
-/* NVIDIA's ncf.py takes the sizes as separate arguments (--layers 256
- * 256 128 64), which leaves all but the first here as operands, or as one
- * argument with spaces when quoted: say the form ours takes, from the
- * sizes given.  arg is --layers's argument, rest the arguments after it
- * (NULL-terminated).  Returns only when arg is not spelled that way. */
-static void refuse_nvidia_layers(const char *arg, char *const *rest)
-{
-	int64_t v;
-	int spaced = strchr(arg, ' ') != NULL;
-	int separate = !strchr(arg, ',') && ncf_parse_i64(arg, &v) == 0 && rest[0] &&
-		       ncf_parse_i64(rest[0], &v) == 0;
-	if (!spaced && !separate)
-		return;
-	char form[256];
-	size_t n = 0;
-	for (const char *p = arg; *p && n + 1 < sizeof form; p++) {
-		if (*p != ' ')
-			form[n++] = *p;
-		else if (n && form[n - 1] != ',' && p[1] && p[1] != ' ')
-			form[n++] = ',';
-	}
-	form[n] = 0;
-	for (int k = 0; separate && rest[k] && ncf_parse_i64(rest[k], &v) == 0; k++)
-		if (n + strlen(rest[k]) + 2 < sizeof form)
-			n += (size_t)sprintf(form + n, ",%s", rest[k]);
-	ncf_usage_error("--layers takes the sizes as one comma-separated argument, not as "
-			"separate ones: --layers %s",
-			ncf_escape(form, n, 80));
-}
-
-/* --layers A,B,...: the MLP sizes, input first; rest as above. */
-static void parse_layers(struct ncf_shape *shape, const char *arg, char *const *rest)
-{
-	refuse_nvidia_layers(arg, rest);
-	int64_t v[NCF_MAX_LAYERS];
-	int n = ncf_opt_int_list("--layers", arg, v, NCF_MAX_LAYERS, 1, 8192);
-	if (n < 2)
-		ncf_usage_error("--layers needs at least two sizes (input, one layer)");
-	if (v[0] % 2)
-		ncf_usage_error("--layers: the first size (%lld) is the user and item MLP "
-				"embeddings side by side and must be even",
-				(long long)v[0]);
-	shape->n_layers = (uint32_t)n;
-	for (int k = 0; k < n; k++)
-		shape->layers[k] = (uint32_t)v[k];
-}
-
-/* A model option: its value into o->shape or o->hp; rest: the arguments
- * after it.  Returns 1 when c was one. */
+/* A model option: its value into o->shape or o->hp, and its bit into
+ * o->given; rest: the arguments after it.  Returns 1 when c was one. */
 static int model_option(int c, const char *arg, char *const *rest, struct train_opts *o)
 {
 	struct ncf_hparams *hp = &o->hp;
+	enum train_setting k;
 	switch (c) {
 	case 'b':
 		hp->batch = (uint64_t)ncf_opt_int("--batch-size", arg, 1, (int64_t)1 << 40);
+		k = TRAIN_SET_BATCH;
 		break;
 	case 'f':
 		o->shape.factors = (uint32_t)ncf_opt_int("--factors", arg, 1, 65536);
-		o->set_shape = 1;
-		return 1;
+		k = TRAIN_SET_FACTORS;
+		break;
 	case OPT_LAYERS:
-		parse_layers(&o->shape, arg, rest);
-		o->set_shape = 1;
-		return 1;
+		o->shape.n_layers = (uint32_t)ncf_opt_layers(arg, rest, o->shape.layers,
+							     NCF_MAX_LAYERS);
+		k = TRAIN_SET_LAYERS;
+		break;
 	case 'n':
 		hp->negatives = (uint32_t)ncf_opt_int("--negative-samples", arg, 0, 1000);
+		k = TRAIN_SET_NEGATIVES;
 		break;
 	case OPT_TRUENEG:
 		hp->true_neg = 1;
+		k = TRAIN_SET_TRUENEG;
 		break;
 	case 'l':
 		hp->lr = (float)ncf_opt_real("--learning-rate", arg, 0, 1, 1e30, 0);
+		k = TRAIN_SET_LR;
 		break;
 	case OPT_BETA1:
 		hp->beta1 = (float)ncf_opt_real("--beta1", arg, 0, 0, 1, 1);
+		k = TRAIN_SET_BETA1;
 		break;
 	case OPT_BETA2:
 		hp->beta2 = (float)ncf_opt_real("--beta2", arg, 0, 0, 1, 1);
+		k = TRAIN_SET_BETA2;
 		break;
 	case OPT_EPS:
 		hp->eps = (float)ncf_opt_real("--eps", arg, 0, 1, 1, 0);
+		k = TRAIN_SET_EPS;
 		break;
 	case OPT_DROPOUT:
 		hp->dropout = (float)ncf_opt_real("--dropout", arg, 0, 0, 1, 1);
+		k = TRAIN_SET_DROPOUT;
 		break;
 	case 's':
 		hp->seed = ncf_opt_u64("--seed", arg);
+		k = TRAIN_SET_SEED;
 		break;
 	default:
 		return 0;
 	}
-	o->set_hp = 1;
+	o->given |= 1u << k;
 	return 1;
+}
+
+/* -k K: one K; a list is ncf-eval's. */
+static uint32_t parse_topk(const char *arg)
+{
+	if (strchr(arg, ','))
+		ncf_usage_error("--topk takes one K, of --threshold and of the best model; for "
+				"several, evaluate the model: ncf-eval -k %s -m MODEL CACHE",
+				ncf_escape(arg, strlen(arg), 40));
+	return (uint32_t)ncf_opt_int("--topk", arg, 1, 100000);
 }
 
 /* Every option into o; -h, -V and bad options end here.  Returns 1 when
  * -V was given. */
-static int parse_opts(int argc, char **argv, struct train_opts *o)
+static int parse_opts(int argc, char **argv, struct train_opts *o, struct ncf_cli *cli)
 {
-	int version = 0, c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:e:b:f:n:l:s:t:k:qvhV", long_opts, NULL)) != -1) {
+	int c;
+	while ((c = ncf_cli_next(cli, argc, argv)) != -1) {
 		if (model_option(c, optarg, argv + optind, o))
 			continue;
 		switch (c) {
@@ -233,7 +212,8 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 			o->threshold = ncf_opt_real("--threshold", optarg, 0, 0, 1, 0);
 			break;
 		case 'k':
-			o->topk = (uint32_t)ncf_opt_int("--topk", optarg, 1, 100000);
+			o->topk = parse_topk(optarg);
+			o->topk_given = 1;
 			break;
 		case OPT_LOG:
 			o->log_path = optarg;
@@ -243,10 +223,10 @@ static int parse_opts(int argc, char **argv, struct train_opts *o)
 			break;
 		default:
 			if (!ncf_backend_option(c, optarg, &o->bo))
-				ncf_cli_common(c, argv, usage, &version);
+				ncf_cli_common(c, cli);
 		}
 	}
-	return version;
+	return cli->version;
 }
 
 /* The files of the run into f (room for TRAIN_FILES): the inputs, the
@@ -267,13 +247,47 @@ static size_t train_files(const struct train_opts *o, struct ncf_named *f)
 	return TRAIN_FILES;
 }
 
+/* The cache and --resume, by what they are: a model where the cache goes,
+ * a cache given to --resume, ratings not made into a cache yet.  Returns
+ * 0, or -1 (reported). */
+static int check_kinds(const struct train_opts *o)
+{
+	enum ncf_kind ck = ncf_kind_of(o->cache_path), rk = ncf_kind_of(o->resume);
+	char name[256];
+	if (ck == NCF_KIND_MODEL && rk == NCF_KIND_CACHE)
+		ncf_error("the cache and --resume are swapped: ncf-train %s --resume %s -o %s",
+			  o->resume, o->cache_path, o->output);
+	else if (ck == NCF_KIND_MODEL || ck == NCF_KIND_SAFETENSORS)
+		ncf_error("%s is %s, not a cache: to train it on, give it to --resume with the "
+			  "cache it was trained on: ncf-train CACHE --resume %s -o %s",
+			  o->cache_path, ncf_kind_says(ck), o->cache_path, o->output);
+	else if (ck == NCF_KIND_TEXT)
+		ncf_error("%s is %s (ratings?), not a cache: make the cache first: ncf-prep -o %s %s",
+			  o->cache_path, ncf_kind_says(ck),
+			  ncf_kind_cache_name(o->cache_path, name, sizeof name), o->cache_path);
+	else if (rk == NCF_KIND_CACHE)
+		ncf_error("--resume: %s is %s, not a checkpoint: the cache is the operand, "
+			  "--resume takes MODEL.last (or -o's MODEL)",
+			  o->resume, ncf_kind_says(rk));
+	else if (rk == NCF_KIND_TEXT || rk == NCF_KIND_SAFETENSORS)
+		ncf_error("--resume: %s is %s, not a checkpoint written by ncf-train", o->resume,
+			  ncf_kind_says(rk));
+	else
+		return 0;
+	return -1;
+}
+
 /* The operands and the files: one cache, -o, --checkpoint (default
  * MODEL.last, malloc'd into *default_ckpt), no two files the same (the
- * epoch files included).  Returns 0, or NCF_EXIT_USAGE after a same-file
- * refusal (other usage errors exit here). */
-static int check_opts(int argc, char **argv, struct train_opts *o, char **default_ckpt)
+ * epoch files included).  Returns 0, NCF_EXIT_USAGE after a same-file
+ * refusal, or NCF_EXIT_FAIL for a file of the wrong kind (other usage
+ * errors exit here). */
+static int check_opts(int argc, char **argv, struct train_opts *o, const struct ncf_cli *cli,
+		      char **default_ckpt)
 {
 	ncf_backend_opts_finish(&o->bo);
+	for (int k = optind; k < argc; k++)
+		ncf_cli_operand(cli, argv[k], "a cache");
 	if (optind >= argc)
 		ncf_usage_error("no cache given");
 	if (argc - optind > 1)
@@ -290,7 +304,7 @@ static int check_opts(int argc, char **argv, struct train_opts *o, char **defaul
 	struct ncf_named files[TRAIN_FILES];
 	if (ncf_refuse_same_file(files, train_files(o, files)) != 0)
 		return NCF_EXIT_USAGE;
-	return 0;
+	return check_kinds(o) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* Can rank 0, the one that writes, create every output?  Asked before
@@ -311,19 +325,26 @@ static void describe_versions(FILE *out)
 
 int main(int argc, char **argv)
 {
+	ncf_omp_wait_init(argv);
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
 	ncf_synopsis = "ncf-train [options] CACHE -o MODEL";
 	struct train_opts o;
 	default_opts(&o);
-	if (parse_opts(argc, argv, &o)) {
+	o.argv0 = argv[0];
+	struct ncf_cli cli = {.tool = "ncf-train", .short_opts = ":o:e:b:f:n:l:s:t:k:qvhV",
+			      .long_opts = long_opts, .usage = usage};
+	if (parse_opts(argc, argv, &o, &cli)) {
+		ncf_cli_free(&cli);
 		ncf_print_version(ncf_verbosity > 2, describe_versions);
 		return ncf_close_stdout() ? NCF_EXIT_FAIL : 0;
 	}
 	char *default_ckpt = NULL;
-	if (check_opts(argc, argv, &o, &default_ckpt) != 0) {
+	int bad = check_opts(argc, argv, &o, &cli, &default_ckpt);
+	ncf_cli_free(&cli);
+	if (bad) {
 		free(default_ckpt);
-		return NCF_EXIT_USAGE;
+		return bad;
 	}
 	struct train_run r;
 	memset(&r, 0, sizeof r);

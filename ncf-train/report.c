@@ -25,12 +25,14 @@
  * the threshold.  Only rank 0 writes.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "err.h"
+#include "omp_wait.h"
 #include "train.h"
 
 void train_report_fmt_rate(char *buf, size_t len, double x)
@@ -76,6 +78,84 @@ int train_report_close_log(struct train_run *r)
 	return rc;
 }
 
+/* word, quoted for a POSIX shell where it needs it, appended to buf at *n
+ * (len bytes in all). */
+static void shell_word(char *buf, size_t len, size_t *n, const char *word)
+{
+	int plain = *word != 0;
+	for (const char *p = word; *p && plain; p++)
+		plain = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+@%=-",
+			       *p) != NULL;
+	size_t at = *n;
+	if (at && at < len)
+		buf[at++] = ' ';
+	if (!plain && at < len)
+		buf[at++] = '\'';
+	for (const char *p = word; *p && at < len; p++) {
+		if (*p == '\'' && !plain) {
+			at += (size_t)snprintf(buf + at, len - at, "'\\''");
+			continue;
+		}
+		buf[at++] = *p;
+	}
+	if (!plain && at < len)
+		buf[at++] = '\'';
+	if (at >= len)
+		at = len - 1;
+	buf[at] = 0;
+	*n = at;
+}
+
+const char *train_report_resume_command(const struct train_run *r, char *buf, size_t len)
+{
+	const struct train_opts *o = r->o;
+	size_t n = 0;
+	char num[64];
+	buf[0] = 0;
+	shell_word(buf, len, &n, o->argv0);
+	shell_word(buf, len, &n, o->cache_path);
+	shell_word(buf, len, &n, "-o");
+	shell_word(buf, len, &n, o->output);
+	shell_word(buf, len, &n, "--resume");
+	shell_word(buf, len, &n, o->checkpoint);
+	snprintf(num, sizeof num, "%u", o->epochs);
+	shell_word(buf, len, &n, "-e");
+	shell_word(buf, len, &n, num);
+	char *dflt = train_suffixed(o->output, ".last");
+	if (strcmp(dflt, o->checkpoint) != 0) {
+		shell_word(buf, len, &n, "--checkpoint");
+		shell_word(buf, len, &n, o->checkpoint);
+	}
+	free(dflt);
+	if (o->keep_epochs)
+		shell_word(buf, len, &n, "--keep-epochs");
+	if (o->threshold >= 0) {
+		snprintf(num, sizeof num, "%.17g", o->threshold);
+		shell_word(buf, len, &n, "-t");
+		shell_word(buf, len, &n, num);
+	}
+	if (o->log_path) {
+		shell_word(buf, len, &n, "--log");
+		shell_word(buf, len, &n, o->log_path);
+	}
+	if (o->progress)
+		shell_word(buf, len, &n, "--progress");
+	if (o->bo.device != NCF_DEVICE_AUTO) {
+		shell_word(buf, len, &n, "--device");
+		shell_word(buf, len, &n, o->bo.device == NCF_DEVICE_CPU ? "cpu" : "cuda");
+	}
+	if (o->bo.precision != NCF_PRECISION_DEFAULT) {
+		shell_word(buf, len, &n, "--precision");
+		shell_word(buf, len, &n, ncf_precision_name(o->bo.precision));
+	}
+	if (o->bo.threads > 0) {
+		snprintf(num, sizeof num, "%d", o->bo.threads);
+		shell_word(buf, len, &n, "--threads");
+		shell_word(buf, len, &n, num);
+	}
+	return buf;
+}
+
 void train_report_start(struct train_run *r)
 {
 	const struct train_opts *o = r->o;
@@ -90,6 +170,7 @@ void train_report_start(struct train_run *r)
 		 (unsigned long long)r->ck.hp.batch, (unsigned long long)r->steps_per_epoch,
 		 r->steps_per_epoch == 1 ? "" : "s", ncf_backend_name(&r->be), nthreads,
 		 nthreads == 1 ? "" : "s");
+	ncf_debug("openmp threads wait: %s", ncf_omp_wait_note());
 	if (r->dist.size > 1)
 		ncf_info("%d ranks, each taking 1/%d of every global batch", r->dist.size,
 			 r->dist.size);
@@ -100,16 +181,29 @@ void train_report_start(struct train_run *r)
 }
 
 void train_report_progress(struct train_run *r, uint32_t e, uint64_t pos, uint64_t start_pos,
-		     double t0, double loss_sum)
+			   double t0, double loss_sum)
 {
 	if (!r->prog.enabled)
 		return;
-	char label[64], extra[64], rate[16];
+	const struct train_stats *st = &r->stats;
+	char label[64], extra[96], eta[32];
 	snprintf(label, sizeof label, "epoch %u/%u", e + 1, r->epochs);
 	double dt = ncf_now() - t0;
-	train_report_fmt_rate(rate, sizeof rate, dt > 0 ? (double)(pos - start_pos) / dt : 0);
-	snprintf(extra, sizeof extra, "loss %.4f  %s samples/s",
-		 loss_sum / (double)pos * (double)r->dist.size, rate);
+	double rate = dt > 0 ? (double)(pos - start_pos) / dt : 0;
+	/* the epochs after this one at the run's mean rate so far (this
+	 * epoch's before one has ended), each with an evaluation as long as
+	 * the mean one so far */
+	double mean = st->total_train > 0 ? (double)st->total_samples / st->total_train : rate;
+	double eval = st->epochs_run ? st->total_eval / st->epochs_run : 0;
+	double left = r->epochs - e - 1;
+	double run = rate > 0 && mean > 0 ? (double)(r->samples - pos) / rate + eval +
+						    left * ((double)r->samples / mean + eval)
+					  : -1;
+	int n = snprintf(extra, sizeof extra, "loss %.4f",
+			 loss_sum / (double)pos * (double)r->dist.size);
+	if (run >= 0 && left > 0)
+		snprintf(extra + n, sizeof extra - (size_t)n, "  run ETA %s",
+			 ncf_progress_eta(eta, sizeof eta, run));
 	ncf_progress_update(&r->prog, label, (double)pos, (double)r->samples, extra);
 }
 

@@ -4,6 +4,7 @@
  * with several ranks the check that every rank starts from the same place.
  * The epochs are epoch.c's.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,70 @@ static void fresh_state(struct train_run *r, const struct train_opts *o)
 	r->ck.topk = r->topk;
 }
 
+/* Setting k of a shape and hyperparameters as its option: "--batch-size
+ * 4096", into buf (len bytes). */
+static const char *setting(enum train_setting k, const struct ncf_shape *s,
+			   const struct ncf_hparams *hp, char *buf, size_t len)
+{
+	size_t n = 0;
+	switch (k) {
+	case TRAIN_SET_BATCH:
+		snprintf(buf, len, "--batch-size %llu", (unsigned long long)hp->batch);
+		break;
+	case TRAIN_SET_FACTORS:
+		snprintf(buf, len, "--factors %u", s->factors);
+		break;
+	case TRAIN_SET_LAYERS:
+		n = (size_t)snprintf(buf, len, "--layers ");
+		for (uint32_t j = 0; j < s->n_layers && n < len; j++)
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", j ? "," : "", s->layers[j]);
+		break;
+	case TRAIN_SET_NEGATIVES:
+		snprintf(buf, len, "--negative-samples %u", hp->negatives);
+		break;
+	case TRAIN_SET_TRUENEG:
+		snprintf(buf, len, "--true-negatives %s", hp->true_neg ? "on" : "off");
+		break;
+	case TRAIN_SET_LR:
+		snprintf(buf, len, "--learning-rate %g", hp->lr);
+		break;
+	case TRAIN_SET_BETA1:
+		snprintf(buf, len, "--beta1 %g", hp->beta1);
+		break;
+	case TRAIN_SET_BETA2:
+		snprintf(buf, len, "--beta2 %g", hp->beta2);
+		break;
+	case TRAIN_SET_EPS:
+		snprintf(buf, len, "--eps %g", hp->eps);
+		break;
+	case TRAIN_SET_DROPOUT:
+		snprintf(buf, len, "--dropout %g", hp->dropout);
+		break;
+	default:
+		snprintf(buf, len, "--seed %llu", (unsigned long long)hp->seed);
+	}
+	return buf;
+}
+
+/* The model options given with --resume, each with the model's own value:
+ * "--batch-size 4096 (the model's: 8192), --dropout 0.1 (0.5)". */
+static const char *ignored_settings(const struct train_opts *o, const struct ncf_ckpt *ck,
+				    char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (int k = 0; k < TRAIN_SETTINGS && n < len; k++) {
+		if (!(o->given & (1u << k)))
+			continue;
+		char given[256], model[256];
+		setting((enum train_setting)k, &o->shape, &o->hp, given, sizeof given);
+		setting((enum train_setting)k, &ck->shape, &ck->hp, model, sizeof model);
+		n += (size_t)snprintf(buf + n, len - n, "%s%s (%s%s)", n ? ", " : "", given,
+				      n ? "" : "the model's: ", strchr(model, ' ') + 1);
+	}
+	return buf;
+}
+
 /* The state of --resume FILE, which must have been trained on this cache.
  * Returns 0 or -1 (reported). */
 static int resumed_state(struct train_run *r, const struct train_opts *o, uint32_t fingerprint)
@@ -51,14 +116,37 @@ static int resumed_state(struct train_run *r, const struct train_opts *o, uint32
 			  r->cache.users, r->cache.items);
 		return -1;
 	}
-	if (o->set_shape || o->set_hp)
-		ncf_warn("--resume: the model's shape and hyperparameters come from %s; the "
-			 "ones given are ignored",
-			 o->resume);
+	if (o->given) {
+		char list[1024];
+		ncf_warn("--resume: the model's shape and hyperparameters come from %s; ignoring "
+			 "%s",
+			 o->resume, ignored_settings(o, &r->ck, list, sizeof list));
+	}
 	r->topk = r->ck.topk ? r->ck.topk : r->topk;
 	free(r->ck.user_ids);
 	free(r->ck.item_ids);
 	return 0;
+}
+
+/* K must be below the cache's candidates per user (with as many every
+ * test item is a hit): a K given is refused, the default said to mean
+ * nothing.  Returns 0, or -1 (reported; r->status 2). */
+static int check_topk(struct train_run *r, const struct train_opts *o)
+{
+	uint32_t n = r->cache.eval_negatives + 1;
+	if (r->topk < n)
+		return 0;
+	if (!o->topk_given || o->resume) {
+		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
+			 "item and %u negatives); give -k below %u",
+			 r->topk, o->cache_path, n, r->cache.eval_negatives, n);
+		return 0;
+	}
+	ncf_error("--topk %u: %s has %u candidates per user (the test item and %u negatives), "
+		  "so HR@%u would be 1 whatever the model; give K below %u",
+		  r->topk, o->cache_path, n, r->cache.eval_negatives, r->topk, n);
+	r->status = NCF_EXIT_USAGE;
+	return -1;
 }
 
 /* The cache, then the starting state; the checkpoint borrows the cache's
@@ -79,6 +167,8 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 	r->ck.fingerprint = fingerprint;
 	r->ck.train_positives = (uint64_t)r->cache.train_positives;
 
+	if (check_topk(r, o) != 0)
+		return -1;
 	const struct ncf_hparams *hp = &r->ck.hp;
 	uint64_t P = (uint64_t)r->cache.train_positives;
 	r->samples = P * (1 + (uint64_t)hp->negatives);
@@ -87,10 +177,16 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 		return -1;
 	}
 	r->steps_per_epoch = (r->samples + hp->batch - 1) / hp->batch;
-	if (hp->batch > r->samples)
-		ncf_info("the batch (%llu) is larger than an epoch (%llu samples): each epoch is "
-			 "one step over all samples",
-			 (unsigned long long)hp->batch, (unsigned long long)r->samples);
+	if (hp->batch > r->samples) {
+		/* the largest power of two that gives at least 20 steps */
+		uint64_t b = 1;
+		while (b * 2 <= r->samples / 20)
+			b *= 2;
+		ncf_warn("the batch (%llu) is larger than an epoch (%llu samples): each epoch is "
+			 "one step over all samples; for about %llu steps an epoch give -b %llu",
+			 (unsigned long long)hp->batch, (unsigned long long)r->samples,
+			 (unsigned long long)((r->samples + b - 1) / b), (unsigned long long)b);
+	}
 	return 0;
 }
 
@@ -270,6 +366,7 @@ int train_open(struct train_run *r, const struct train_opts *o)
 	r->stats.t_best = -1;
 	r->stats.last_save_time = -1;
 	ncf_progress_init(&r->prog, o->progress);
+	r->prog.unit = "samples";
 	if (r->dist.rank != 0)
 		r->prog.enabled = 0;
 	plan_epochs(r, o);

@@ -29,8 +29,19 @@
 #include "dist.h"
 #include "model.h"
 
+/* The model's shape and hyperparameter options, as bits of
+ * train_opts.given: a resumed run takes them from its checkpoint and names
+ * the ones given. */
+enum train_setting {
+	TRAIN_SET_BATCH, TRAIN_SET_FACTORS, TRAIN_SET_LAYERS, TRAIN_SET_NEGATIVES,
+	TRAIN_SET_TRUENEG, TRAIN_SET_LR, TRAIN_SET_BETA1, TRAIN_SET_BETA2, TRAIN_SET_EPS,
+	TRAIN_SET_DROPOUT, TRAIN_SET_SEED, TRAIN_SETTINGS
+};
+
 /* The command line, as main parsed it. */
 struct train_opts {
+	const char *argv0;	 /* the program as it was run, for the command
+				  * that resumes an interrupted run */
 	const char *cache_path;	 /* CACHE */
 	const char *output;	 /* -o: the best model */
 	const char *checkpoint;	 /* --checkpoint (default MODEL.last) */
@@ -39,8 +50,9 @@ struct train_opts {
 	int keep_epochs;	 /* --keep-epochs */
 	int progress;		 /* --progress */
 	uint32_t epochs, topk;	 /* -e, -k */
+	int topk_given;		 /* -k was given */
 	double threshold;	 /* -t; < 0: none */
-	int set_shape, set_hp;	 /* a shape or hyperparameter option was given */
+	uint32_t given;		 /* 1 << TRAIN_SET_*: the model options given */
 	struct ncf_shape shape;	 /* of a fresh model (users, items: the cache's) */
 	struct ncf_hparams hp;
 	struct ncf_backend_opts bo;
@@ -162,6 +174,11 @@ int train_report_log_epoch(struct train_run *r, const struct train_epoch_result 
  * checkpoints; on stderr and as the summary object on --log.  Returns 0,
  * or -1 when the log cannot be written (reported). */
 int train_report_summary(struct train_run *r);
+/* The command that resumes the run from its --checkpoint as it was
+ * started: the program as it was run, the cache, -o, --resume, -e and the
+ * run's other settings (never the model's, which the checkpoint holds),
+ * each quoted for a POSIX shell; into buf (len bytes). */
+const char *train_report_resume_command(const struct train_run *r, char *buf, size_t len);
 /* x as "1.23M", "4.5k" or "678". */
 void train_report_fmt_rate(char *buf, size_t len, double x);
 

@@ -23,10 +23,16 @@
 #   5. the GPU part, when the cuda backend is built and a GPU is usable:
 #      build/bench/bench_gpu (NVIDIA's training table per precision, epoch
 #      time, evaluation time, fractions of peak) and ncf-infer --bench on
-#      the GPU in bf16 (tf32 too).
+#      the GPU in bf16 (tf32 too);
+#   6. how OpenMP's threads wait (cli/omp_wait.h, ncf(7) THREADS): training
+#      (one epoch of ml-latest-small at batch 8192) and scoring (ncf-infer
+#      --bench at 4096) with each policy, 1 and 2 threads, on the machine
+#      as it is and with every core busy (a `yes` per core), the policies
+#      alternating, BENCH_OMP_REPS runs each (default 3): min and median.
 #
 # Generated data live in build/bench (reused between runs).  Environment:
-# BENCH_STEPS (timed training steps, default 3), BENCH_LARGE=1, NCF_DATA.
+# BENCH_STEPS (timed training steps, default 3), BENCH_LARGE=1, NCF_DATA,
+# BENCH_OMP_REPS, BENCH_ONLY=omp (the last table only).
 set -eu
 BIN=${1:-build/bin}
 ROOT=$(pwd)
@@ -89,6 +95,110 @@ prep_pair() {
 	if cmp -s "$W/$1.ncfc" "$W/$1-S100M.ncfc"; then same=yes; else same=NO; fi
 	echo "  $1: the cache made within -S 100M is the same bytes as in memory (cmp): $same"
 }
+
+# --- OpenMP waiting: the table (section 6), defined here, run last ---------
+# omp_env POLICY: the environment that sets it (libgomp's default spins
+# 300,000 rounds; GOMP_SPINCOUNT=N with no OMP_WAIT_POLICY spins N)
+omp_env() {
+	case $1 in
+	active) echo OMP_WAIT_POLICY=active ;;
+	passive) echo OMP_WAIT_POLICY=passive ;;
+	spin-300k) echo GOMP_SPINCOUNT=300000 ;;
+	spin-10k) echo GOMP_SPINCOUNT=10000 ;;
+	spin-1k) echo GOMP_SPINCOUNT=1000 ;;
+	esac
+}
+# omp_run WORK THREADS POLICY: samples/s of one run
+omp_run() {
+	if [ "$1" = train ]; then
+		env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT $(omp_env "$3") "$BIN/ncf-train" -q "$W/omp.ncfc" \
+			-o "$W/omp.ncfm" -e 1 -b 8192 -l 0.002 --device cpu --threads "$2" --log - |
+			sed -n 's/.*"train_throughput": \([0-9.]*\).*/\1/p' | head -n 1
+	else
+		env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT $(omp_env "$3") "$BIN/ncf-infer" --bench \
+			-m "$W/omp-score.ncfm" --device cpu --threads "$2" -b 4096 --warmup 20 \
+			--iterations 300 2>/dev/null | awk -F'\t' 'NR == 2 { print $2 }'
+	fi
+}
+# omp_summary DEFAULT RUNS: the table of RUNS ("work threads load policy
+# samples/s" lines): min and median per policy, the median over the best
+# median of its group, ncf's default marked
+omp_summary() {
+	awk -v ours="$1" '
+		function env(p) {
+			if (p == "active") return "OMP_WAIT_POLICY=active"
+			if (p == "passive") return "OMP_WAIT_POLICY=passive"
+			if (p == "spin-300k") return "GOMP_SPINCOUNT=300000"
+			if (p == "spin-10k") return "GOMP_SPINCOUNT=10000"
+			return "GOMP_SPINCOUNT=1000"
+		}
+		{
+			k = $1 " " $2 " " $3 " " $4
+			n[k]++
+			v[k, n[k]] = $5
+			if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+		}
+		END {
+			printf "  %-6s %-7s %-6s %-24s %11s %11s %6s\n", "work", "threads", "load", "policy", "min", "median", "/best"
+			for (i = 1; i <= nk; i++) {
+				k = keys[i]; m = n[k]
+				for (a = 1; a <= m; a++) s[a] = v[k, a]
+				for (a = 1; a <= m; a++)
+					for (b = a + 1; b <= m; b++)
+						if (s[b] < s[a]) { t = s[a]; s[a] = s[b]; s[b] = t }
+				med[k] = m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+				lo[k] = s[1]
+				split(k, f, " ")
+				g = f[1] " " f[2] " " f[3]
+				if (med[k] > best[g]) best[g] = med[k]
+			}
+			for (i = 1; i <= nk; i++) {
+				k = keys[i]; split(k, f, " "); g = f[1] " " f[2] " " f[3]; e = env(f[4])
+				mark = e == ours ? "  <- default" : ""
+				rel = best[g] > 0 ? med[k] / best[g] : 0
+				printf "  %-6s %-7s %-6s %-24s %11.0f %11.0f %6.2f%s\n", f[1], f[2], f[3], e, lo[k], med[k], rel, mark
+			}
+		}' "$2"
+}
+omp_table() {
+	POLICIES="active passive spin-300k spin-10k spin-1k"
+	REPS=${BENCH_OMP_REPS:-3}
+	ours=$(sed -n 's/^#define NCF_OMP_WAIT_DEFAULT "\(.*\)"/\1/p' "$ROOT/cli/omp_wait.h")
+	say "OpenMP waiting: samples/s per policy, min and median of $REPS runs (policies alternating; busy: a yes per core; ncf's default: $ours)"
+	if [ -s "$DATA/ml-latest-small/ratings.csv" ]; then
+		"$BIN/ncf-prep" -q -o "$W/omp.ncfc" "$DATA/ml-latest-small/ratings.csv"
+	else
+		"$BIN/ncf-prep" -q --synthetic ml-latest-small -o "$W/omp.ncfc"
+	fi
+	OMP_WAIT_POLICY=passive "$BIN/ncf-train" -q "$W/omp.ncfc" -o "$W/omp-score.ncfm" -e 1 -b 8192 \
+		-l 0.002 --device cpu
+	: >"$W/omp.runs"
+	for load in quiet busy; do
+		pids=""
+		if [ $load = busy ]; then
+			for k in $(seq "$(nproc)"); do yes >/dev/null & pids="$pids $!"; done
+		fi
+		for work in train score; do
+			for th in 1 2; do
+				for r in $(seq "$REPS"); do
+					# each run starts the rotation one policy later
+					set -- $POLICIES
+					for k in $(seq $(((r - 1) % 5))); do p=$1; shift; set -- "$@" "$p"; done
+					for p in "$@"; do
+						echo "$work $th $load $p $(omp_run $work $th $p)" >>"$W/omp.runs"
+					done
+				done
+			done
+		done
+		for p in $pids; do kill "$p"; done
+	done
+	omp_summary "$ours" "$W/omp.runs"
+	echo "  load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs; other work on the machine counts)"
+}
+if [ "${BENCH_ONLY:-}" = omp ]; then
+	omp_table
+	exit 0
+fi
 
 say "ncf-prep: synthetic ml-20m-shaped CSV to cache, in memory and within -S 100M (target: <= 15 s, <= 2 GB; runs: sorted runs spilled to TMPDIR)"
 prep_header
@@ -189,12 +299,12 @@ for prec in fp32 bf16; do
 	fi
 done
 cp "$W/infer-fp32.out" "$W/infer.out"
-echo "  throughput, samples/s (pairs kept where the backend computes, as inference.py; host_ columns: ids in and probabilities out of host memory)"
-awk -F'\t' 'FNR == 1 { f++; next } { t[f, $1] = $2; h[f, $1] = $7; if (f == 1) k[++n] = $1 }
-	END { printf "  %10s %16s %16s %8s %18s %18s\n", "batch_size", "throughput_fp32", "throughput_bf16", "speedup", "host_thr_fp32", "host_thr_bf16"
-	      for (i = 1; i <= n; i++) { b = k[i]; x = t[1, b]; y = "-"; hy = "-"; sp = "-"
-		if ((2, b) in t) { y = t[2, b]; hy = h[2, b]; if (x > 0) sp = sprintf("%.2f", y / x) }
-		printf "  %10s %16s %16s %8s %18s %18s\n", b, x, y, sp, h[1, b], hy } }' \
+echo "  throughput, samples/s (pairs kept where the backend computes, as inference.py; on the CPU that is host memory: one pass per iteration)"
+awk -F'\t' 'FNR == 1 { f++; next } { t[f, $1] = $2; if (f == 1) k[++n] = $1 }
+	END { printf "  %10s %16s %16s %8s\n", "batch_size", "throughput_fp32", "throughput_bf16", "speedup"
+	      for (i = 1; i <= n; i++) { b = k[i]; x = t[1, b]; y = "-"; sp = "-"
+		if ((2, b) in t) { y = t[2, b]; if (x > 0) sp = sprintf("%.2f", y / x) }
+		printf "  %10s %16s %16s %8s\n", b, x, y, sp } }' \
 	"$W/infer-fp32.out" "$W/infer-bf16.out"
 for prec in fp32 bf16; do
 	[ -s "$W/infer-$prec.out" ] || continue
@@ -214,3 +324,5 @@ if [ -x "$BENCHBIN/bench_gpu" ]; then
 else
 	say "GPU: the cuda backend is not built here (no nvcc/cuBLAS found)"
 fi
+
+omp_table

@@ -21,7 +21,7 @@ step "ncf-eval: the model, then the popularity baseline"
 "$BIN/ncf-eval" -m "$D/model.ncfm" "$D/data.ncfc"
 "$BIN/ncf-eval" --baseline popularity "$D/data.ncfc"
 
-step "ncf-infer --bench: NVIDIA's inference benchmark columns, then host to host"
+step "ncf-infer --bench: NVIDIA's inference benchmark columns (on a GPU also host to host)"
 "$BIN/ncf-infer" --bench -m "$D/model.ncfm" --batch-sizes 1024,16384,262144 --warmup 3 --iterations 30
 
 step "ncf-infer --recommend: the 5 best unseen movies for user 1"

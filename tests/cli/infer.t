@@ -155,17 +155,26 @@ like "$err" "^ncf-infer: $M and $T/other.ncfc do not belong together" "... messa
 # ---------------------------------------------------------------------------
 # --bench: a table (or JSON) with one row per batch size.
 # bench_ok FILE: the header (NVIDIA's columns with the pairs on the device,
-# then the same host to host), then rows for 1, 7, 64 with positive, finite
-# values, p90 <= p95 <= p99, mean <= p99, in both halves.
+# on a GPU then the same host to host, then the timed passes), then rows
+# for 1, 7, 64 with positive, finite values, p90 <= p95 <= p99, mean <=
+# p99 (in both halves on a GPU) and 5 timed passes.
 bench_ok() {
 	awk -F'\t' '
-	NR == 1 { if ($0 != "batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\tlatency_p99\thost_throughput_avg\thost_latency_avg\thost_latency_p90\thost_latency_p95\thost_latency_p99") bad = 1; next }
+	NR == 1 {
+		cols = "batch_size\tthroughput_avg\tlatency_avg\tlatency_p90\tlatency_p95\tlatency_p99"
+		host = "\thost_throughput_avg\thost_latency_avg\thost_latency_p90\thost_latency_p95\thost_latency_p99"
+		if ($0 == cols "\titerations") nf = 7
+		else if ($0 == cols host "\titerations") nf = 12
+		else bad = 1
+		next
+	}
 	{
 		n++
-		if (NF != 11) bad = 1
-		for (i = 2; i <= 11; i++) if ($i !~ /^[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?$/ || $i + 0 <= 0) bad = 1
+		if (NF != nf) bad = 1
+		for (i = 2; i < nf; i++) if ($i !~ /^[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?$/ || $i + 0 <= 0) bad = 1
 		if (!($4 <= $5 && $5 <= $6 && $3 <= $6)) bad = 1
-		if (!($9 <= $10 && $10 <= $11 && $8 <= $11)) bad = 1
+		if (nf == 12 && !($9 <= $10 && $10 <= $11 && $8 <= $11)) bad = 1
+		if ($nf != 5) bad = 1
 		sizes = sizes $1 " "
 	}
 	END { exit bad || n != 3 || sizes != "1 7 64 " }' "$1"
@@ -177,13 +186,27 @@ bench_ok "$out"
 ok $? "--bench -m MODEL: header, one row per batch size, positive values, p90 <= p95 <= p99, mean <= p99"
 if ! bench_ok "$out"; then sed 's/^/# /' "$out"; fi
 like "$err" "^ncf-infer: inference benchmark: .*$U users, $I items" "--bench: says what it measures on stderr"
+run ncf-infer --bench --device cpu -m "$M" $BENCH
+is "$(head -n 1 "$out" | cut -f7-)" "iterations" \
+	"--bench on the CPU: one measurement per batch size (host memory is the device), no host_ columns"
 run ncf-infer --bench --random-model $BENCH
 is "$status" 0 "--bench --random-model: exit 0"
 bench_ok "$out"
 ok $? "--bench --random-model: a sane table"
 like "$err" 'random ml-20m-sized model \(138493 users, 26744 items\)' "--random-model: ml-20m's sizes"
+run ncf-infer --bench --random-model --users 300 --items 40 --factors 8 --layers 16,8 $BENCH
+is "$status" 0 "--random-model --users 300 --items 40 --factors 8 --layers 16,8: exit 0"
+like "$err" 'random model \(300 users, 40 items\)' "... a random model of those sizes"
+ncf-infer --export "$T/r.safetensors" --random-model --users 300 --items 40 --factors 8 --layers 16,8 &&
+	ncf-infer --bench -m "$T/r.safetensors" $BENCH >/dev/null 2>"$T/r.err" &&
+	grep -q '(300 users, 40 items)' "$T/r.err"
+ok $? "--export --random-model with sizes: a model of those sizes"
+run ncf-infer --bench -m "$M" --batch-sizes 7
+is "$(awk -F'\t' 'NR == 2 { print $NF }' "$out")" 190 \
+	"--bench by default: NVIDIA's 190 timed passes where they take less than 3 s"
 run ncf-infer --bench -m "$M" $BENCH --json
 is "$status" 0 "--bench --json: exit 0"
+is "$(grep -c '^ncf-infer: batch size [0-9]*: ' "$err")" 3 "--bench --json: a line on stderr per batch size"
 if [ $have_python = 1 ]; then
 	python3 -c '
 import json, math, sys
@@ -191,15 +214,44 @@ d = json.load(open(sys.argv[1]))
 r = d["results"]
 assert [x["batch_size"] for x in r] == [1, 7, 64], r
 for x in r:
-  for p in ("", "host_"):
+  for p in ("", "host_") if d["device"] != "cpu" else ("",):
     v = [x[p + k] for k in ("throughput_avg", "latency_avg", "latency_p90", "latency_p95", "latency_p99")]
     assert all(math.isfinite(y) and y > 0 for y in v), x
     assert x[p + "latency_p90"] <= x[p + "latency_p95"] <= x[p + "latency_p99"], x
     assert x[p + "latency_avg"] <= x[p + "latency_p99"], x
+  assert (d["device"] == "cpu") != ("host_latency_avg" in x), x
+  assert x["iterations"] == 5, x
 assert d["iterations"] == 5 and d["warmup"] == 1
 ' "$out"
-	ok $? "--bench --json: valid JSON with the table's fields (device and host), sane values"
+	ok $? "--bench --json: valid JSON with the table's fields (and host_ on a GPU), sane values"
 else skip "no python3"; fi
+# the precision said is the one computed: on the CPU, fp16 is fp32
+run ncf-infer --bench -m "$M" --precision fp16 --batch-sizes 7 --warmup 0 --iterations 1 --json
+if grep -q '"device": "cpu"' "$out"; then
+	like "$out" '"precision": "fp32"' "--precision fp16 on the CPU: the JSON says fp32, what it computes"
+	like "$err" 'cpu backend in fp32' "... and so does the line on stderr"
+else
+	skip "the benchmark ran on a GPU"
+	skip "the benchmark ran on a GPU"
+fi
+
+# The synopsis of --help and ncf-infer(1)'s SYNOPSIS are both the table of
+# modes and options (main.c: mode_options): the same four lines, spaces
+# and line breaks aside.
+if command -v nroff >/dev/null; then
+	ncf-infer --help | sed -n '1,/^$/p' | sed 's/^usage: //' |
+		awk '/^ *ncf-infer / { if (l) print l; l = $0; next } { l = l " " $0 } END { print l }' |
+		sed 's/^ *//; s/  */ /g; s/ *$//' | grep . >"$T/syn.help"
+	nroff -man -rLL=2000n -Tascii "$NCF_ROOT/man/ncf-infer.1" 2>/dev/null | sed 's/.\x08//g' |
+		sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | sed 's/^ *//; s/  */ /g; s/ *$//' |
+		grep . >"$T/syn.man"
+	cmp -s "$T/syn.help" "$T/syn.man"
+	ok $? "ncf-infer --help's synopsis is ncf-infer(1)'s SYNOPSIS"
+	is "$(wc -l <"$T/syn.help" | tr -d ' ')" 4 "... one line per mode"
+else
+	skip "no nroff"
+	skip "no nroff"
+fi
 
 # ---------------------------------------------------------------------------
 # Bad input: exit 1, one message naming FILE:LINE, nothing scored after it.
@@ -232,7 +284,10 @@ is "$status" 1 "--recommend, an unknown user: exit 1"
 like "$err" "^ncf-infer: $T/users2:2: unknown user id 9999" "--recommend, an unknown user: FILE:LINE"
 run ncf-infer --score -m "$C" "$T/pairs"
 is "$status:$(wc -c <"$out" | tr -d ' ')" "1:0" "a cache given as the model: exit 1, no output"
-like "$err" "^ncf-infer: $C: .*not a usable ncf-train checkpoint" "a cache given as the model: message"
+like "$err" "^ncf-infer: -m: $C is a cache \\(ncf-prep's\\), not a model: -m takes the model ncf-train wrote" \
+	"a cache given as the model: says what it is and where it goes"
+run ncf-infer --score -m - "$T/pairs" <"$C"
+like "$err" "^ncf-infer: <stdin>: .*not a usable ncf-train checkpoint" "a cache piped in as the model: the reader's message"
 run ncf-infer --score -m "$T/tiny.csv" "$T/pairs"
 is "$status" 1 "a CSV given as the model: exit 1"
 like "$err" "^ncf-infer: $T/tiny.csv: not an ncf model file" "a CSV given as the model: message"

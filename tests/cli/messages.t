@@ -5,7 +5,8 @@
 # one and a small CSV), the key<TAB>value lines scripts parse; and the
 # messages that point the way where a user coming from NVIDIA's scripts
 # trips: a PyTorch .pth or an ONNX file given as a model, --layers spelled
-# as ncf.py spells it, ncf-infer's short usage naming every mode.
+# as ncf.py spells it, ncf-infer's short usage naming every mode; files in
+# the wrong place, and refusals, that name the next command.
 # After a deliberate change, NCF_UPDATE_EXPECTED=1 rewrites the copies.
 . "$(dirname "$0")/../lib.sh"
 cd "$T" || bail "cannot cd to $T"
@@ -63,5 +64,44 @@ expect hints/layers-one.err "$err" "--layers with one size before the cache: as 
 run ncf-infer -m m.ncfm
 is "$status" 2 "ncf-infer without a mode: exit 2"
 expect hints/infer-no-mode.err "$err" "... the synopsis lists --export too"
+
+# Messages that give the next command: a file in the wrong place says
+# what it is and where it goes, a refusal names what to give instead.
+# hint NAME STATUS CMD...: CMD exits STATUS with tests/expected/hints/NAME.err
+hint() {
+	local name=$1 want=$2
+	shift 2
+	run "$@"
+	is "$status" "$want" "$name: exit $want"
+	expect "hints/$name.err" "$err" "$name: the message"
+}
+ncf-train -q r.ncfc -o m.ncfm -e 1 -b 64 --device cpu --factors 4 --layers 8,4 ||
+	bail "ncf-train r.ncfc failed"
+hint train-model-as-cache 1 ncf-train m.ncfm -o x.ncfm
+hint train-ratings-as-cache 1 ncf-train r.csv -o x.ncfm
+hint train-cache-as-resume 1 ncf-train r.ncfc --resume r.ncfc -o x.ncfm
+hint train-swapped 1 ncf-train m.ncfm --resume r.ncfc -o x.ncfm
+hint train-topk-list 2 ncf-train r.ncfc -o x.ncfm -k 1,5,10
+hint train-topk-candidates 2 ncf-train r.ncfc -o x.ncfm -k 4 -e 1
+hint eval-swapped 1 ncf-eval -m r.ncfc m.ncfm
+hint eval-cache-as-model 1 ncf-eval -m r.ncfc r.ncfc
+hint eval-model-as-cache 1 ncf-eval -m m.ncfm m.ncfm
+hint eval-ratings-as-cache 1 ncf-eval -m m.ncfm r.csv
+hint eval-topk-candidates 2 ncf-eval -m m.ncfm -k 2,4 r.ncfc
+hint prep-extra-name 2 ncf-prep r.csv out.ncfc
+hint prep-cache-as-input 1 ncf-prep -o x.ncfc r.ncfc
+hint prep-model-as-input 1 ncf-prep -o x.ncfc m.ncfm
+hint prep-info-model 1 ncf-prep --info m.ncfm
+hint prep-path-and-file 2 ncf-prep --path r.csv r.csv -o x.ncfc
+hint infer-json-score 2 ncf-infer --score --json -m m.ncfm r.csv
+hint infer-users-model 2 ncf-infer --bench -m m.ncfm --users 10
+hint infer-device-export 2 ncf-infer --export x.safetensors -m m.ncfm --device cpu
+hint infer-cache-as-model 1 ncf-infer --score -m r.ncfc r.csv
+hint infer-model-as-seen 1 ncf-infer --recommend 2 -m m.ncfm --exclude-seen m.ncfm r.csv
+hint infer-num-batches-iterations 2 ncf-infer --bench -m m.ncfm --num_batches 20 --iterations 5
+printf '1 10\n2 40\n7 7\n1 20\n' >pairs
+hint infer-unknown-after-two 1 ncf-infer --score -m m.ncfm pairs
+is "$(wc -l <"$out" | tr -d ' ')" 2 "... and the 2 scores before the unknown id are on stdout"
+is "$(ls x.* 2>/dev/null)" "" "no refused command wrote a file"
 
 done_testing

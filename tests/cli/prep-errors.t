@@ -153,7 +153,8 @@ for f in trunc flip-hdr flip-data empty; do
 done
 run ncf-prep --info in/long.csv
 is "$status" 1 "--info on a CSV file: exit 1"
-like "$err" "^ncf-prep: in/long.csv: not an ncf cache file.*re-run ncf-prep" "--info on a CSV file: message"
+like "$err" "^ncf-prep: --info: in/long.csv is a text file \\(ratings\\?\\), not a cache: make one first: ncf-prep -o long.ncfc in/long.csv" \
+	"--info on a CSV file: what it is, and the command that makes the cache"
 expect prep-errors/info-csv.err "$err" "--info on a CSV file: the whole message"
 run ncf-prep --info - <"$T/good.ncfc"
 is "$status:$(grep -c . "$out")" "0:$(ncf-prep --info "$T/good.ncfc" | grep -c .)" "--info - reads stdin"

@@ -160,8 +160,8 @@ else
 fi
 run ncf-train "$C" --device cpu --resume "$R.epoch-002" -e 4 -o "$T/res/o2.ncfm" -b 7 --dropout 0.1
 is "$status" 0 "--resume with shape or hyperparameter options: exit 0"
-like "$err" "^ncf-train: --resume: the model's shape and hyperparameters come from $R.epoch-002" \
-	"... with a warning that they are ignored"
+like "$err" "^ncf-train: --resume: the model's shape and hyperparameters come from $R.epoch-002; ignoring --batch-size 7 \\(the model's: 512\\), --dropout 0.1 \\(0.5\\)$" \
+	"... with a warning naming each one ignored and the model's value"
 same "$T/res/o2.ncfm.last" "$R.last"
 ok $? "... and the same bytes"
 run ncf-train "$C" --device cpu --resume "$R.last" -e 4 -o "$T/res/o3.ncfm"
@@ -193,18 +193,21 @@ mkdir "$T/int"
 interrupt INT 1 "$T/int/i.ncfm"
 if grep -q '^ncf-train: interrupted in epoch' "$err"; then
 	is "$status" 130 "SIGINT mid-epoch: exit 130"
-	like "$err" "^ncf-train: interrupted in epoch [0-9]+ at position [0-9]+ of [0-9]+; resume with --resume $T/int/i.ncfm.last" \
-		"SIGINT: says where it stopped and that the state is in MODEL.last"
-	run ncf-train "$MLS" --device cpu --resume "$T/int/i.ncfm.last" -e 3 -o "$T/int/r.ncfm"
-	is "$status" 0 "resume from the interrupted state: exit 0"
+	like "$err" "^ncf-train: interrupted in epoch [0-9]+ at position [0-9]+ of [0-9]+; resume with: ncf-train $MLS -o $T/int/i.ncfm --resume $T/int/i.ncfm.last -e 3 " \
+		"SIGINT: says where it stopped and the command that resumes it"
+	# that command, pasted as it is, resumes the run: every setting it had
+	cmd=$(sed -n 's/^ncf-train: interrupted in epoch .*; resume with: //p' "$err")
+	run sh -c "$cmd"
+	is "$status" 0 "the printed command, run by a shell: exit 0"
 	like "$err" "resuming from $T/int/i.ncfm.last at epoch [0-9]+, position [1-9][0-9]* of " \
 		"resumes mid-epoch"
+	unlike "$err" "ignoring" "... with no setting ignored"
 	ncf-train -q "$MLS" -o "$T/int/u.ncfm" $SIGARGS
-	same "$T/int/r.ncfm.last" "$T/int/u.ncfm.last"
+	same "$T/int/i.ncfm.last" "$T/int/u.ncfm.last"
 	ok $? "resumed mid-epoch: MODEL.last is the uninterrupted run's, byte for byte"
 else
 	diag "the run ended before SIGINT (status $status):" "$(cat "$err")"
-	for k in 1 2 3 4 5; do skip "the run finished before the signal"; done
+	for k in 1 2 3 4 5 6; do skip "the run finished before the signal"; done
 fi
 interrupt TERM 0.3 "$T/int/t.ncfm"
 if grep -q '^ncf-train: interrupted in epoch' "$err"; then
@@ -346,8 +349,11 @@ like "$out" '"threshold": 0\.9990, "time_to_target": null' "--threshold not reac
 mkdir "$T/big"
 run ncf-train "$C" -o "$T/big/m.ncfm" $F -b 100000 -e 2 --keep-epochs
 is "$status" 0 "-b 100000 (> $SAMPLES samples): exit 0"
-like "$err" "batch \\(100000\\) is larger than an epoch \\($SAMPLES samples\\): each epoch is one step" \
-	"says each epoch is one step"
+like "$err" "batch \\(100000\\) is larger than an epoch \\($SAMPLES samples\\): each epoch is one step over all samples; for about [0-9]+ steps an epoch give -b [0-9]+$" \
+	"says each epoch is one step, and a batch of about 20 steps an epoch"
+b=$(sed -n 's/.* give -b \([0-9]*\)$/\1/p' "$err")
+[ "$b" -gt 0 ] && [ $((SAMPLES / b)) -ge 20 ] && [ $((SAMPLES / b)) -lt 40 ]
+ok $? "-b $b gives from 20 to 40 steps of an epoch of $SAMPLES"
 like "$err" 'batch 100000 \(1 steps?\)' "the training line counts one step"
 ncf-eval -q -m "$T/big/m.ncfm.epoch-001" --scores "$T/big/s1" "$C" >/dev/null &&
 	ncf-eval -q -m "$T/big/m.ncfm.epoch-002" --scores "$T/big/s2" "$C" >/dev/null
@@ -422,7 +428,18 @@ damaged truncated.ncfm 'truncated' "a truncated checkpoint"
 damaged short.ncfm 'truncated' "a checkpoint cut in its first section"
 damaged flipped.ncfm ".*(corrupt|checksum)" "a bit-flipped checkpoint"
 damaged empty.ncfm 'empty file' "an empty file"
-damaged cache.ncfm 'an ncf file of another kind \(NCFCACHE\)' "a cache given as a model"
+# a cache given as a model: what it is and where it goes (ncf-eval and
+# ncf-infer say so before reading; the reader's own words for a pipe)
+run ncf-eval -m "$T/bad/cache.ncfm" "$C"
+is "$status" 1 "ncf-eval, a cache given as a model: exit 1"
+like "$err" "^ncf-eval: -m: $T/bad/cache.ncfm is a cache \\(ncf-prep's\\), not a model: the cache is the operand" \
+	"ncf-eval, a cache given as a model: says what it is and where it goes"
+run ncf-infer --score -m "$T/bad/cache.ncfm" "$T/bad/pair"
+is "$status:$(wc -c <"$out" | tr -d ' ')" "1:0" "ncf-infer, a cache given as a model: exit 1, no output"
+like "$err" "^ncf-infer: -m: $T/bad/cache.ncfm is a cache" "ncf-infer, a cache given as a model: says so"
+run ncf-eval -m - "$C" <"$T/bad/cache.ncfm"
+like "$err" "^ncf-eval: <stdin>: an ncf file of another kind \\(NCFCACHE\\)" \
+	"a cache piped in as a model: the reader's message"
 run ncf-train "$C" --resume "$T/bad/flipped.ncfm" -o "$T/use/x.ncfm"
 is "$status" 1 "ncf-train --resume of a bit-flipped checkpoint: exit 1"
 like "$err" "^ncf-train: $T/bad/flipped.ncfm: .*(corrupt|checksum)" "... with a message"
