@@ -11,7 +11,7 @@
  *
  *   bench_gpu CACHE [--batch N] [--steps N] [--warmup N] [--precisions LIST]
  *                   [--no-epoch]
- *   bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--path fused|lt|unfused]
+ *   bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--dense fused|lt|plain|LIST]
  *                   [--dropout P] [-v]
  *
  * --cost: no GPU needed.  The cost model of one training step at NVIDIA's
@@ -29,8 +29,11 @@
  * predicted_us<TAB>bound, bound the term that binds).  The backend's step
  * code runs dry and every launcher notes what it would move
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh), so the count follows the
- * code.  --path: the step's code path (default: NCF_CUDA_PATH's default,
- * fused; lt: cuBLASLt's dense layers; unfused).
+ * code.  --dense: the dense layers' implementations, as NCF_CUDA_DENSE
+ * (one name for all, or one per layer 2..L; default: the fixed order a
+ * step takes without timing, fused where the widths allow), printed as
+ * dense_layer_K lines.  A benchmark run prints each precision's choice
+ * (the backend's dense_layer_K lines: which, and the times that chose it).
  *
  * LIST: comma-separated fp32, tf32, bf16, fp16 (default tf32,bf16,fp16,fp32).
  * Fractions of peak: bytes and matrix FLOPs per step are the backend's own
@@ -98,6 +101,7 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 			goto out;
 	if (ncf_backend_take_loss(&be, &loss))
 		goto out;
+	ncf_backend_describe(&be, stdout); /* the dense layers' choice among them */
 	uint64_t done = 0;
 	t = ncf_now();
 	for (int k = 0; k < steps; k++) {
@@ -148,7 +152,7 @@ out:
 
 /* bench_gpu --cost: the cost model of one step (see the top).  Returns the
  * exit status. */
-static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, const char *path,
+static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, const char *dense,
 		     float dropout, int verbose)
 {
 	struct prep_synth syn;
@@ -174,16 +178,17 @@ static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, 
 		return 3;
 	}
 	struct ncf_cuda_cost *c = ncf_xcalloc(1, sizeof *c);
-	if (api->step_cost(&shape, &hp, prec, path, positives, c) != 0) {
+	if (api->step_cost(&shape, &hp, prec, dense, positives, c) != 0) {
 		free(c);
 		return 1;
 	}
-	printf("shape\t%s\nusers\t%u\nitems\t%u\npositives\t%lld\nprecision\t%s\npath\t%s\n"
+	printf("shape\t%s\nusers\t%u\nitems\t%u\npositives\t%lld\nprecision\t%s\n"
 	       "batch\t%llu\ndropout\t%g\n",
 	       spec, shape.users, shape.items, (long long)positives, ncf_precision_name(prec),
-	       path ? path : "fused", (unsigned long long)batch, (double)dropout);
-	int graph = !path || strcmp(path, "unfused");
-	printf("step_as_one_cuda_graph\t%s\n", graph ? "yes" : "no");
+	       (unsigned long long)batch, (double)dropout);
+	for (uint32_t k = 2; k < shape.n_layers; k++)
+		printf("dense_layer_%u\t%s\n", k, c->dense[k] ? c->dense[k] : "-");
+	printf("step_as_one_cuda_graph\tyes\n");
 	double bw_sps = c->bytes > 0 ? COST_BW / c->bytes * (double)batch : 0;
 	printf("bytes_per_step\t%.0f\nflops_per_step\t%.0f\nlaunches_per_step\t%u\n"
 	       "kernels_per_step\t%u\ngemms_per_step\t%u\nmemsets_per_step\t%u\n"
@@ -212,13 +217,13 @@ int main(int argc, char **argv)
 	ncf_verbosity = 1;
 	uint64_t batch = 1u << 20;
 	int steps = 20, warmup = 3, epoch = 1, verbose = 0;
-	const char *list = "tf32,bf16,fp16,fp32", *cost = NULL, *path = NULL;
+	const char *list = "tf32,bf16,fp16,fp32", *cost = NULL, *dense = NULL;
 	enum ncf_precision prec = NCF_PRECISION_DEFAULT;
 	float dropout = 0.5f;
 	static const struct option opts[] = {
 		{"batch", 1, 0, 'b'},	   {"steps", 1, 0, 's'},      {"warmup", 1, 0, 'w'},
 		{"precisions", 1, 0, 'p'}, {"no-epoch", 0, 0, 'E'},   {"cost", 1, 0, 'c'},
-		{"precision", 1, 0, 'P'},  {"batch-size", 1, 0, 'b'}, {"path", 1, 0, 'x'},
+		{"precision", 1, 0, 'P'},  {"batch-size", 1, 0, 'b'}, {"dense", 1, 0, 'x'},
 		{"dropout", 1, 0, 'd'},	   {"verbose", 0, 0, 'v'},    {0, 0, 0, 0},
 	};
 	int c;
@@ -235,7 +240,7 @@ int main(int argc, char **argv)
 				ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16",
 						optarg);
 			break;
-		case 'x': path = optarg; break;
+		case 'x': dense = optarg; break;
 		case 'd': dropout = (float)ncf_opt_real("--dropout", optarg, 0, 0, 1, 1); break;
 		case 'v': verbose = 1; break;
 		default: ncf_usage_error("bad option");
@@ -244,7 +249,7 @@ int main(int argc, char **argv)
 	if (cost) {
 		if (optind != argc)
 			ncf_usage_error("usage: bench_gpu --cost SHAPE [options]");
-		return cost_main(cost, prec, batch, path, dropout, verbose);
+		return cost_main(cost, prec, batch, dense, dropout, verbose);
 	}
 	if (optind != argc - 1)
 		ncf_usage_error("usage: bench_gpu CACHE [options]");

@@ -86,7 +86,8 @@ static double gpu_act_bytes(const struct ncf_backend *be)
 }
 
 /* Bytes and matrix FLOPs of one training step of be (its shape, batch,
- * precision, and the code path NCF_CUDA_PATH picks) on a data set of
+ * precision, and the dense layers NCF_CUDA_DENSE pins, else the fixed
+ * order; the times that choose on a GPU are not the model's) on a data set of
  * `positives` training positives: the backend's own count
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh).  Returns 0 or -1. */
 static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double *bytes,
@@ -95,7 +96,7 @@ static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double
 	struct ncf_cuda_cost *c = (struct ncf_cuda_cost *)calloc(1, sizeof *c);
 	const struct ncf_cuda_api *api = ncf_cuda_load(NULL, 0);
 	int rc = c && api ? api->step_cost(&be->shape, &be->hp, be->precision,
-					   getenv("NCF_CUDA_PATH"), positives, c)
+					   getenv("NCF_CUDA_DENSE"), positives, c)
 			  : -1;
 	*bytes = rc == 0 ? c->bytes : 0;
 	*flops = rc == 0 ? c->flops : 0;

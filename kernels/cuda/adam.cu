@@ -13,7 +13,8 @@ namespace NCF_CUDA_NS {
 
 /* ---- optimizer ------------------------------------------------------------ */
 
-__global__ void NCF_PLAIN(8) adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
+static constexpr launch_facts adam_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(adam_facts) adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
 			    const float *__restrict__ g, size_t n, ncf_adam_k k, float g_scale,
 			    const int *__restrict__ skip)
 {
@@ -32,14 +33,15 @@ int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_
 	if (!blocks)
 		return 0;
 	/* p, m, v and g loaded at once, p, m and v stored */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 16, 1);
+	cost_shape sh = cost_shape_for(adam_facts, blocks, 16, 1);
 	if (NCF_COST_SHAPED("adam", 28.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void NCF_PLAIN(8) nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag)
+static constexpr launch_facts nonfinite_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(nonfinite_facts) nonfinite_kernel(const float *__restrict__ g, size_t n, int *flag)
 {
 	size_t j = NCF_TID;
 	if (j >= n)
@@ -56,7 +58,7 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 		return -1;
 	if (!blocks)
 		return 0;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, 1);
+	cost_shape sh = cost_shape_for(nonfinite_facts, blocks, 4, 1);
 	if (NCF_COST_SHAPED("nonfinite", 4.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(nonfinite_kernel, blocks, BLOCK, 0, stream, g, n, flag);
@@ -65,8 +67,9 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 
 /* ---- Adam with the 16-bit copy (the fused step) -------------------------- */
 
+static constexpr launch_facts adam_cast_facts = {BLOCK, 8};
 template <typename T>
-__global__ void NCF_PLAIN(8) adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
+__global__ void NCF_BOUNDS(adam_cast_facts) adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
 				 float *__restrict__ v, const float *__restrict__ g, size_t n,
 				 ncf_adam_k k, float g_scale, const int *__restrict__ skip,
 				 T *__restrict__ plo, size_t lo_from)
@@ -89,7 +92,7 @@ int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const
 	if (!blocks)
 		return 0;
 	double lo = plo && lo_from < n ? (double)(n - lo_from) * sizeof(T) : 0.0;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 16, 1);
+	cost_shape sh = cost_shape_for(adam_cast_facts, blocks, 16, 1);
 	if (NCF_COST_SHAPED(plo ? "adam_cast" : "adam", 28.0 * n + lo, 0, sh))
 		return 0;
 	NCF_LAUNCH(adam_cast_kernel<T>, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip,

@@ -53,10 +53,21 @@ enum cost_kind { COST_KERNEL, COST_GEMM, COST_MEMSET, COST_COPY, COST_SORT, COST
 enum { COST_MAX_ITEMS = 512 };
 
 /*
+ * A kernel's launch facts, declared once beside it and read by both its
+ * __launch_bounds__ (NCF_BOUNDS) and its cost note (cost_shape_for):
+ * threads per block, and the blocks an SM must hold at once (the compiler
+ * keeps registers to 65536 / (threads min_blocks) a thread).
+ */
+struct launch_facts {
+	unsigned threads, min_blocks;
+};
+#define NCF_BOUNDS(f) __launch_bounds__((f).threads, (f).min_blocks)
+
+/*
  * How a kernel keeps the memory system busy: what the model's latency
  * bound (Little's law) needs, noted by the kernel's launcher
- * (NCF_COST_SHAPED).  resident is the kernel's __launch_bounds__ minimum
- * of blocks per SM (the compiler holds registers to it; shared memory can
+ * (NCF_COST_SHAPED).  resident is the kernel's minimum of blocks per SM
+ * (its launch_facts: the compiler holds registers to it; shared memory can
  * only lower it, and the launcher takes that into account); inflight the
  * bytes one thread has loading at once in its main loop (loads issued
  * before the first of them is used, cp.async stages); chain the dependent
@@ -69,9 +80,11 @@ struct cost_shape {
 	double resident;	/* blocks an SM runs at once */
 	double inflight;	/* bytes a thread has in flight */
 	double chain;		/* dependent round trips of the longest thread (0: one) */
-	int mma;		/* its FLOPs run on wmma tiles (else plain arithmetic) */
+	int mma;		/* its FLOPs run on mma.sync tiles (else plain arithmetic) */
 	double reread;		/* bytes it loads again from L2 beyond its DRAM bytes (tiles
 				 * every block reads whole): they need bytes in flight too */
+	double issue;		/* warp instructions its matrix loops issue (the SASS's
+				 * instructions per mma times its mma instructions; 0: none) */
 };
 
 /* The waves a grid of blocks runs in on the model's machine, resident
@@ -89,12 +102,20 @@ double cost_waves(double blocks, double resident);
 #define COST_LONGEST_ITEM 7.1e-4
 #define COST_LONGEST_USER 4.7e-4
 
-static inline struct cost_shape cost_shape_of(double blocks, double threads, double resident,
-					      double inflight, double chain, int mma = 0,
-					      double reread = 0)
+/* The shape of a launch of `blocks` blocks of a kernel of facts f, of
+ * which an SM runs `resident` at once (f.min_blocks unless its shared
+ * memory allows fewer): inflight and chain as above, no mma, issue or
+ * reread (set them after where they apply). */
+static inline struct cost_shape cost_shape_for(const launch_facts &f, double blocks,
+					       double resident, double inflight, double chain)
 {
-	struct cost_shape c = {blocks, threads, resident, inflight, chain, mma, reread};
+	struct cost_shape c = {blocks, (double)f.threads, resident, inflight, chain, 0, 0, 0};
 	return c;
+}
+static inline struct cost_shape cost_shape_for(const launch_facts &f, double blocks,
+					       double inflight, double chain)
+{
+	return cost_shape_for(f, blocks, f.min_blocks, inflight, chain);
 }
 
 struct cost_item {

@@ -95,16 +95,20 @@ struct ncf_cuda_cost {
 	unsigned kernels, gemms, memsets, copies, sorts;
 	unsigned n, dropped;	/* items kept; past NCF_CUDA_COST_ITEMS */
 	struct ncf_cuda_cost_item item[NCF_CUDA_COST_ITEMS];
+	/* dense[k]: the implementation hidden layer k (2..L) took ("fused",
+	 * "lt", "plain"), NULL elsewhere */
+	const char *dense[NCF_MAX_LAYERS];
 };
 /*
  * The cost of one step of hp->batch rows (one rank) of shape s, hp and
- * precision, on the code path `path` ("fused", "unfused"; NULL: the
- * default, as NCF_CUDA_PATH would pick) for a data set of `positives`
- * training positives.  Returns 0 or -1 (reported: a bad path name, a batch
- * the epoch cannot hold).
+ * precision, with the dense layers' implementations `dense` (as
+ * NCF_CUDA_DENSE: "fused", "lt", "plain" or one per layer; NULL: the
+ * fixed order a step takes without timing, kernels/cuda/dense.cuh) for a
+ * data set of `positives` training positives.  Returns 0 or -1 (reported:
+ * a bad name, a batch the epoch cannot hold).
  */
 int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
-		       enum ncf_precision precision, const char *path, int64_t positives,
+		       enum ncf_precision precision, const char *dense, int64_t positives,
 		       struct ncf_cuda_cost *out);
 /* The cost model's machine and assumptions as key<TAB>value lines. */
 void ncf_cuda_cost_model(FILE *out);
@@ -114,7 +118,7 @@ void ncf_cuda_cost_model(FILE *out);
  * ncf_backend_i, struct ncf_backend or anything they point at changes
  * meaning; backend_size and table_size catch a forgotten bump.
  */
-#define NCF_CUDA_ABI 2
+#define NCF_CUDA_ABI 3
 struct ncf_cuda_api {
 	uint32_t abi;	       /* NCF_CUDA_ABI of the module's build */
 	uint32_t backend_size; /* sizeof(struct ncf_backend) */
@@ -128,7 +132,7 @@ struct ncf_cuda_api {
 	float (*loss_scale)(const struct ncf_backend *be);
 	int (*device_info)(const struct ncf_backend *be, struct ncf_cuda_device *d);
 	int (*step_cost)(const struct ncf_shape *s, const struct ncf_hparams *hp,
-			 enum ncf_precision precision, const char *path, int64_t positives,
+			 enum ncf_precision precision, const char *dense, int64_t positives,
 			 struct ncf_cuda_cost *out);
 	void (*cost_model)(FILE *out);
 };

@@ -16,7 +16,8 @@ namespace NCF_CUDA_NS {
 
 /* ---- sample stream ------------------------------------------------------ */
 
-__global__ void NCF_PLAIN(6) sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
+static constexpr launch_facts sample_facts = {BLOCK, 6};
+__global__ void NCF_BOUNDS(sample_facts) sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
 			      uint32_t epoch, int64_t P, uint32_t n_items, int true_neg,
 			      const uint32_t *__restrict__ entry_user,
 			      const int64_t *__restrict__ offsets, const uint32_t *__restrict__ items,
@@ -48,7 +49,7 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 	 * positives; the user's CSR row with --true-negatives) */
 	/* the entry's user and item at once; with --true-negatives a search of the
 	 * user's CSR row, one round trip a step */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 8, true_neg ? 12 : 1);
+	cost_shape sh = cost_shape_for(sample_facts, blocks, 8, true_neg ? 12 : 1);
 	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0, sh))
 		return 0;
 	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
@@ -58,7 +59,8 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 
 /* ---- evaluation ---------------------------------------------------------- */
 
-__global__ void NCF_PLAIN(8) eval_pairs_kernel(uint32_t u0, uint32_t nu, uint32_t N,
+static constexpr launch_facts eval_pairs_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(eval_pairs_facts) eval_pairs_kernel(uint32_t u0, uint32_t nu, uint32_t N,
 				  const uint32_t *__restrict__ test, const uint32_t *__restrict__ neg,
 				  uint32_t *__restrict__ su, uint32_t *__restrict__ si)
 {
@@ -78,14 +80,15 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 		return -1;
 	if (!blocks)
 		return 0;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, 1);
+	cost_shape sh = cost_shape_for(eval_pairs_facts, blocks, 4, 1);
 	if (NCF_COST_SHAPED("eval_pairs", (double)nu * ((double)N + 1) * 12.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(eval_pairs_kernel, blocks, BLOCK, 0, stream, u0, nu, N, test, neg, su, si);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void NCF_PLAIN(8) rank_kernel(const float *__restrict__ logit, const uint8_t *__restrict__ counted,
+static constexpr launch_facts rank_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(rank_facts) rank_kernel(const float *__restrict__ logit, const uint8_t *__restrict__ counted,
 			    uint32_t u0, uint32_t nu, uint32_t N, uint32_t *__restrict__ ranks)
 {
 	size_t k = NCF_TID;
@@ -104,7 +107,7 @@ int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t 
 	if (!blocks)
 		return 0;
 	/* a user's N + 1 logits, one after another */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, N + 1.0);
+	cost_shape sh = cost_shape_for(rank_facts, blocks, 4, N + 1.0);
 	if (NCF_COST_SHAPED("rank", (double)nu * (((double)N + 1) * 4.0 + N + 4.0), 0, sh))
 		return 0;
 	NCF_LAUNCH(rank_kernel, blocks, BLOCK, 0, stream, logit, counted, u0, nu, N, ranks);

@@ -59,7 +59,7 @@ static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dro
 		NCF_TRY(lin_fwd(&c->blas, "gemm_fwd", n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt,
 				in, c->h[k], dt, out));
 		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k],
-						  c->params + L->b[k], none, k - 1, c->s));
+						  c->params + L->b[k], none, k - 1, NULL, c->s));
 	}
 	return 0;
 }
@@ -109,7 +109,8 @@ static size_t host_chunk(size_t n)
 
 /* u_out[j], i_out[j] = u_in[j], i_in[j] when inside the model (U users, I
  * items), else (0, 0) and *bad = min(*bad, j). */
-__global__ void NCF_PLAIN(8) check_ids_kernel(size_t n, const uint32_t *__restrict__ u_in,
+static constexpr launch_facts check_ids_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(check_ids_facts) check_ids_kernel(size_t n, const uint32_t *__restrict__ u_in,
 				 const uint32_t *__restrict__ i_in, uint32_t U, uint32_t I,
 				 uint32_t *__restrict__ u_out, uint32_t *__restrict__ i_out,
 				 unsigned long long *bad)
@@ -138,7 +139,7 @@ static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, 
 		return 0;
 	/* ids read and written (cost.cuh; scoring is not run dry, but every
 	 * launcher notes what it moves) */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
+	cost_shape sh = cost_shape_for(check_ids_facts, blocks, 8, 1);
 	if (NCF_COST_SHAPED("check_ids", 16.0 * n, 0, sh))
 		return 0;
 	NCF_LAUNCH(check_ids_kernel, blocks, BLOCK, 0, stream, n, u_in, i_in, U, I, u_out, i_out,

@@ -1,7 +1,7 @@
 /*
  * sort.cu - the stable sort of a batch's sample numbers by user (or
- * item) id, which the segment sums of the first layer's and the GMF
- * embeddings' backward pass need (kernels.cuh, segsum_*).
+ * item) id, which the per-key sums of the first layer's and the GMF
+ * embeddings' backward pass need (kernels.cuh, key_grad_cuda).
  *
  * On the GPU this is CUB's LSD radix sort (DeviceRadixSort::SortPairs): it
  * is stable, deterministic and about as fast as a sort gets, but it relies on
@@ -142,7 +142,8 @@ NCF_DI void offsets_at(size_t t, size_t n, uint32_t K, const uint32_t *__restric
 
 /* Thread t < n: row t's item and label from sample rowpos[t]; t <= n: the
  * offsets of the keys it begins. */
-__global__ void NCF_PLAIN(8) rows_by_user_kernel(size_t n, uint32_t K,
+static constexpr launch_facts rows_by_user_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(rows_by_user_facts) rows_by_user_kernel(size_t n, uint32_t K,
 						  const uint32_t *__restrict__ keys,
 						  const uint32_t *__restrict__ rowpos,
 						  const uint32_t *__restrict__ si,
@@ -168,7 +169,7 @@ int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t
 		return -1;
 	/* rows: rowpos, then one item and label each, read and written; the
 	 * sorted keys read (twice, from cache) and every offset written once */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 2);
+	cost_shape sh = cost_shape_for(rows_by_user_facts, blocks, 8, 2);
 	if (NCF_COST_SHAPED("rows_by_user", n * (4.0 + 4.0 + 10.0) + (K + 1.0) * 4.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
@@ -176,7 +177,8 @@ int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void NCF_PLAIN(8) seg_offsets_kernel(size_t n, uint32_t K,
+static constexpr launch_facts seg_offsets_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(seg_offsets_facts) seg_offsets_kernel(size_t n, uint32_t K,
 						 const uint32_t *__restrict__ keys,
 						 uint32_t *__restrict__ off)
 {
@@ -191,7 +193,7 @@ int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 	unsigned blocks;
 	if (grid_1d(n + 1, &blocks))
 		return -1;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
+	cost_shape sh = cost_shape_for(seg_offsets_facts, blocks, 8, 1);
 	if (NCF_COST_SHAPED("seg_offsets", n * 4.0 + (K + 1.0) * 4.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # sanitizer.t - compute-sanitizer on a few training steps and a scoring
-# pass of the cuda backend, per step path (fused; lt where the module has
-# it) and precision (bf16, fp32): memcheck (bad accesses and leaks),
+# pass of the cuda backend, per implementation of the dense layers
+# (NCF_CUDA_DENSE: fused, lt, plain) and precision (bf16, fp32): memcheck (bad accesses and leaks),
 # racecheck (shared-memory races), initcheck (reads of device memory never
 # written) and synccheck (barriers that not every thread reaches).  Each
 # run is ncf-train --device cuda on synthetic tiny, one epoch at batch 2048:
@@ -11,10 +11,9 @@
 # gpu_parity --smoke, which runs every operation of the backend once in
 # every precision (scoring from device-resident pairs, fp16's skipped steps).
 #
-# Every check is named "TOOL PATH PRECISION: ..." (scripts/gpu-check.sh
+# Every check is named "TOOL DENSE PRECISION: ..." (scripts/gpu-check.sh
 # reads them).  A tool that cannot run here (it refuses the device, say) is
-# a SKIP with its reason, not a pass; so is a path the module lacks
-# (NCF_CUDA_PATH refused: "not fused or unfused").  Before the sanitizers,
+# a SKIP with its reason, not a pass.  Before the sanitizers,
 # each run once without one, so that a failing workload is told apart from
 # a finding.  Skips without a GPU or compute-sanitizer.
 . "$(dirname "$0")/../lib.sh"
@@ -26,17 +25,17 @@ c=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer
 cd "$T" || bail "no $T"
 ncf-prep -q --synthetic tiny -o d.ncfc || bail "ncf-prep failed"
 tools="memcheck racecheck initcheck synccheck"
-paths="fused lt"
+paths="fused lt plain"
 precs="bf16 fp32"
 
-# train NAME PATH PREC [SANITIZER...]: the workload (under SANITIZER), its
+# train NAME DENSE PREC [SANITIZER...]: the workload (under SANITIZER), its
 # output in NAME.out, its status in NAME.rc.
 train() {
 	name=$1
 	path=$2
 	prec=$3
 	shift 3
-	NCF_CUDA_PATH=$path "$@" ncf-train -q --device cuda --precision "$prec" -e 1 -b 2048 \
+	NCF_CUDA_DENSE=$path "$@" ncf-train -q --device cuda --precision "$prec" -e 1 -b 2048 \
 		d.ncfc -o "$name.ncfm" >"$name.out" 2>&1
 	echo $? >"$name.rc"
 }
@@ -51,10 +50,6 @@ run_ok=""
 for path in $paths; do
 	for prec in $precs; do
 		n=plain.$path.$prec
-		if grep -q 'not fused or unfused' "$n.out"; then
-			skip "$path $prec without a sanitizer: the $path path is not built ($(head -n 1 "$n.out"))"
-			continue
-		fi
 		[ "$(cat "$n.rc")" = 0 ]
 		st=$?
 		ok $st "$path $prec without a sanitizer: ncf-train runs"
@@ -80,7 +75,7 @@ wait
 # what compute-sanitizer says when it cannot use this GPU or driver
 cannot='not supported|Device not supported|error 999|Failed to initialize|Unable to|Internal Sanitizer Error'
 
-# verdict TOOL PATH PREC: the check of the run TOOL.PATH.PREC.
+# verdict TOOL DENSE PREC: the check of the run TOOL.DENSE.PREC.
 verdict() {
 	n=$1.$2.$3
 	rc=$(cat "$n.rc")
@@ -100,11 +95,7 @@ verdict() {
 for t in $tools; do
 	for path in $paths; do
 		for prec in $precs; do
-			if [ -f "$t.$path.$prec.rc" ]; then
-				verdict "$t" "$path" "$prec"
-			elif grep -q 'not fused or unfused' "plain.$path.$prec.out"; then
-				skip "$t $path $prec: the $path path is not built"
-			fi
+			[ -f "$t.$path.$prec.rc" ] && verdict "$t" "$path" "$prec"
 		done
 	done
 done
