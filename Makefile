@@ -364,7 +364,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 ## check: run every test (unit, CLI, man page examples), then check-asan
 check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
-		tests/gpu/cost.t
+		tests/gpu/cost.t tests/gpu/sass.t
 	$(MAKE) --no-print-directory check-asan
 
 ## check-gpu: the GPU tests (tests/gpu; each skips without a GPU)

@@ -23,10 +23,14 @@
  * also under its older name samples_per_s_at_bandwidth), and the model's
  * prediction: predicted_step_us and predicted_samples_per_s, each launch's
  * time the largest of its bytes, FLOPs, latency (the bytes it keeps in
- * flight) and dependent chain terms plus a launch gap, summed; the model's
- * figures follow (model_*: kernels/cuda/cost.cu states them); with -v one
- * line per launch (launch<TAB>N<TAB>kind<TAB>name<TAB>bytes<TAB>flops<TAB>
- * predicted_us<TAB>bound, bound the term that binds).  The backend's step
+ * flight), dependent chain and instruction issue terms plus a launch gap,
+ * summed; the model's figures follow (model_*: kernels/cuda/cost.cu states them), and the
+ * prediction on each named machine (predicted_step_us_H100, _H200 and
+ * predicted_samples_per_s_ of each); with -v one line per launch
+ * (launch<TAB>N<TAB>kind<TAB>name<TAB>bytes<TAB>flops<TAB>predicted_us<TAB>
+ * bound, then per named machine<TAB>"NAME us bound issue us", bound the
+ * term that binds: bytes, flops, latency, chain, issue or launch; issue
+ * the instruction-issue term of the tensor-core kernels, 0 elsewhere).  The backend's step
  * code runs dry and every launcher notes what it would move
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh), so the count follows the
  * code.  --dense: the dense layers' implementations, as NCF_CUDA_DENSE
@@ -199,12 +203,20 @@ static int cost_main(const char *spec, enum ncf_precision prec, uint64_t batch, 
 	       c->bytes, c->flops, c->launches, c->kernels, c->gemms, c->memsets, c->sorts,
 	       c->copies, c->bytes / (double)batch, COST_BW / 1e9, bw_sps, bw_sps,
 	       c->predicted_s * 1e6, c->predicted_s > 0 ? (double)batch / c->predicted_s : 0);
+	for (int m = 0; m < NCF_CUDA_MACHINES; m++)
+		printf("predicted_step_us_%s\t%.1f\npredicted_samples_per_s_%s\t%.0f\n",
+		       c->machine[m], c->machine_s[m] * 1e6, c->machine[m],
+		       c->machine_s[m] > 0 ? (double)batch / c->machine_s[m] : 0);
 	api->cost_model(stdout);
-	if (verbose)
-		for (unsigned k = 0; k < c->n; k++)
-			printf("launch\t%u\t%s\t%s\t%.0f\t%.0f\t%.2f\t%s\n", k + 1, c->item[k].kind,
-			       c->item[k].name, c->item[k].bytes, c->item[k].flops,
-			       c->item[k].predicted_s * 1e6, c->item[k].bound);
+	for (unsigned k = 0; verbose && k < c->n; k++) {
+		printf("launch\t%u\t%s\t%s\t%.0f\t%.0f\t%.2f\t%s", k + 1, c->item[k].kind,
+		       c->item[k].name, c->item[k].bytes, c->item[k].flops,
+		       c->item[k].predicted_s * 1e6, c->item[k].bound);
+		for (int m = 0; m < NCF_CUDA_MACHINES; m++)
+			printf("\t%s %.2f %s issue %.2f", c->machine[m], c->item[k].machine_s[m] * 1e6,
+			       c->item[k].machine_bound[m], c->item[k].issue_s[m] * 1e6);
+		printf("\n");
+	}
 	if (c->dropped)
 		printf("launches_not_listed\t%u\n", c->dropped);
 	free(c);

@@ -10,6 +10,7 @@
 
 #include "cost.cuh"
 #include "cuda.h"
+#include "kernels.cuh"
 
 namespace NCF_CUDA_NS {
 
@@ -46,91 +47,133 @@ int cost_note(int kind, const char *name, double bytes, double flops,
 /* ---- the model -------------------------------------------------------------- */
 
 /*
- * The machine the model predicts for: one H200 SXM (as lent here), every
- * figure in one place.
- *  - Measured on such a machine here (the device tool's notes, 2026-10-28
- *    and 11-04): a device-to-device copy moves 4.3 TB/s (bytes read and
- *    written); cuBLAS's 8192^3 bf16 product runs 790 TFLOP/s on random data.
- *  - NVIDIA's datasheet: 132 SMs; TF32 half the bf16 rate; fp32 without
- *    tensor cores 67 TFLOP/s (FMA; the backend is built with -fmad=false,
- *    so its own fp32 kernels issue a multiply and an add: half that).
- *  - Assumed, not measured: a load's round trip to device memory under load
- *    0.6 us; a launch inside a CUDA graph costs 1.5 us beyond its work (the
- *    drain of its last wave and the start of the next kernel); our wmma
- *    tiles (mma.sync: Hopper's wgmma is for cuBLAS) reach half the dense
- *    rate; cuBLAS's GEMMs and CUB's sort passes keep memory busy (no
- *    latency bound); a copy to the host crosses PCIe at 25 GB/s after 10 us.
+ * The machines the model predicts for, every figure in one place (kept
+ * apart from the model's terms below: the named machines the prediction
+ * is printed for, H100 and H200 SXM; the first is the default):
+ *  - Measured on an H200 SXM lent here (the device tool's notes,
+ *    2026-10-28 and 11-04): a device-to-device copy moves 4.3 TB/s (bytes
+ *    read and written); cuBLAS's 8192^3 bf16 product runs 790 TFLOP/s on
+ *    random data.
+ *  - NVIDIA's datasheets: 132 SMs for both; HBM 4.8 TB/s (H200) and
+ *    3.35 TB/s (H100); bf16 989 TFLOP/s dense at the 1.83 GHz that rate
+ *    implies (4096 FLOP per SM per clock), the same GH100 SMs in both; TF32
+ *    half the bf16 rate; fp32 without tensor cores 67 TFLOP/s (FMA; the
+ *    backend is built with -fmad=false, so its own fp32 kernels issue a
+ *    multiply and an add: half that); an SM issues one warp instruction a
+ *    clock in each of its four quarters.
+ *  - Assumed, not measured: the H100 copies at the H200's measured share
+ *    of its datasheet bandwidth (4.3 / 4.8 of 3.35 TB/s: 3.0 TB/s) and
+ *    multiplies at the H200's measured rate (the same SMs and clocks); a
+ *    load's round trip to device memory under load 0.6 us; a launch inside
+ *    a CUDA graph costs 1.5 us beyond its work (the drain of its last wave
+ *    and the start of the next kernel); our mma.sync tiles (Hopper's wgmma
+ *    is for cuBLAS) reach half the dense rate; cuBLAS's GEMMs and CUB's
+ *    sort passes keep memory busy (no latency bound); a copy to the host
+ *    crosses PCIe at 25 GB/s after 10 us.
  * The first GPU run measures each launch against these (NCF_CUDA_PROFILE).
  */
-static const struct {
-	double bw, sms, latency, gap, matrix_bf16, matrix_tf32, fp32, wmma_share, pcie,
+struct cost_machine {
+	const char *name;
+	double bw, sms, clock, latency, gap, matrix_bf16, matrix_tf32, fp32, mma_share, pcie,
 		pcie_latency;
-} H200 = {4.3e12, 132, 0.6e-6, 1.5e-6, 790e12, 395e12, 67e12, 0.5, 25e9, 10e-6};
+};
+static const struct cost_machine machines[NCF_CUDA_MACHINES] = {
+	{"H200", 4.3e12, 132, 1.83e9, 0.6e-6, 1.5e-6, 790e12, 395e12, 67e12, 0.5, 25e9, 10e-6},
+	{"H100", 3.0e12, 132, 1.83e9, 0.6e-6, 1.5e-6, 790e12, 395e12, 67e12, 0.5, 25e9, 10e-6},
+};
+static const struct cost_machine *const H200 = &machines[0];
 
-/* The matrix FLOP rate of a GEMM (cuBLAS) or a kernel in precision prec. */
-static double matrix_rate(int prec, int kind, int mma)
+/* The matrix FLOP rate of a GEMM (cuBLAS) or a kernel in precision prec
+ * on machine m. */
+static double matrix_rate(const struct cost_machine *m, int prec, int kind, int mma)
 {
-	double dense = prec == NCF_PRECISION_BF16 || prec == NCF_PRECISION_FP16 ? H200.matrix_bf16
-		       : prec == NCF_PRECISION_TF32				  ? H200.matrix_tf32
-										  : H200.fp32;
+	double dense = prec == NCF_PRECISION_BF16 || prec == NCF_PRECISION_FP16 ? m->matrix_bf16
+		       : prec == NCF_PRECISION_TF32				  ? m->matrix_tf32
+										  : m->fp32;
 	if (kind == COST_GEMM)
 		return dense;
 	if (mma && prec != NCF_PRECISION_FP32) /* fp32: MMA_F32, no tensor cores */
-		return dense * H200.wmma_share;
-	return H200.fp32 / 2; /* no FMA contraction */
+		return dense * m->mma_share;
+	return m->fp32 / 2; /* no FMA contraction */
 }
 
-double cost_predict(const struct cost_item *it, int prec, const char **bound)
+/* The instruction-issue term of launch it on machine m: the warp
+ * instructions of its matrix loops against four a clock per SM. */
+static double issue_term(const struct cost_machine *m, const struct cost_item *it)
 {
-	static const char *const names[] = {"bytes", "flops", "latency", "chain", "launch"};
+	return it->shaped ? it->shape.issue / (m->sms * 4 * m->clock) : 0;
+}
+
+/* The time of launch it on machine m: the largest of its terms plus the
+ * launch gap; *bound names the term that binds. */
+static double predict_on(const struct cost_machine *m, const struct cost_item *it, int prec,
+			 const char **bound)
+{
+	static const char *const names[] = {"bytes", "flops", "latency", "chain", "issue", "launch"};
 	double t[5] = {0, 0, 0, 0, 0};
 	if (it->kind == COST_COPY) {
 		*bound = "launch";
-		return H200.pcie_latency + it->bytes / H200.pcie;
+		return m->pcie_latency + it->bytes / m->pcie;
 	}
-	t[0] = it->bytes / H200.bw;
+	t[0] = it->bytes / m->bw;
 	if (it->flops > 0)
-		t[1] = it->flops / matrix_rate(prec, it->kind, it->shaped && it->shape.mma);
+		t[1] = it->flops / matrix_rate(m, prec, it->kind, it->shaped && it->shape.mma);
 	if (it->shaped) {
 		const struct cost_shape *c = &it->shape;
-		double blocks = c->blocks < c->resident * H200.sms ? c->blocks : c->resident * H200.sms;
+		double blocks = c->blocks < c->resident * m->sms ? c->blocks : c->resident * m->sms;
 		double inflight = blocks * c->threads * c->inflight;
 		if (inflight > 0)
-			t[2] = (it->bytes + c->reread) * H200.latency / inflight;
-		t[3] = c->chain * H200.latency;
+			t[2] = (it->bytes + c->reread) * m->latency / inflight;
+		t[3] = c->chain * m->latency;
+		t[4] = issue_term(m, it);
 	}
-	int k = 4;
+	int k = 5;
 	double best = 0;
-	for (int j = 0; j < 4; j++)
+	for (int j = 0; j < 5; j++)
 		if (t[j] > best) {
 			best = t[j];
 			k = j;
 		}
 	*bound = names[k];
-	return best + H200.gap;
+	return best + m->gap;
+}
+
+double cost_predict(const struct cost_item *it, int prec, const char **bound)
+{
+	return predict_on(H200, it, prec, bound);
 }
 
 double cost_waves(double blocks, double resident)
 {
-	double per = resident * H200.sms;
+	double per = resident * H200->sms;
 	return per > 0 ? ceil(blocks / per) : 1;
 }
 
 void cost_model_describe(FILE *out)
 {
+	const struct cost_machine *m = H200;
 	fprintf(out, "model_bandwidth_GBs\t%.0f\nmodel_latency_us\t%.2f\nmodel_launch_gap_us\t%.2f\n"
 		"model_sms\t%.0f\nmodel_matrix_bf16_TFLOPs\t%.0f\nmodel_matrix_tf32_TFLOPs\t%.0f\n"
-		"model_fp32_TFLOPs\t%.0f\nmodel_wmma_share\t%.2f\n",
-		H200.bw / 1e9, H200.latency * 1e6, H200.gap * 1e6, H200.sms, H200.matrix_bf16 / 1e12,
-		H200.matrix_tf32 / 1e12, H200.fp32 / 1e12, H200.wmma_share);
+		"model_fp32_TFLOPs\t%.0f\nmodel_mma_share\t%.2f\nmodel_issue_per_sm_clock\t4\n",
+		m->bw / 1e9, m->latency * 1e6, m->gap * 1e6, m->sms, m->matrix_bf16 / 1e12,
+		m->matrix_tf32 / 1e12, m->fp32 / 1e12, m->mma_share);
+	for (int k = 0; k < NCF_CUDA_MACHINES; k++)
+		fprintf(out, "model_%s\tbandwidth %.0f GB/s, %.0f SMs at %.2f GHz, bf16 %.0f TFLOP/s\n",
+			machines[k].name, machines[k].bw / 1e9, machines[k].sms, machines[k].clock / 1e9,
+			machines[k].matrix_bf16 / 1e12);
+	mlp_issue_describe(out);
 }
 
 void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 {
 	memset(out, 0, sizeof *out);
+	for (int m = 0; m < NCF_CUDA_MACHINES; m++)
+		out->machine[m] = machines[m].name;
 	for (unsigned k = 0; k < r->n; k++) {
 		const char *bound;
 		out->predicted_s += cost_predict(&r->item[k], r->prec, &bound);
+		for (int m = 0; m < NCF_CUDA_MACHINES; m++)
+			out->machine_s[m] += predict_on(&machines[m], &r->item[k], r->prec, &bound);
 	}
 	out->bytes = r->bytes;
 	out->flops = r->flops;
@@ -148,6 +191,11 @@ void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out)
 		out->item[k].bytes = r->item[k].bytes;
 		out->item[k].flops = r->item[k].flops;
 		out->item[k].predicted_s = cost_predict(&r->item[k], r->prec, &out->item[k].bound);
+		for (int m = 0; m < NCF_CUDA_MACHINES; m++) {
+			out->item[k].machine_s[m] = predict_on(&machines[m], &r->item[k], r->prec,
+							       &out->item[k].machine_bound[m]);
+			out->item[k].issue_s[m] = issue_term(&machines[m], &r->item[k]);
+		}
 	}
 }
 

@@ -148,12 +148,14 @@ int cost_note(int kind, const char *name, double bytes, double flops,
 
 /*
  * The model's time of one launch on the machine cost.cu describes (an
- * H200, every figure and assumption in one place there): the largest of
- * bytes / bandwidth, FLOPs / the matrix rate of prec (wmma kernels: their
- * rate), bytes / (the bytes in flight on the whole GPU / the latency of a
- * round trip) and chain round trips, plus the gap a launch costs.  *bound
- * names the term that binds ("bytes", "flops", "latency", "chain"; the gap
- * alone: "launch").
+ * H200, every figure and assumption in one place there; the export adds
+ * the other named machines): the largest of bytes / bandwidth, FLOPs /
+ * the matrix rate of prec (mma.sync kernels: their rate), bytes / (the
+ * bytes in flight on the whole GPU / the latency of a round trip), chain
+ * round trips, and the warp instructions of its matrix loops / the SMs'
+ * issue rate (four a clock an SM), plus the gap a launch costs.  *bound
+ * names the term that binds ("bytes", "flops", "latency", "chain",
+ * "issue"; the gap alone: "launch").
  */
 double cost_predict(const struct cost_item *it, int prec, const char **bound);
 /* The model's figures, for printing (key<TAB>value lines). */

@@ -81,16 +81,23 @@ int ncf_cuda_device_info(const struct ncf_backend *be, struct ncf_cuda_device *d
  * no device needed).
  */
 #define NCF_CUDA_COST_ITEMS 512
+#define NCF_CUDA_MACHINES 2 /* the named machines of the prediction: H200, H100 */
 struct ncf_cuda_cost_item {
 	const char *name;  /* the op: a kernel's launcher, a GEMM, a memset, ... */
 	const char *kind;  /* "kernel", "gemm", "memset", "copy", "sort" (iota and CUB) */
 	double bytes, flops;
 	double predicted_s; /* the model's time of the launch (kernels/cuda/cost.cu) */
-	const char *bound;  /* what binds it: "bytes", "flops", "latency", "chain", "launch" */
+	const char *bound;  /* what binds it: "bytes", "flops", "latency", "chain", "issue",
+			     * "launch" */
+	double machine_s[NCF_CUDA_MACHINES];	      /* the same on each named machine */
+	const char *machine_bound[NCF_CUDA_MACHINES];
+	double issue_s[NCF_CUDA_MACHINES]; /* its instruction-issue term there (0: none) */
 };
 struct ncf_cuda_cost {
 	double bytes, flops;	/* of the whole step */
 	double predicted_s;	/* the model's time of the step: the launches' times summed */
+	const char *machine[NCF_CUDA_MACHINES];	/* the named machines: "H200", "H100" */
+	double machine_s[NCF_CUDA_MACHINES];	/* the step's time on each */
 	unsigned launches;	/* kernels + gemms + memsets + sorts: every launch on the stream */
 	unsigned kernels, gemms, memsets, copies, sorts;
 	unsigned n, dropped;	/* items kept; past NCF_CUDA_COST_ITEMS */
