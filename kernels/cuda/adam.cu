@@ -14,19 +14,17 @@ namespace NCF_CUDA_NS {
 /* ---- optimizer ------------------------------------------------------------ */
 
 static constexpr launch_facts adam_facts = {BLOCK, 8};
-__global__ void NCF_BOUNDS(adam_facts) adam_kernel(float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
-			    const float *__restrict__ g, size_t n, ncf_adam_k k, float g_scale,
-			    const int *__restrict__ skip)
+__global__ void NCF_BOUNDS(adam_facts) adam_kernel(adam_pass a)
 {
 	size_t j = NCF_TID;
-	if (j >= n || (skip && *skip))
+	if (j >= a.n || (a.skip && *a.skip))
 		return;
-	ncf_adam_update(&p[j], &m[j], &v[j], g[j] * g_scale, &k);
+	ncf_adam_update(&a.p[j], &a.m[j], &a.v[j], a.g[j] * a.g_scale, &a.k);
 }
 
-int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-	      float g_scale, const int *skip, cudaStream_t stream)
+int adam_cuda(const adam_pass &a, cudaStream_t stream)
 {
+	size_t n = a.n;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
@@ -36,7 +34,7 @@ int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_
 	cost_shape sh = cost_shape_for(adam_facts, blocks, 16, 1);
 	if (NCF_COST_SHAPED("adam", 28.0 * n, 0, sh))
 		return 0;
-	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip);
+	NCF_LAUNCH(adam_kernel, blocks, BLOCK, 0, stream, a);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
@@ -69,23 +67,21 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 
 static constexpr launch_facts adam_cast_facts = {BLOCK, 8};
 template <typename T>
-__global__ void NCF_BOUNDS(adam_cast_facts) adam_cast_kernel(float *__restrict__ p, float *__restrict__ m,
-				 float *__restrict__ v, const float *__restrict__ g, size_t n,
-				 ncf_adam_k k, float g_scale, const int *__restrict__ skip,
-				 T *__restrict__ plo, size_t lo_from)
+__global__ void NCF_BOUNDS(adam_cast_facts)
+	adam_cast_kernel(adam_pass a, T *__restrict__ plo, size_t lo_from)
 {
 	size_t j = NCF_TID;
-	if (j >= n || (skip && *skip))
+	if (j >= a.n || (a.skip && *a.skip))
 		return;
-	ncf_adam_update(&p[j], &m[j], &v[j], g[j] * g_scale, &k);
+	ncf_adam_update(&a.p[j], &a.m[j], &a.v[j], a.g[j] * a.g_scale, &a.k);
 	if (plo && j >= lo_from)
-		plo[j] = from_f32<T>(p[j]);
+		plo[j] = from_f32<T>(a.p[j]);
 }
 
 template <typename T>
-int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream)
+int adam_cast_cuda(const adam_pass &a, T *plo, size_t lo_from, cudaStream_t stream)
 {
+	size_t n = a.n;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
@@ -95,19 +91,12 @@ int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const
 	cost_shape sh = cost_shape_for(adam_cast_facts, blocks, 16, 1);
 	if (NCF_COST_SHAPED(plo ? "adam_cast" : "adam", 28.0 * n + lo, 0, sh))
 		return 0;
-	NCF_LAUNCH(adam_cast_kernel<T>, blocks, BLOCK, 0, stream, p, m, v, g, n, k, g_scale, skip,
-		   plo, lo_from);
+	NCF_LAUNCH(adam_cast_kernel<T>, blocks, BLOCK, 0, stream, a, plo, lo_from);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-template int adam_cast_cuda<float>(float *, float *, float *, const float *, size_t,
-				   const ncf_adam_k &, float, const int *, float *, size_t,
-				   cudaStream_t);
-template int adam_cast_cuda<bf16>(float *, float *, float *, const float *, size_t,
-				  const ncf_adam_k &, float, const int *, bf16 *, size_t,
-				  cudaStream_t);
-template int adam_cast_cuda<f16>(float *, float *, float *, const float *, size_t,
-				 const ncf_adam_k &, float, const int *, f16 *, size_t,
-				 cudaStream_t);
+template int adam_cast_cuda<float>(const adam_pass &, float *, size_t, cudaStream_t);
+template int adam_cast_cuda<bf16>(const adam_pass &, bf16 *, size_t, cudaStream_t);
+template int adam_cast_cuda<f16>(const adam_pass &, f16 *, size_t, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

@@ -188,8 +188,9 @@ static int fused_backward(const struct step *st, uint32_t k, const struct dense_
 	layer_bwd<T> a = {o.B, o.in, o.out, o.dZ, o.W, o.X, st->dk.scale, o.dX, p.bias, o.in, p.w};
 	if (p.w)
 		return linear_bwdw_cuda<T>(a, tf32, c->s);
-	NCF_TRY(lin_wgrad(&c->blas, "gemm_wgrad", o.B, o.in, o.out, o.dZ, dtype_of<T>(), o.out, o.X,
-			  dtype_of<T>(), o.in, o.dW, o.in));
+	cudaDataType t = dtype_of<T>();
+	NCF_TRY(lin_wgrad(&c->blas, {"gemm_wgrad", o.B, o.in, o.out}, {o.dZ, t, o.out},
+			  {o.X, t, o.in}, {o.dW, CUDA_R_32F, o.in}));
 	return linear_bwd_cuda<T>(a, tf32, c->s);
 }
 
@@ -226,8 +227,8 @@ template <typename T> static int plain_forward(const struct step *st, uint32_t k
 	layer_ops<T> o(st, k);
 	struct cu *c = st->c;
 	cudaDataType t = dtype_of<T>();
-	NCF_TRY(lin_fwd(&c->blas, "gemm_fwd", o.B, o.in, o.out, o.X, t, o.in, o.W, t, o.in, o.Y, t,
-			o.out));
+	NCF_TRY(lin_fwd(&c->blas, {"gemm_fwd", o.B, o.in, o.out}, {o.X, t, o.in}, {o.W, t, o.in},
+			{o.Y, t, o.out}));
 	return bias_relu_dropout_cuda<T>(o.B, o.out, o.Y, o.b, st->dk, k - 1, c->ju, c->s);
 }
 
@@ -237,10 +238,10 @@ static int plain_backward(const struct step *st, uint32_t k, const struct dense_
 	layer_ops<T> o(st, k);
 	struct cu *c = st->c;
 	cudaDataType t = dtype_of<T>();
-	NCF_TRY(lin_wgrad(&c->blas, "gemm_wgrad", o.B, o.in, o.out, o.dZ, t, o.out, o.X, t, o.in,
-			  o.dW, o.in));
-	NCF_TRY(lin_dgrad(&c->blas, "gemm_dgrad", o.B, o.in, o.out, o.dZ, t, o.out, o.W, t, o.in,
-			  o.dX, t, o.in));
+	gemm_layer g = {"gemm_wgrad", o.B, o.in, o.out};
+	NCF_TRY(lin_wgrad(&c->blas, g, {o.dZ, t, o.out}, {o.X, t, o.in}, {o.dW, CUDA_R_32F, o.in}));
+	g.what = "gemm_dgrad";
+	NCF_TRY(lin_dgrad(&c->blas, g, {o.dZ, t, o.out}, {o.W, t, o.in}, {o.dX, t, o.in}));
 	return relu_dropout_back_cuda<T>(o.B, o.in, o.dX, o.X, st->dk.scale, p.bias, c->s);
 }
 

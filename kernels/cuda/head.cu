@@ -53,66 +53,54 @@ NCF_DI float head_logit_of(const float *pu, const float *qi, const T *hr, uint32
 	return acc + w[F + HL];
 }
 
-/* The logit of row j of a batch (ids su, si; hL (n, HL)). */
+/* The logit of row j of a's rows. */
 template <typename T>
-NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__restrict__ su,
-			const uint32_t *__restrict__ si, const float *__restrict__ gmf_user,
-			const float *__restrict__ gmf_item, const float *__restrict__ w,
-			const T *__restrict__ hL, int vecF, int vecH)
+NCF_DI float head_logit(const head_rows<T> &a, size_t j, int vecF, int vecH)
 {
-	return head_logit_of(gmf_user + (size_t)su[j] * F, gmf_item + (size_t)si[j] * F, hL + j * HL,
-			     F, HL, w, vecF, vecH);
+	return head_logit_of(a.gmf_user + (size_t)a.users[j] * a.F,
+			     a.gmf_item + (size_t)a.items[j] * a.F, a.hL + j * a.HL, a.F, a.HL, a.w,
+			     vecF, vecH);
 }
 
 /* Scoring: the logit, or (prob) its sigmoid, ncf_sigmoid as the cpu
  * backend's scores. */
 static constexpr launch_facts head_logits_facts = {BLOCK, 8};
 template <typename T>
-__global__ void NCF_BOUNDS(head_logits_facts) head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
-				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				   const float *__restrict__ gmf_user,
-				   const float *__restrict__ gmf_item,
-				   const float *__restrict__ w, const T *__restrict__ hL, int vecF,
-				   int vecH, int prob, float *__restrict__ logit)
+__global__ void NCF_BOUNDS(head_logits_facts)
+	head_logits_kernel(head_rows<T> a, int vecF, int vecH, int prob, float *__restrict__ logit)
 {
 	size_t j = NCF_TID;
-	if (j >= n)
+	if (j >= a.n)
 		return;
-	float x = head_logit(j, F, HL, su, si, gmf_user, gmf_item, w, hL, vecF, vecH);
+	float x = head_logit(a, j, vecF, vecH);
 	logit[j] = prob ? ncf_sigmoid(x) : x;
 }
 
 template <typename T>
-int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     int prob, float *logit, cudaStream_t stream)
+int head_logits_cuda(const head_rows<T> &a, int prob, float *logit, cudaStream_t stream)
 {
+	size_t n = a.n;
+	uint32_t F = a.F, HL = a.HL;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
 	if (!blocks)
 		return 0;
-	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % 8 == 0 && aligned16(hL);
+	int vecF = F % 8 == 0 && aligned16(a.gmf_user) && aligned16(a.gmf_item);
+	int vecH = HL % 8 == 0 && aligned16(a.hL);
 	cost_shape sh = cost_shape_for(head_logits_facts, blocks, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
 	if (NCF_COST_SHAPED("head_logits",
 			    n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0, sh))
 		return 0;
-	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
-		   gmf_item, w, hL, vecF, vecH, prob, logit);
+	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, a, vecF, vecH, prob, logit);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
 /* ---- instantiations for the three activation types ---------------------- */
 
-#define NCF_INSTANTIATE(T)                                                                         \
-	template int head_logits_cuda<T>(size_t, uint32_t, uint32_t, const uint32_t *,             \
-					 const uint32_t *, const float *, const float *,           \
-					 const float *, const T *, int, float *, cudaStream_t);
-
-NCF_INSTANTIATE(float)
-NCF_INSTANTIATE(bf16)
-NCF_INSTANTIATE(f16)
+template int head_logits_cuda<float>(const head_rows<float> &, int, float *, cudaStream_t);
+template int head_logits_cuda<bf16>(const head_rows<bf16> &, int, float *, cudaStream_t);
+template int head_logits_cuda<f16>(const head_rows<f16> &, int, float *, cudaStream_t);
 
 /* ---- the training step's head ------------------------------------------- */
 
@@ -149,14 +137,19 @@ template <typename T> struct head_smem {
 static constexpr launch_facts head_fused_facts = {256, 2};
 template <typename T>
 __global__ void NCF_BOUNDS(head_fused_facts)
-	head_fused_kernel(size_t n, uint32_t F, uint32_t HL, const uint32_t *__restrict__ ru,
-			  const uint32_t *__restrict__ ri, const uint8_t *__restrict__ lab,
-			  const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
-			  const float *__restrict__ w, const T *__restrict__ hL, float inv_n,
-			  float loss_scale, float drop_scale, int vecF, int vecH, int vecD,
-			  float *__restrict__ dlogit, T *__restrict__ dz, float *__restrict__ part,
-			  double *__restrict__ part_loss)
+	head_fused_kernel(head_rows<T> a, head_grads<T> o, int vecF, int vecH, int vecD)
 {
+	const size_t n = a.n;
+	const uint32_t F = a.F, HL = a.HL;
+	const uint32_t *__restrict__ ru = a.users, *__restrict__ ri = a.items;
+	const uint8_t *__restrict__ lab = o.labels;
+	const float *__restrict__ gmf_user = a.gmf_user, *__restrict__ gmf_item = a.gmf_item;
+	const float *__restrict__ w = a.w;
+	const T *__restrict__ hL = a.hL;
+	const float inv_n = o.inv_n, loss_scale = o.loss_scale, drop_scale = o.drop_scale;
+	float *__restrict__ dlogit = o.dlogit, *__restrict__ part = o.part;
+	T *__restrict__ dz = o.dz;
+	double *__restrict__ part_loss = o.part_loss;
 	NCF_DYN_SHARED(smem);
 	head_smem<T> L(F, HL);
 	float *gu = (float *)smem, *gi = (float *)(smem + L.gi);
@@ -255,12 +248,10 @@ int head_setup(uint32_t F, uint32_t HL)
 }
 
 template <typename T>
-int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
-		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
-		    cudaStream_t stream)
+int head_fused_cuda(const head_rows<T> &a, const head_grads<T> &o, cudaStream_t stream)
 {
+	size_t n = a.n;
+	uint32_t F = a.F, HL = a.HL, users = o.users;
 	size_t nb = (n + HEAD_ROWS - 1) / HEAD_ROWS;
 	if (nb == 0)
 		return 0;
@@ -292,26 +283,18 @@ int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const
 			    0, sh))
 		return 0;
 	/* staging 16 bytes at a time where the rows allow; dz stored 8 at a time */
-	int vecF = F % 4 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % (16 / sizeof(T)) == 0 && aligned16(hL);
-	int vecD = HL % 8 == 0 && aligned16(dz);
-	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, head_fused_facts.threads, smem, stream, n, F, HL, ru, ri,
-			lab, gmf_user, gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH,
-			vecD, dlogit, dz, part, part_loss);
+	int vecF = F % 4 == 0 && aligned16(a.gmf_user) && aligned16(a.gmf_item);
+	int vecH = HL % (16 / sizeof(T)) == 0 && aligned16(a.hL);
+	int vecD = HL % 8 == 0 && aligned16(o.dz);
+	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, head_fused_facts.threads, smem, stream, a,
+			o, vecF, vecH, vecD);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-template int head_fused_cuda<float>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				    const uint8_t *, const float *, const float *, const float *,
-				    const float *, float, float, float, uint32_t, float *, float *,
-				    float *, double *, cudaStream_t);
-template int head_fused_cuda<bf16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				   const uint8_t *, const float *, const float *, const float *,
-				   const bf16 *, float, float, float, uint32_t, float *, bf16 *,
-				   float *, double *, cudaStream_t);
-template int head_fused_cuda<f16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				  const uint8_t *, const float *, const float *, const float *,
-				  const f16 *, float, float, float, uint32_t, float *, f16 *,
-				  float *, double *, cudaStream_t);
+template int head_fused_cuda<float>(const head_rows<float> &, const head_grads<float> &,
+				    cudaStream_t);
+template int head_fused_cuda<bf16>(const head_rows<bf16> &, const head_grads<bf16> &,
+				   cudaStream_t);
+template int head_fused_cuda<f16>(const head_rows<f16> &, const head_grads<f16> &, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

@@ -80,28 +80,45 @@ static inline int aligned16(const void *p)
 }
 
 /*
- * The sample stream (ncf_sample_at; cpu/train.c step 1): row j gets the sample at epoch position
- * pos0 + j, ncf_sample_at.  entry_user (P), offsets (U+1), items (P) are the
- * training CSR on the device; su, si (n) get user and item, lab (n) the label.
+ * The sample stream (ncf_sample_at; cpu/train.c step 1): row j of n gets
+ * the sample at epoch position pos0 + j; entry_user, offsets, items are
+ * the training CSR on the device.
  */
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
-		uint8_t *lab, cudaStream_t stream);
+struct sample_src {
+	ncf_perm perm;		     /* the epoch's permutation */
+	uint64_t pos0;		     /* the epoch position of row 0 */
+	uint64_t seed;
+	uint32_t epoch;
+	int64_t P;		     /* training positives */
+	uint32_t n_items;
+	int true_neg;		     /* --true-negatives */
+	const uint32_t *entry_user;  /* (P) */
+	const int64_t *offsets;	     /* (U + 1) */
+	const uint32_t *items;	     /* (P) */
+};
+struct sample_out {
+	uint32_t *users, *items; /* (n) */
+	uint8_t *labels;	 /* (n) */
+};
+int sample_cuda(const sample_src &a, size_t n, const sample_out &o, cudaStream_t stream);
 
 /*
  * The factorized first layer per row (cpu/train.c chunk_train "layer 1" and
- * bias_relu_dropout with layer 0; cpu/infer.c chunk_logits for eval_order):
- *   training:   h1 = dropout(relu((au[su[j]] + ai[si[j]]) + b1))
- *   eval_order: h1 = relu((au[su[j]] + b1) + ai[si[j]])   (b1 folded as the
- *               cpu backend's scoring tables do; dk.active must be 0)
- * au (U, H), ai (I, H) are the tables mlp_user W1u^T and mlp_item W1i^T; b1 (H);
- * h1 (n, H).
+ * bias_relu_dropout with layer 0; cpu/infer.c chunk_logits for scoring):
+ * au (U, H), ai (I, H) the tables mlp_user W1u^T and mlp_item W1i^T, b1
+ * (H), h1 (n, H); rows (users[j], items[j]).
  */
-template <typename T>
-int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, const T *au,
-		const T *ai, const float *b1, int eval_order, const dropout_k &dk, T *h1,
-		cudaStream_t stream);
+template <typename T> struct layer1_rows {
+	size_t n;
+	uint32_t H;
+	const uint32_t *users, *items;
+	const T *au, *ai;
+	const float *b1;
+	T *h1;
+};
+/* Scoring: h1 = relu((au[u] + b1) + ai[i]) (b1 folded as the cpu backend's
+ * scoring tables do). */
+template <typename T> int layer1_cuda(const layer1_rows<T> &a, cudaStream_t stream);
 
 /* z (n, H) = dropout(relu(z + b)) in place, dropout of hidden layer `layer`
  * (0-based) at positions dk.pos0 + rowpos[r] (r when rowpos is NULL)
@@ -127,16 +144,24 @@ template <typename T>
 int relu_dropout_back_cuda(size_t n, uint32_t H, T *dx, const T *h, float scale, float *part,
 			   cudaStream_t stream);
 
+/* The head's inputs for n rows: the rows' ids, the GMF tables, the head's
+ * weights w (F + HL + 1: the GMF part, the MLP part, then the bias) and the
+ * last hidden layer hL (n, HL). */
+template <typename T> struct head_rows {
+	size_t n;
+	uint32_t F, HL;
+	const uint32_t *users, *items; /* (n) */
+	const float *gmf_user, *gmf_item, *w;
+	const T *hL;
+};
+
 /*
  * The head per row (cpu/infer.c chunk_logits): logit[j] = w[0..F) .
- * (gmf_user[u] * gmf_item[i]) + w[F..F+HL) . hL[j] + w[F+HL], w (F + HL + 1)
- * the head weights then bias, hL (n, HL); prob: ncf_sigmoid(logit[j])
- * instead, the score (cpu/infer.c ncf_cpu_score).
+ * (gmf_user[u] * gmf_item[i]) + w[F..F+HL) . hL[j] + w[F+HL]; prob:
+ * ncf_sigmoid(logit[j]) instead, the score (cpu/infer.c ncf_cpu_score).
  */
 template <typename T>
-int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     int prob, float *logit, cudaStream_t stream);
+int head_logits_cuda(const head_rows<T> &a, int prob, float *logit, cudaStream_t stream);
 
 /*
  * Stable sort of n keys below 2^bits: keys_out the sorted keys, idx_out the
@@ -144,9 +169,13 @@ int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, cons
  * sort (temp: sort_temp_bytes); CPU twin sort_by_key_cpu under emulation.
  */
 int sort_temp_bytes(size_t n, int bits, size_t *bytes);
+struct sort_scratch {
+	uint32_t *idx_tmp; /* (n) */
+	void *temp;	   /* sort_temp_bytes of them */
+	size_t temp_bytes;
+};
 int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
-		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
-		     cudaStream_t stream);
+		     uint32_t *idx_out, const sort_scratch &tmp, cudaStream_t stream);
 void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out);
 
 /*
@@ -155,8 +184,15 @@ void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_
  * loss scale.  skip (device int, may be NULL): when *skip != 0 nothing is
  * updated (fp16 step with an inf/NaN gradient).
  */
-int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-	      float g_scale, const int *skip, cudaStream_t stream);
+struct adam_pass {
+	float *p, *m, *v;  /* (n) updated in place */
+	const float *g;	   /* (n) */
+	size_t n;
+	ncf_adam_k k;
+	float g_scale;
+	const int *skip;   /* device int or NULL */
+};
+int adam_cuda(const adam_pass &a, cudaStream_t stream);
 
 /* *flag = 1 when any of g (n) is inf or NaN (flag left alone otherwise). */
 int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream);
@@ -266,39 +302,52 @@ void mlp_issue_describe(FILE *out);
  * label from si, lab (n, sample order); off (K + 1) the first row of each
  * user (off[K] = n; a user without rows has off[u] = off[u + 1]).
  */
-int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
-		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
-		      uint32_t *off, cudaStream_t stream);
+struct rows_by_user {
+	const uint32_t *keys, *rowpos; /* (n) the sorted users, the sample of each row */
+	const uint32_t *si;	       /* (n) items, sample order */
+	const uint8_t *lab;	       /* (n) labels, sample order */
+	uint32_t *ri;		       /* (n) the item of each row */
+	uint8_t *rlab;		       /* (n) the label of each row */
+	uint32_t *off;		       /* (K + 1) the first row of each user */
+};
+int rows_by_user_cuda(size_t n, uint32_t K, const rows_by_user &r, cudaStream_t stream);
 /* off (K + 1) = the first position of each key in sorted keys (n). */
 int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 		     cudaStream_t stream);
 
-/* Layer 1 on the sorted rows (layers.cu): layer1_cuda's training form for
- * rows ru, ri (n) with dropout at positions dk.pos0 + rowpos[r]; users (U)
- * sizes the cost note only. */
+/* Layer 1 of the training step (layers.cu): h1 = dropout(relu((au[u] +
+ * ai[i]) + b1)) with dropout at positions dk.pos0 + rowpos[r]; on rows
+ * sorted by user, users (U) sizing the cost note. */
 template <typename T>
-int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
-		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
-		     uint32_t users, T *h1, cudaStream_t stream);
+int layer1_rows_cuda(const layer1_rows<T> &a, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, cudaStream_t stream);
+
+/* What the training step's head makes of its rows (head_fused_cuda). */
+template <typename T> struct head_grads {
+	const uint8_t *labels;	/* (n) */
+	float inv_n;		/* 1 / the global batch */
+	float loss_scale;	/* fp16's, else 1 */
+	float drop_scale;	/* the dropout's 1 / (1 - p) */
+	uint32_t users;		/* U: sizes the cost note only */
+	float *dlogit;		/* (n) */
+	T *dz;			/* (n, HL) */
+	float *part;		/* (ceil(n / HEAD_ROWS), F + 2 HL + 1) */
+	double *part_loss;	/* (ceil(n / HEAD_ROWS)) */
+};
 
 /*
- * The head of the training step (head.cu): per row the logit (as
- * head_logits_cuda), loss = bce(logit, y), dlogit = (sigmoid(logit) - y)
- * inv_n loss_scale, dz = hL > 0 ? dlogit w[F..F+HL) drop_scale : 0
- * (cpu/train.c chunk_train "GMF, head, loss" and the first
- * relu_dropout_back), written: dlogit (n), dz (n, HL); and, per block of HEAD_ROWS rows, the column
- * sums part (ceil(n / HEAD_ROWS), F + 2 HL + 1) of [dlogit g | dlogit hL |
- * dlogit | dz] (the head's weight and bias gradient and the last layer's
- * bias gradient, once reduce_partials_cuda has added them) and the loss sum
- * part_loss (ceil(n / HEAD_ROWS)) in double.  Rows ru, ri, lab (n) sorted
- * by user; users (U) sizes the cost note only.
+ * The head of the training step (head.cu) on rows sorted by user: per row
+ * the logit (as head_logits_cuda), loss = bce(logit, y), dlogit =
+ * (sigmoid(logit) - y) inv_n loss_scale, dz = hL > 0 ? dlogit w[F..F+HL)
+ * drop_scale : 0 (cpu/train.c chunk_train "GMF, head, loss" and the first
+ * relu_dropout_back), written: dlogit, dz; and, per block of HEAD_ROWS
+ * rows, the column sums part of [dlogit g | dlogit hL | dlogit | dz] (the
+ * head's weight and bias gradient and the last layer's bias gradient, once
+ * reduce_partials_cuda has added them) and the loss sum part_loss in
+ * double.  No per-row loss.
  */
 template <typename T>
-int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
-		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
-		    cudaStream_t stream);
+int head_fused_cuda(const head_rows<T> &a, const head_grads<T> &o, cudaStream_t stream);
 
 /*
  * Sums of per-block partials in a fixed order (reduce.cu), one launch:
@@ -329,16 +378,24 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream);
  * dl[row] tab[other[row]] (the GMF embedding gradient; tab (., F) the other
  * side's GMF table).  Rows summed in order.
  */
-template <typename T>
-int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
-		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
-		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream);
+template <typename T> struct key_sums {
+	uint32_t K, H, F;
+	size_t n;
+	const uint32_t *off;   /* (K + 1) */
+	const uint32_t *idx;   /* (n) or NULL */
+	const T *dz;	       /* (n, H) */
+	const float *dl;       /* (n) dlogit */
+	const uint32_t *other; /* (n) the other side's id of each row */
+	const float *tab;      /* (., F) the other side's GMF table */
+	const float *wg;       /* (F) the head's GMF weights */
+	float *dA, *dE;	       /* (K, H), (K, F) */
+};
+template <typename T> int key_grad_cuda(const key_sums<T> &a, cudaStream_t stream);
 
 /* Adam (adam_cuda) and, from index lo_from on, plo[j] = p[j] rounded to T:
  * the 16-bit copy the next step's GEMMs read (plo NULL: none). */
 template <typename T>
-int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream);
+int adam_cast_cuda(const adam_pass &a, T *plo, size_t lo_from, cudaStream_t stream);
 
 } /* namespace NCF_CUDA_NS */
 

@@ -20,76 +20,76 @@ namespace NCF_CUDA_NS {
 /* Thread t: row t / G, units 8w .. 8w+7 with w = t % G, G = ceil(H / 8). */
 static constexpr launch_facts layer1_facts = {BLOCK, 6};
 template <typename T>
-__global__ void NCF_BOUNDS(layer1_facts) layer1_kernel(size_t n, uint32_t H, const uint32_t *__restrict__ su,
-			      const uint32_t *__restrict__ si, const T *__restrict__ au,
-			      const T *__restrict__ ai, const float *__restrict__ b1, int eval_order,
-			      int vec, dropout_k dk, const uint32_t *__restrict__ rowpos,
-			      T *__restrict__ h1)
+__global__ void NCF_BOUNDS(layer1_facts)
+	layer1_kernel(layer1_rows<T> a, int eval_order, int vec, dropout_k dk,
+		      const uint32_t *__restrict__ rowpos)
 {
-	uint32_t G = (H + 7) / 8;
+	uint32_t H = a.H, G = (H + 7) / 8;
 	size_t t = NCF_TID;
-	if (t >= n * G)
+	if (t >= a.n * G)
 		return;
 	size_t j = t / G;
 	uint32_t w = (uint32_t)(t % G), h0 = w * 8, cnt = H - h0 < 8 ? H - h0 : 8;
-	const T *a = au + (size_t)su[j] * H + h0, *b = ai + (size_t)si[j] * H + h0;
+	const T *pa = a.au + (size_t)a.users[j] * H + h0, *pb = a.ai + (size_t)a.items[j] * H + h0;
 	float va[8], vb[8], out[8];
-	load_upto8(a, va, cnt, vec);
-	load_upto8(b, vb, cnt, vec);
+	load_upto8(pa, va, cnt, vec);
+	load_upto8(pb, vb, cnt, vec);
 	ncf_u32x4 bits = dropout_bits_at(dk, rowpos ? rowpos[j] : j, 0, w);
 	NCF_UNROLL
 	for (uint32_t k = 0; k < 8; k++) {
-		float bias = k < cnt ? b1[h0 + k] : 0.0f;
+		float bias = k < cnt ? a.b1[h0 + k] : 0.0f;
 		float x = eval_order ? (va[k] + bias) + vb[k] : (va[k] + vb[k]) + bias;
 		float r = relu(x);
 		if (dk.active)
 			r = r * dropout_mult(dk, bits, k);
 		out[k] = r;
 	}
-	store_upto8(h1 + j * H + h0, out, cnt, vec);
+	store_upto8(a.h1 + j * H + h0, out, cnt, vec);
 }
 
-template <typename T>
-int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, const T *au,
-		const T *ai, const float *b1, int eval_order, const dropout_k &dk, T *h1,
-		cudaStream_t stream)
+/* 16-byte pieces for a's rows? */
+template <typename T> static int layer1_vec(const layer1_rows<T> &a)
+{
+	return a.H % 8 == 0 && aligned16(a.au) && aligned16(a.ai) && aligned16(a.h1);
+}
+
+template <typename T> int layer1_cuda(const layer1_rows<T> &a, cudaStream_t stream)
 {
 	unsigned blocks;
-	if (grid_1d(n * ((H + 7) / 8), &blocks))
+	if (grid_1d(a.n * ((a.H + 7) / 8), &blocks))
 		return -1;
 	if (!blocks)
 		return 0;
 	double es = sizeof(T);
 	/* the ids, then both tables' 8 units at once */
 	cost_shape sh = cost_shape_for(layer1_facts, blocks, 16 * es, 2);
-	if (NCF_COST_SHAPED("layer1", n * (8.0 + 3.0 * H * es) + H * 4.0, 0, sh))
+	if (NCF_COST_SHAPED("layer1", a.n * (8.0 + 3.0 * a.H * es) + a.H * 4.0, 0, sh))
 		return 0;
-	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
-	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, su, si, au, ai, b1, eval_order,
-		   vec, dk, (const uint32_t *)NULL, h1);
+	dropout_k none;
+	memset(&none, 0, sizeof none);
+	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, a, 1, layer1_vec(a), none,
+		   (const uint32_t *)NULL);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
-		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
-		     uint32_t users, T *h1, cudaStream_t stream)
+int layer1_rows_cuda(const layer1_rows<T> &a, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, cudaStream_t stream)
 {
 	unsigned blocks;
-	if (grid_1d(n * ((H + 7) / 8), &blocks))
+	if (grid_1d(a.n * ((a.H + 7) / 8), &blocks))
 		return -1;
 	if (!blocks)
 		return 0;
+	size_t n = a.n;
 	double es = sizeof(T), au_rows = n < users ? (double)n : (double)users;
 	/* ids and positions per row; au once per distinct user (rows sorted by
 	 * user), ai per row; h1 written */
 	cost_shape sh = cost_shape_for(layer1_facts, blocks, 16 * es, 2);
-	if (NCF_COST_SHAPED("layer1_rows", n * (12.0 + 2.0 * H * es) + au_rows * H * es + H * 4.0,
+	if (NCF_COST_SHAPED("layer1_rows", n * (12.0 + 2.0 * a.H * es) + au_rows * a.H * es + a.H * 4.0,
 			    0, sh))
 		return 0;
-	int vec = H % 8 == 0 && aligned16(au) && aligned16(ai) && aligned16(h1);
-	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, n, H, ru, ri, au, ai, b1, 0, vec, dk,
-		   rowpos, h1);
+	NCF_LAUNCH(layer1_kernel<T>, blocks, BLOCK, 0, stream, a, 0, layer1_vec(a), dk, rowpos);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
@@ -276,12 +276,9 @@ template <typename T> int cast_cuda(const float *x, T *y, size_t n, cudaStream_t
 /* ---- instantiations for the three activation types ---------------------- */
 
 #define NCF_INSTANTIATE(T)                                                                         \
-	template int layer1_cuda<T>(size_t, uint32_t, const uint32_t *, const uint32_t *,          \
-				    const T *, const T *, const float *, int, const dropout_k &,   \
-				    T *, cudaStream_t);                                            \
-	template int layer1_rows_cuda<T>(size_t, uint32_t, const uint32_t *, const uint32_t *,     \
-					 const T *, const T *, const float *, const dropout_k &,   \
-					 const uint32_t *, uint32_t, T *, cudaStream_t);           \
+	template int layer1_cuda<T>(const layer1_rows<T> &, cudaStream_t);                         \
+	template int layer1_rows_cuda<T>(const layer1_rows<T> &, const dropout_k &,                \
+					 const uint32_t *, uint32_t, cudaStream_t);                \
 	template int bias_relu_dropout_cuda<T>(size_t, uint32_t, T *, const float *,               \
 					       const dropout_k &, uint32_t, const uint32_t *,      \
 					       cudaStream_t);                                      \

@@ -481,6 +481,27 @@ NCF_DEV void dw_tiles(typename P::frag_c accw[8], const T *zs, unsigned ldz, con
 	}
 }
 
+/* The warp's dW tiles (accw) to pw (out, in), its block's row of the
+ * partials, through its staging st. */
+template <typename P, typename T>
+NCF_DEV void write_dw(typename P::frag_c accw[8], float *st, float *pw, const layer_bwd<T> &a,
+		      const bwdw_cols &q, const lane_pos &lp)
+{
+	NCF_UNROLL
+	for (uint32_t j = 0; j < 8; j++) {
+		uint32_t i = lp.warp + 8 * j;
+		if (!q.has(i))
+			continue;
+		P::store(st, accw[j], 16);
+		__syncwarp();
+		uint32_t o = 16 * q.row_tile(i) + lp.r, c = 16 * q.col_tile(i) + lp.c0;
+		if (o < a.out)
+			for (uint32_t e = 0; e < 8 && c + e < q.qn; e++)
+				pw[(size_t)o * a.in + q.q0 + c + e] = st[lp.r * 16 + lp.c0 + e];
+		__syncwarp();
+	}
+}
+
 /*
  * Block b = y + Y g (Y = ceil(in / BWDW_COLS)): columns q0 = BWDW_COLS y ..
  * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  The block loads its
@@ -574,20 +595,7 @@ __global__ void NCF_BOUNDS(mlp_facts) linear_bwdw_kernel(layer_bwd<T> a, pieces 
 		a.part[(size_t)g * a.part_ld + q.q0 + c] =
 			((colpart[0][c] + colpart[1][c]) + colpart[2][c]) + colpart[3][c];
 	float *st = (float *)(smem + (L.st_alias ? L.zs[0] : L.st)) + lp.warp * 256;
-	NCF_UNROLL
-	for (uint32_t j = 0; j < 8; j++) {
-		uint32_t i = lp.warp + 8 * j;
-		if (!q.has(i))
-			continue;
-		P::store(st, accw[j], 16);
-		__syncwarp();
-		uint32_t o = 16 * q.row_tile(i) + lp.r, c = 16 * q.col_tile(i) + lp.c0;
-		if (o < a.out)
-			for (uint32_t e = 0; e < 8 && c + e < q.qn; e++)
-				a.partw[((size_t)g * a.out + o) * a.in + q.q0 + c + e] =
-					st[lp.r * 16 + lp.c0 + e];
-		__syncwarp();
-	}
+	write_dw<P>(accw, st, a.partw + (size_t)g * a.out * a.in, a, q, lp);
 }
 
 /* ---- launchers ----------------------------------------------------------- */

@@ -123,11 +123,14 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream)
  */
 enum { KG_SPLIT = 4, KG_SLOTS = BLOCK / KG_SPLIT, KG_SHORT = 16, KG_UNROLL = 4 };
 
-/* The sum over positions [a, b) of dz's rows (h0, cnt of its 8 units). */
+/* The sum over positions [a, b) of s.dz's rows (h0, cnt of its 8 units). */
 template <typename T>
-NCF_DI void key_rows_dz(float acc[8], uint32_t a, uint32_t b, const uint32_t *__restrict__ idx,
-			const T *__restrict__ dz, uint32_t H, uint32_t h0, uint32_t cnt, int vec)
+NCF_DI void key_rows_dz(float acc[8], uint32_t a, uint32_t b, const key_sums<T> &s, uint32_t h0,
+			uint32_t cnt, int vec)
 {
+	const uint32_t *__restrict__ idx = s.idx;
+	const T *__restrict__ dz = s.dz;
+	uint32_t H = s.H;
 	uint32_t p = a;
 	for (; p + KG_UNROLL <= b; p += KG_UNROLL) {
 		float x[KG_UNROLL][8];
@@ -153,11 +156,13 @@ NCF_DI void key_rows_dz(float acc[8], uint32_t a, uint32_t b, const uint32_t *__
 }
 
 /* The sum over positions [a, b) of dl[row] tab[other[row]] (f0, cnt). */
-NCF_DI void key_rows_gmf(float acc[8], uint32_t a, uint32_t b, const uint32_t *__restrict__ idx,
-			 const float *__restrict__ dl, const uint32_t *__restrict__ other,
-			 const float *__restrict__ tab, uint32_t F, uint32_t f0, uint32_t cnt,
-			 int vec)
+template <typename T>
+NCF_DI void key_rows_gmf(float acc[8], uint32_t a, uint32_t b, const key_sums<T> &s, uint32_t f0,
+			 uint32_t cnt, int vec)
 {
+	const uint32_t *__restrict__ idx = s.idx, *__restrict__ other = s.other;
+	const float *__restrict__ dl = s.dl, *__restrict__ tab = s.tab;
+	uint32_t F = s.F;
 	uint32_t p = a;
 	for (; p + KG_UNROLL <= b; p += KG_UNROLL) {
 		float x[KG_UNROLL][8], d[KG_UNROLL];
@@ -187,12 +192,12 @@ NCF_DI void key_rows_gmf(float acc[8], uint32_t a, uint32_t b, const uint32_t *_
 static constexpr launch_facts key_grad_facts = {BLOCK, 4};
 template <typename T>
 __global__ void NCF_BOUNDS(key_grad_facts)
-	key_grad_kernel(uint32_t K, uint32_t H, uint32_t F, const uint32_t *__restrict__ off,
-			const uint32_t *__restrict__ idx, const T *__restrict__ dz,
-			const float *__restrict__ dl, const uint32_t *__restrict__ other,
-			const float *__restrict__ tab, const float *__restrict__ wg, int vecH,
-			int vecF, float *__restrict__ dA, float *__restrict__ dE)
+	key_grad_kernel(key_sums<T> s, int vecH, int vecF)
 {
+	const uint32_t K = s.K, H = s.H, F = s.F;
+	const uint32_t *__restrict__ off = s.off;
+	const float *__restrict__ wg = s.wg;
+	float *__restrict__ dA = s.dA, *__restrict__ dE = s.dE;
 	__shared__ float runs[KG_SPLIT - 1][KG_SLOTS][8];
 	uint32_t GH = (H + 7) / 8, G = GH + (F + 7) / 8;
 	unsigned slot = threadIdx.x % KG_SLOTS, q = threadIdx.x / KG_SLOTS;
@@ -215,11 +220,11 @@ __global__ void NCF_BOUNDS(key_grad_facts)
 	uint32_t h0 = 8 * g, cnt = 0;
 	if (live && g < GH) {
 		cnt = H - h0 < 8 ? H - h0 : 8;
-		key_rows_dz(acc, a, b, idx, dz, H, h0, cnt, vecH);
+		key_rows_dz(acc, a, b, s, h0, cnt, vecH);
 	} else if (live) {
 		h0 = 8 * (g - GH);
 		cnt = F - h0 < 8 ? F - h0 : 8;
-		key_rows_gmf(acc, a, b, idx, dl, other, tab, F, h0, cnt, vecF);
+		key_rows_gmf(acc, a, b, s, h0, cnt, vecF);
 	}
 	if (q)
 		NCF_UNROLL
@@ -243,11 +248,11 @@ __global__ void NCF_BOUNDS(key_grad_facts)
 	store_upto8(dE + (size_t)k * F + h0, acc, cnt, vecF && cnt == 8);
 }
 
-template <typename T>
-int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
-		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
-		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream)
+template <typename T> int key_grad_cuda(const key_sums<T> &s, cudaStream_t stream)
 {
+	uint32_t K = s.K, H = s.H, F = s.F;
+	size_t n = s.n;
+	const uint32_t *idx = s.idx;
 	uint32_t G = (H + 7) / 8 + (F + 7) / 8;
 	size_t slots = (size_t)K * G, nb = (slots + KG_SLOTS - 1) / KG_SLOTS;
 	if (nb == 0)
@@ -268,21 +273,14 @@ int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *
 	cost_shape sh = cost_shape_for(key_grad_facts, (double)nb, KG_UNROLL * 16.0, chain);
 	if (NCF_COST_SHAPED(idx ? "key_grad_item" : "key_grad_user", bytes, 0, sh))
 		return 0;
-	int vecH = H % 8 == 0 && aligned16(dz) && aligned16(dA);
-	int vecF = F % 8 == 0 && aligned16(tab) && aligned16(dE);
-	NCF_LAUNCH_SYNC(key_grad_kernel<T>, (unsigned)nb, BLOCK, 0, stream, K, H, F, off, idx, dz, dl,
-			other, tab, wg, vecH, vecF, dA, dE);
+	int vecH = H % 8 == 0 && aligned16(s.dz) && aligned16(s.dA);
+	int vecF = F % 8 == 0 && aligned16(s.tab) && aligned16(s.dE);
+	NCF_LAUNCH_SYNC(key_grad_kernel<T>, (unsigned)nb, BLOCK, 0, stream, s, vecH, vecF);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-template int key_grad_cuda<float>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
-				  const uint32_t *, const float *, const float *, const uint32_t *,
-				  const float *, const float *, float *, float *, cudaStream_t);
-template int key_grad_cuda<bf16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
-				 const uint32_t *, const bf16 *, const float *, const uint32_t *,
-				 const float *, const float *, float *, float *, cudaStream_t);
-template int key_grad_cuda<f16>(uint32_t, uint32_t, uint32_t, size_t, const uint32_t *,
-				const uint32_t *, const f16 *, const float *, const uint32_t *,
-				const float *, const float *, float *, float *, cudaStream_t);
+template int key_grad_cuda<float>(const key_sums<float> &, cudaStream_t);
+template int key_grad_cuda<bf16>(const key_sums<bf16> &, cudaStream_t);
+template int key_grad_cuda<f16>(const key_sums<f16> &, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

@@ -17,29 +17,22 @@ namespace NCF_CUDA_NS {
 /* ---- sample stream ------------------------------------------------------ */
 
 static constexpr launch_facts sample_facts = {BLOCK, 6};
-__global__ void NCF_BOUNDS(sample_facts) sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
-			      uint32_t epoch, int64_t P, uint32_t n_items, int true_neg,
-			      const uint32_t *__restrict__ entry_user,
-			      const int64_t *__restrict__ offsets, const uint32_t *__restrict__ items,
-			      uint32_t *__restrict__ su, uint32_t *__restrict__ si,
-			      uint8_t *__restrict__ lab)
+__global__ void NCF_BOUNDS(sample_facts) sample_kernel(sample_src a, size_t n, sample_out o)
 {
 	size_t j = NCF_TID;
 	if (j >= n)
 		return;
 	uint32_t u = 0, it = 0;
-	int y = ncf_sample_at(&perm, pos0 + j, seed, epoch, P, n_items, true_neg, entry_user,
-			      offsets, items, &u, &it);
-	su[j] = u;
-	si[j] = it;
-	lab[j] = (uint8_t)y;
+	int y = ncf_sample_at(&a.perm, a.pos0 + j, a.seed, a.epoch, a.P, a.n_items, a.true_neg,
+			      a.entry_user, a.offsets, a.items, &u, &it);
+	o.users[j] = u;
+	o.items[j] = it;
+	o.labels[j] = (uint8_t)y;
 }
 
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
-		uint8_t *lab, cudaStream_t stream)
+int sample_cuda(const sample_src &a, size_t n, const sample_out &o, cudaStream_t stream)
 {
+	int true_neg = a.true_neg;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
@@ -52,8 +45,7 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 	cost_shape sh = cost_shape_for(sample_facts, blocks, 8, true_neg ? 12 : 1);
 	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0, sh))
 		return 0;
-	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
-		   true_neg, entry_user, offsets, items, su, si, lab);
+	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, a, n, o);
 	return CUDA_CHECK(cudaGetLastError());
 }
 

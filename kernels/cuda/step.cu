@@ -163,16 +163,13 @@ static int step_adam(const struct step *st)
 		NCF_TRY(nonfinite_cuda(c->grad, total, c->flag, c->s));
 		skip = c->flag;
 	}
-	float g_scale = 1.0f / c->loss_scale;
+	adam_pass a = {c->params, c->m, c->v, c->grad, total, st->adam, 1.0f / c->loss_scale, skip};
 	if (c->act == ACT_F32)
-		NCF_TRY(adam_cuda(c->params, c->m, c->v, c->grad, total, st->adam, g_scale, skip,
-				  c->s));
+		NCF_TRY(adam_cuda(a, c->s));
 	else if (c->act == ACT_BF16)
-		NCF_TRY(adam_cast_cuda<bf16>(c->params, c->m, c->v, c->grad, total, st->adam, g_scale,
-					     skip, (bf16 *)c->plo, lo, c->s));
+		NCF_TRY(adam_cast_cuda<bf16>(a, (bf16 *)c->plo, lo, c->s));
 	else
-		NCF_TRY(adam_cast_cuda<f16>(c->params, c->m, c->v, c->grad, total, st->adam, g_scale,
-					    skip, (f16 *)c->plo, lo, c->s));
+		NCF_TRY(adam_cast_cuda<f16>(a, (f16 *)c->plo, lo, c->s));
 	params_stepped(c, 1);
 	return 0;
 }
@@ -201,14 +198,16 @@ static int step_tables_backward(const struct step *st)
 	const float *prm = c->params;
 	float *g = c->grad;
 	const struct blas *b = &c->blas;
-	NCF_TRY(lin_wgrad(b, "gemm_wgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1,
-			  prm + L->mlp_user, CUDA_R_32F, M, g + L->w[1], 2 * M));
-	NCF_TRY(lin_wgrad(b, "gemm_wgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->mlp_item,
-			  CUDA_R_32F, M, g + L->w[1] + M, 2 * M));
-	NCF_TRY(lin_dgrad(b, "gemm_dgrad_user", U, M, H1, c->dAU, CUDA_R_32F, H1, prm + L->w[1],
-			  CUDA_R_32F, 2 * M, g + L->mlp_user, CUDA_R_32F, M));
-	return lin_dgrad(b, "gemm_dgrad_item", I, M, H1, c->dAI, CUDA_R_32F, H1, prm + L->w[1] + M,
-			 CUDA_R_32F, 2 * M, g + L->mlp_item, CUDA_R_32F, M);
+	const cudaDataType f = CUDA_R_32F;
+	gemm_mat dAU = {c->dAU, f, H1}, dAI = {c->dAI, f, H1};
+	NCF_TRY(lin_wgrad(b, {"gemm_wgrad_user", U, M, H1}, dAU, {prm + L->mlp_user, f, M},
+			  {g + L->w[1], f, 2 * M}));
+	NCF_TRY(lin_wgrad(b, {"gemm_wgrad_item", I, M, H1}, dAI, {prm + L->mlp_item, f, M},
+			  {g + L->w[1] + M, f, 2 * M}));
+	NCF_TRY(lin_dgrad(b, {"gemm_dgrad_user", U, M, H1}, dAU, {prm + L->w[1], f, 2 * M},
+			  {g + L->mlp_user, f, M}));
+	return lin_dgrad(b, {"gemm_dgrad_item", I, M, H1}, dAI, {prm + L->w[1] + M, f, 2 * M},
+			 {g + L->mlp_item, f, M});
 }
 
 template <typename T> static int step_run_t(const struct step *st)
@@ -234,40 +233,44 @@ template <typename T> static int step_run_t(const struct step *st)
 	pp.map.loss_out = c->loss_dev;
 	pp.map.loss_acc = st->loss_acc;
 	/* 1. the slice's samples, its rows sorted by user, then by item */
-	NCF_TRY(sample_cuda(ncf_perm_make(st->S, be->hp.seed, st->epoch), st->pos0, B, be->hp.seed,
-			    st->epoch, c->P, I, (int)be->hp.true_neg, c->entry_user, c->offsets,
-			    c->items_csr, c->su, c->si, c->lab, c->s));
-	NCF_TRY(sort_by_key_cuda(c->su, B, id_bits(U), c->ku, c->itmp, c->ju, c->sort_tmp,
-				 c->sort_tmp_bytes, c->s));
-	NCF_TRY(rows_by_user_cuda(B, U, c->ku, c->ju, c->si, c->lab, sb->row_item, sb->row_label,
-				  sb->user_first, c->s));
-	NCF_TRY(sort_by_key_cuda(sb->row_item, B, id_bits(I), c->ki, c->itmp, c->ji, c->sort_tmp,
-				 c->sort_tmp_bytes, c->s));
+	sample_src src = {ncf_perm_make(st->S, be->hp.seed, st->epoch), st->pos0, be->hp.seed,
+			  st->epoch, c->P, I, (int)be->hp.true_neg, c->entry_user, c->offsets,
+			  c->items_csr};
+	sample_out so = {c->su, c->si, c->lab};
+	NCF_TRY(sample_cuda(src, B, so, c->s));
+	sort_scratch tmp = {c->itmp, c->sort_tmp, c->sort_tmp_bytes};
+	NCF_TRY(sort_by_key_cuda(c->su, B, id_bits(U), c->ku, c->ju, tmp, c->s));
+	rows_by_user rows = {c->ku, c->ju, c->si, c->lab, sb->row_item, sb->row_label, sb->user_first};
+	NCF_TRY(rows_by_user_cuda(B, U, rows, c->s));
+	NCF_TRY(sort_by_key_cuda(sb->row_item, B, id_bits(I), c->ki, c->ji, tmp, c->s));
 	NCF_TRY(seg_offsets_cuda(B, I, c->ki, sb->item_first, c->s));
 	/* 2. the first-layer tables */
 	NCF_TRY(params_tables<T>(be, c));
 	/* 3. forward: layer 1 from the tables, layers 2..L dense */
-	NCF_TRY(layer1_rows_cuda<T>(B, H1, c->ku, sb->row_item, (const T *)c->AU,
-				    (const T *)c->AI, prm + L->b[1], dk, c->ju, U, (T *)c->h[1], c->s));
+	layer1_rows<T> l1 = {B, H1, c->ku, sb->row_item, (const T *)c->AU, (const T *)c->AI,
+			     prm + L->b[1], (T *)c->h[1]};
+	NCF_TRY(layer1_rows_cuda<T>(l1, dk, c->ju, U, c->s));
 	for (uint32_t k = 2; k <= last; k++)
 		NCF_TRY(dense_forward<T>(st, k, impl[k]));
 	/* 4. the head, loss, dlogit and dz of the last layer, with their partials */
-	NCF_TRY(head_fused_cuda<T>(B, F, HL, c->ku, sb->row_item, sb->row_label, prm + L->gmf_user,
-				   prm + L->gmf_item, prm + L->head_w, (const T *)c->h[last],
-				   1.0f / (float)st->n, c->loss_scale, dk.scale, U, c->dl,
-				   (T *)c->d[last], sb->part, sb->loss, c->s));
+	head_rows<T> hr = {B, F, HL, c->ku, sb->row_item, prm + L->gmf_user, prm + L->gmf_item,
+			   prm + L->head_w, (const T *)c->h[last]};
+	head_grads<T> hg = {sb->row_label, 1.0f / (float)st->n, c->loss_scale, dk.scale, U, c->dl,
+			    (T *)c->d[last], sb->part, sb->loss};
+	NCF_TRY(head_fused_cuda<T>(hr, hg, c->s));
 	/* 5. layers L..2 backward: dW_k, dz_{k-1} and db_{k-1} */
 	for (uint32_t k = last; k >= 2; k--)
 		NCF_TRY(dense_backward<T>(st, k, impl[k], pp.layer[k]));
 	/* 6. every partial and the loss, summed in a fixed order */
 	NCF_TRY(reduce_partials_cuda(pp.map, c->s));
 	/* 7. per user and per item: dAU, dAI and the GMF tables' gradients */
-	NCF_TRY(key_grad_cuda<T>(U, H1, F, B, sb->user_first, NULL, (const T *)c->d[1], c->dl,
-				 sb->row_item, prm + L->gmf_item, prm + L->head_w, c->dAU,
-				 g + L->gmf_user, c->s));
-	NCF_TRY(key_grad_cuda<T>(I, H1, F, B, sb->item_first, c->ji, (const T *)c->d[1], c->dl,
-				 c->ku, prm + L->gmf_user, prm + L->head_w, c->dAI, g + L->gmf_item,
-				 c->s));
+	const T *dz1 = (const T *)c->d[1];
+	key_sums<T> ku = {U, H1, F, B, sb->user_first, NULL, dz1, c->dl, sb->row_item,
+			  prm + L->gmf_item, prm + L->head_w, c->dAU, g + L->gmf_user};
+	NCF_TRY(key_grad_cuda<T>(ku, c->s));
+	key_sums<T> ki = {I, H1, F, B, sb->item_first, c->ji, dz1, c->dl, c->ku, prm + L->gmf_user,
+			  prm + L->head_w, c->dAI, g + L->gmf_item};
+	NCF_TRY(key_grad_cuda<T>(ki, c->s));
 	/* 8. dW1 and the MLP tables' gradients */
 	NCF_TRY(step_tables_backward(st));
 	/* 9. the gradient summed over the ranks, then Adam and the 16-bit copy */

@@ -37,9 +37,10 @@ static int samples_run(struct ncf_backend *be, struct bufs *x, uint32_t epoch, u
 	NCF_TRY(DALLOC(x->u[0], n));
 	NCF_TRY(DALLOC(x->u[1], n));
 	NCF_TRY(DALLOC(x->b, n));
-	NCF_TRY(sample_cuda(perm, first, n, be->hp.seed, epoch, c->P, be->shape.items,
-			    (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr, x->u[0],
-			    x->u[1], x->b, c->s));
+	sample_src src = {perm, first, be->hp.seed, epoch, c->P, be->shape.items,
+			  (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr};
+	sample_out so = {x->u[0], x->u[1], x->b};
+	NCF_TRY(sample_cuda(src, n, so, c->s));
 	CUDA_TRY(cudaMemcpyAsync(users, x->u[0], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(items, x->u[1], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(labels, x->b, n, cudaMemcpyDeviceToHost, c->s));
@@ -97,7 +98,8 @@ static int adam_run(struct ncf_backend *be, struct bufs *x, float *p, float *m, 
 		CUDA_TRY(cudaMemcpyAsync(x->f[i], host[i], n * sizeof(float),
 					 cudaMemcpyHostToDevice, c->s));
 	}
-	NCF_TRY(adam_cuda(x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL, c->s));
+	adam_pass a = {x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL};
+	NCF_TRY(adam_cuda(a, c->s));
 	float *back[3] = {p, m, v};
 	for (int i = 0; i < 3; i++)
 		CUDA_TRY(cudaMemcpyAsync(back[i], x->f[i], n * sizeof(float),
