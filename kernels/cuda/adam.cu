@@ -63,7 +63,7 @@ int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream)
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-/* ---- Adam with the 16-bit copy (the fused step) -------------------------- */
+/* ---- Adam with the 16-bit copy (the training step) ----------------------- */
 
 static constexpr launch_facts adam_cast_facts = {BLOCK, 8};
 template <typename T>

@@ -70,7 +70,7 @@ extern "C" {
 #endif
 /*
  * NCF_LAUNCH_SYNC: the same for a kernel whose threads cooperate within a
- * block (__shared__ memory, __syncthreads, __syncwarp, wmma fragments),
+ * block (__shared__ memory, __syncthreads, __syncwarp, ldmatrix and mma.sync),
  * also followed by launch_done.  nvcc: the same launch.  Emulation: the
  * arguments are taken now, as NCF_LAUNCH's, and when the stream gets to
  * it each thread of a block runs as a fiber until its next barrier

@@ -1,7 +1,7 @@
 /*
  * graphs.cuh - CUDA graphs of the cuda backend: the launches of a function
  * captured once and replayed.  graphs.cu knows nothing of what it
- * captures: the step driver (backend.cu) hands it a step path's function,
+ * captures: the step driver (backend.cu) hands it the step's function,
  * scoring (score.cu) a chunk's.  See graphs.cu for when graphs are used.
  */
 #ifndef NCF_CUDA_GRAPHS_CUH

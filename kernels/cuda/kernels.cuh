@@ -17,7 +17,7 @@
  * kernel (each thread computes its own outputs: no shared memory, barriers
  * or warp primitives) thread by thread, and NCF_LAUNCH_SYNC runs a kernel
  * whose threads cooperate (__shared__ memory, __syncthreads, __syncwarp,
- * wmma fragments: mlp.cu, the fused head, reduce_partials) with each thread
+ * ldmatrix and mma.sync: mlp.cu, the fused head, reduce_partials) with each thread
  * of a block as a fiber (emu.h); tests/unit/test_cuda_emu.cc compares the
  * results with the reference (kernels/cpu/reference.c) and the fast cpu
  * backend (kernels/cpu/), whose step is named in each comment below.  The
@@ -216,7 +216,7 @@ int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t 
  * Its rows are the slice's samples sorted by user (a stable sort, so a
  * user's rows keep their sample order): row r is sample rowpos[r] of the
  * slice, whose dropout position is pos0 + rowpos[r].  Kernels that
- * cooperate within a block (__shared__ memory, barriers, wmma) are launched
+ * cooperate within a block (__shared__ memory, barriers, mma.sync) are launched
  * with NCF_LAUNCH_SYNC and run under the emulation as fibers (emu.h), so
  * they too are checked against reference.c in make check.
  */

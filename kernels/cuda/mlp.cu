@@ -1,8 +1,9 @@
 /*
- * mlp.cu - the fused dense layers of the training step (kernels.cuh,
- * "fused step"): one kernel per layer and direction that does the layer's
- * matrix product on tensor cores (mma.cuh) and applies what the unfused
- * path does in separate passes while the product's tile is still on chip:
+ * mlp.cu - the fused dense layers of the training step (kernels.cuh; the
+ * fused implementation of dense.cuh): one kernel per layer and direction
+ * that does the layer's matrix product on tensor cores (mma.cuh) and
+ * applies what the plain implementation does in separate passes while the
+ * product's tile is still on chip:
  *
  *   linear_fwd_cuda:  h_out = dropout(relu(h_in W^T + b))           (rows, out)
  *   linear_bwd_cuda:  dz_in = h_in > 0 ? (dz_out W) * scale : 0      (rows, in)
