@@ -46,7 +46,7 @@ b=$(val "$T/default" bytes_per_step)
 awk -v b="${b:-0}" 'BEGIN { exit !(b > 0 && b <= 8626552250) }'
 ok $? "bf16 by default ($(val "$T/default" dense_layer_2)): $b bytes a step, no more than 8.63 GB"
 
-"$bench" --cost ml-20m --dense fused,sideways,lt >/dev/null 2>"$T/err"
+"$bench" --cost ml-20m --dense fused,sideways >/dev/null 2>"$T/err"
 [ $? -ne 0 ] && grep -q "NCF_CUDA_DENSE: 'sideways' is not fused, lt or plain" "$T/err"
 ok $? "an unknown implementation is refused: $(cat "$T/err")"
 done_testing
