@@ -5,7 +5,7 @@
 # racecheck (shared-memory races), initcheck (reads of device memory never
 # written) and synccheck (barriers that not every thread reaches).  Each
 # run is ncf-train --device cuda on synthetic tiny, one epoch at batch 2048:
-# three steps (the fused one as its CUDA graph, as in a real run) and the
+# three steps (each as one CUDA graph, as in a real run) and the
 # evaluation after them (scoring on the device).  The runs go at once (they
 # share the GPU) to keep the wall time short.  Beside them, memcheck on
 # gpu_parity --smoke, which runs every operation of the backend once in
