@@ -36,7 +36,8 @@
  *
  * NCF_CUDA_PROFILE=1 in the environment times every launch of every
  * training step with CUDA events (no step graph then) and prints a table
- * per launch when the backend is closed (cost.cuh).  NCF_CUDA_SYNC=1
+ * per launch when the backend is closed, beside the cost model's time on
+ * this device (cost.cuh).  NCF_CUDA_SYNC=1
  * synchronises after every launch and library call and names the one that
  * failed (common.cuh).
  */
@@ -92,17 +93,13 @@ static int alloc_state(struct ncf_backend *be, struct cu *c)
 	return 0;
 }
 
-/* The profile's table on stderr: every launch's share of the device's
- * memory bandwidth (memory clock x bus width, double data rate). */
+/* The profile's table on stderr (against the cost model's machine). */
 static void report_profile(struct ncf_backend *be, struct cu *c)
 {
-	int mem_khz = 0, bus = 0;
-	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, c->dev);
-	cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, c->dev);
 	char title[160];
 	snprintf(title, sizeof title, "%s, %s path, batch %llu", ncf_precision_name(be->precision),
 		 step_path_of(be, c)->name, (unsigned long long)be->hp.batch);
-	profile_report(c->prof, stderr, title, 2.0 * mem_khz * 1e3 * (bus / 8.0), 0);
+	profile_report(c->prof, stderr, title);
 }
 
 static void cuda_free(struct ncf_backend *be)
@@ -248,6 +245,7 @@ static int step_work(void *arg)
 static int issue_step(struct ncf_backend *be, struct cu *c, const struct step_call *call)
 {
 	if (c->prof) {
+		graphs_step_plain(c);
 		profile_begin(c->prof, c->s, be->precision);
 		int rc = step_work((void *)call);
 		profile_end(c->prof);
@@ -260,6 +258,7 @@ static int issue_step(struct ncf_backend *be, struct cu *c, const struct step_ca
 			return g;
 		params_restore(c, pm); /* the capture's flags; the launches below set them */
 	}
+	graphs_step_plain(c);
 	return step_work((void *)call);
 }
 
@@ -516,6 +515,14 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	be.hp = *hp;
 	be.dist = &one;
 	be.precision = precision;
+	/* the launchers size their grids for the model's machine */
+	cost_machine_init();
+	const struct ncf_cuda_machine *m = cost_machine();
+	int sms = g_sms;
+	size_t smem_sm = g_smem_sm, smem_block = g_smem_block;
+	g_sms = m->sms;
+	g_smem_sm = (size_t)m->smem_sm_bytes;
+	g_smem_block = (size_t)m->smem_block_bytes;
 	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
 	r->dry = 1;
 	struct cost_rec *saved = cost_active;
@@ -526,6 +533,9 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	cuda_free(&be);
 	cost_active = saved;
 	free(r);
+	g_sms = sms;
+	g_smem_sm = smem_sm;
+	g_smem_block = smem_block;
 	return rc;
 }
 
@@ -554,6 +564,9 @@ static const struct ncf_cuda_api module = {
 	ncf_cuda_device_info,
 	ncf_cuda_step_cost,
 	ncf_cuda_cost_model,
+	ncf_cuda_machine_of,
+	ncf_cuda_copy_bandwidth,
+	ncf_cuda_graph_counts,
 };
 
 const struct ncf_cuda_api *ncf_cuda_module(void)
