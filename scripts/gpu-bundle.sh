@@ -273,8 +273,12 @@ glibc=$(for f in $(elves "$new"); do objdump -T "$new/$f"; done 2>/dev/null |
 	sed -n 's/.*GLIBC_\([0-9][0-9.]*\).*/\1/p' | sort -t . -k1,1n -k2,2n -k3,3n | tail -n 1)
 glibcxx=$(for f in $(elves "$new"); do objdump -T "$new/$f"; done 2>/dev/null |
 	sed -n 's/.*GLIBCXX_\([0-9][0-9.]*\).*/\1/p' | sort -t . -k1,1n -k2,2n -k3,3n | tail -n 1)
-commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+src=$(cd "$(dirname "$0")/.." && pwd)
+if commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then
+	git -C "$src" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+else
+	commit=unknown
+fi
 {
 	printf 'bundle\tncf GPU bundle (scripts/gpu-bundle.sh; run by scripts/gpu-check.sh --bundle)\n'
 	printf 'ncf\t%s\n' "$("$build/bin/ncf-train" -V 2>&1 | head -n 1)"
@@ -301,11 +305,16 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 echo "gpu-bundle: checking $new"
 check_libs "$new" && check_run "$new" || exit 1
 
-# the large files kept compressed (gpu-check.sh --bundle unpacks them)
+# the large files kept compressed (gpu-check.sh --bundle unpacks them):
+# those over 1 MiB, or those BUNDLE_PACK names (file names; tests)
 packed=""
 for f in "$new"/lib/*.so* "$new"/lib/ncf/*.so; do
 	[ -f "$f" ] || continue
-	[ "$(wc -c <"$f")" -gt $((${BUNDLE_XZ_KIB:-1024} * 1024)) ] || continue
+	if [ -n "${BUNDLE_PACK+set}" ]; then
+		case " $BUNDLE_PACK " in *" ${f##*/} "*) ;; *) continue ;; esac
+	else
+		[ "$(wc -c <"$f")" -gt 1048576 ] || continue
+	fi
 	xz -6 -T2 -c "$f" >"$f.xz" && rm "$f" || exit 1
 	packed="$packed ${f#"$new"/}"
 done
