@@ -34,9 +34,10 @@
 # with the working tree, 64 MiB in all).  Nothing is left under OUT's name
 # unless every step passed (it is made in OUT.new).
 #
-# The check (of the files unpacked): with only OUT/lib on LD_LIBRARY_PATH,
-# ldd of every program and
-# library in OUT resolves each library it needs inside OUT/lib, or to
+# The check (of the files unpacked): with OUT/lib first on LD_LIBRARY_PATH
+# (alone when the bundle is made; --check-libs keeps the caller's after
+# it, where CUDA's libraries may be), ldd of every program and library in
+# OUT resolves each library it needs inside OUT/lib, or to
 # glibc, the GCC runtime or CUDA's libraries (system); one line per file,
 # the first that resolves elsewhere or not at all is an error.  Then (not
 # with --check-libs) the bundle's tools, run that way, make a synthetic
@@ -108,7 +109,7 @@ check_libs() {
 	st=0
 	for f in $(elves "$d"); do
 		inside="" sys="" bad=""
-		deps_of=$(LD_LIBRARY_PATH=$d/lib deps "$d/$f")
+		deps_of=$(LD_LIBRARY_PATH=$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} deps "$d/$f")
 		while IFS='	' read -r name path; do
 			[ -n "$name" ] || continue
 			case $path in
@@ -198,6 +199,7 @@ esac
 build=$1
 out=$2
 peer=${3:-}
+unset LD_LIBRARY_PATH # the bundle's lib/ alone, in the check below
 limit=${BUNDLE_MIB:-48}
 for f in bin/ncf-prep bin/ncf-train bin/ncf-eval bin/ncf-infer bench/bench_gpu lib/ncf/ncf-cuda.so \
 	tests/gpu/gpu_parity; do

@@ -222,9 +222,37 @@ bundle_ready() {
 	*) version_ge "$have" "$need" ||
 		driver_refuse "this machine's glibc $have is older than the bundle's programs need ($need): make gpu-bundle on an older system" ;;
 	esac
-	# its compressed files unpacked, then every library its programs need found
+	# its compressed files unpacked, CUDA's libraries looked for where its
+	# module's run path does not find them, then every library found
 	sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1 ||
+		{ cuda_libs_find && sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1; } ||
 		driver_refuse "the bundle's programs need libraries this machine lacks: $(grep -m1 '^FAIL' "$logs/bundle-libs.txt" | sed 's/^FAIL *//') (CUDA $(manifest cuda)'s own must be here; LOGS/bundle-libs.txt)"
+}
+
+# cuda_libs_find: CUDA's libraries that the bundle's module needs and the
+# loader does not find (its run path is the build machine's CUDA_HOME),
+# looked for in CUDA_HOME, /usr/local/cuda and the nvidia-* Python wheels
+# (PyTorch's); the folders that hold them go into LD_LIBRARY_PATH here and
+# into $work/cuda_ld for the stages.  Returns 1 when none was missing.
+cuda_libs_find() {
+	m=$B/lib/ncf/ncf-cuda.so
+	missing=$(LD_LIBRARY_PATH=$B/lib ldd "$m" 2>/dev/null | awk '$3 == "not" { print $1 }')
+	[ -n "$missing" ] || return 1
+	wheels=$(python3 -c 'import glob, os, nvidia
+for p in nvidia.__path__: print("\n".join(sorted(set(os.path.dirname(f) for f in glob.glob(os.path.join(p, "**", "lib*.so*"), recursive=True)))))' 2>/dev/null)
+	dirs=""
+	for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 \
+		/usr/local/cuda/targets/x86_64-linux/lib $wheels; do
+		for n in $missing; do
+			[ -e "$d/$n" ] && case ":$dirs:" in *":$d:"*) ;; *) dirs=$dirs${dirs:+:}$d ;; esac
+		done
+	done
+	[ -n "$dirs" ] || return 1
+	echo "gpu-check: CUDA's libraries ($(echo $missing)) from $dirs" | tee "$logs/cuda-libs.txt"
+	echo "$dirs" >"$work/cuda_ld"
+	LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export LD_LIBRARY_PATH
+	return 0
 }
 
 # driver_check: the driver against the CUDA the programs were built with,
@@ -690,6 +718,10 @@ peer_dir() {
 	return 1
 }
 
+# pyrun ARGS...: the peer's Python with the machine's library path (not the
+# bundle's).
+pyrun() { env LD_LIBRARY_PATH="$orig_ld" "$py" "$@"; }
+
 # peer_python: PYTHONPATH and the interpreter ready for the peer, or 77 with
 # why: torch, numpy, yaml, tqdm, and pandas < 3 (the bundle's wheels where
 # the machine's pandas is 3 or newer).  Sets $py, $pp (PYTHONPATH) and $pd.
@@ -697,19 +729,19 @@ peer_python() {
 	py=${PEER_PYTHON:-python3}
 	pd=$(peer_dir) || { echo "no copy of NVIDIA's NCF (the bundle's peer/, PEER=DIR, ../shared/peer)"; return 77; }
 	pp=$pd:$pd/shim
-	if ! "$py" -c 'import torch, numpy, yaml, tqdm' 2>"$work/peer.import"; then
+	if ! pyrun -c 'import torch, numpy, yaml, tqdm' 2>"$work/peer.import"; then
 		echo "no torch for the peer: $py lacks $(tail -n 1 "$work/peer.import" | sed 's/.*No module named //') (PEER_PYTHON=PYTHON names another)"
 		return 77
 	fi
-	if ! "$py" -c 'import pandas, sys; sys.exit(int(pandas.__version__.split(".")[0]) >= 3)' 2>/dev/null; then
+	if ! pyrun -c 'import pandas, sys; sys.exit(int(pandas.__version__.split(".")[0]) >= 3)' 2>/dev/null; then
 		whl=$(ls "$pd"/wheels/*.whl 2>/dev/null)
 		if [ -z "$whl" ]; then
-			echo "convert.py needs pandas < 3; $py has $("$py" -c 'import pandas; print("pandas", pandas.__version__)' 2>/dev/null || echo "none"), and the bundle carries no wheels"
+			echo "convert.py needs pandas < 3; $py has $(pyrun -c 'import pandas; print("pandas", pandas.__version__)' 2>/dev/null || echo "none"), and the bundle carries no wheels"
 			return 77
 		fi
 		mkdir -p "$work/site"
 		# shellcheck disable=SC2086
-		"$py" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" $whl ||
+		pyrun -m pip install -q --no-index --no-deps --no-compile --target "$work/site" $whl ||
 			{ echo "cannot install the bundle's pandas wheels for $py"; return 77; }
 		pp=$work/site:$pp
 	fi
@@ -774,7 +806,7 @@ ncf_log() {
 
 st_peer() {
 	peer_python || return $?
-	"$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+	pyrun -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 		"gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")' \
 		>"$work/peer.about" 2>&1
 	cat "$work/peer.about"
@@ -801,8 +833,9 @@ st_peer() {
 		esac
 		# ncf, then NVIDIA's: one epoch at the same batch on the same data
 		# shellcheck disable=SC2086
-		"$bin/ncf-train" -q -e 1 -b "$pbatch" --device $dev $nf --log "$work/n.$p.log" \
-			"$work/$big.ncfc" -o "$work/n.$p.ncfm" 2>"$work/n.$p.err" || { st=1; cat "$work/n.$p.err"; }
+		"$bin/ncf-train" -v -e 1 -b "$pbatch" --device $dev $nf --log "$work/n.$p.log" \
+			"$work/$big.ncfc" -o "$work/n.$p.ncfm" 2>"$work/n.$p.err" || { st=1; tail -n 20 "$work/n.$p.err"; }
+		grep 'training steps:' "$work/n.$p.err"
 		# shellcheck disable=SC2086
 		peer_py "$work/p.$p.out" "$(peer_script ncf $p)" \
 			--data "$work/peer-data" -e 1 -b "$pbatch" --seed 1 --log_path "$work/p.$p.json" $pf ||
@@ -1339,6 +1372,10 @@ case $? in
 esac
 gpu_arch=$(cat "$work/gpu_arch")
 export gpu_arch bundle_note
+if [ -s "$work/cuda_ld" ]; then # the driver check found CUDA's libraries elsewhere
+	LD_LIBRARY_PATH=$(cat "$work/cuda_ld"):$LD_LIBRARY_PATH
+	export LD_LIBRARY_PATH
+fi
 # the GPU's whole state for the record, while the next stages run
 if [ $have_timeout = 1 ] && [ $rehearse = 0 ]; then
 	timeout -k 2 10 nvidia-smi -q >"$logs/nvidia-smi.txt" 2>&1 </dev/null &

@@ -113,6 +113,14 @@ static void cuda_free(struct ncf_backend *be)
 		report_profile(be, c);
 		profile_close(c->prof);
 	}
+	struct ncf_cuda_graphs g;
+	ncf_cuda_graph_counts(be, &g);
+	if (g.replays + g.plain > 0)
+		ncf_debug("cuda backend: %llu training steps: %llu as the CUDA graph (%llu captures, "
+			  "%llu instantiated anew), %llu launch by launch%s",
+			  (unsigned long long)(g.replays + g.plain), (unsigned long long)g.replays,
+			  (unsigned long long)g.captures, (unsigned long long)g.instantiations,
+			  (unsigned long long)g.plain, g.failed ? " (a capture failed)" : "");
 	score_free(c);
 	graphs_free(c);
 	rows_free(c);

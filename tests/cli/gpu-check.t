@@ -8,9 +8,10 @@
 # exit 3 when there is no driver, an old one, no nvcc or a GPU nvcc cannot
 # build for, and nothing else runs; with --bundle it needs no nvcc and
 # refuses, the same way, a GPU the bundle has no code for, a driver too old
-# for the bundle's CUDA, a damaged bundle, a glibc older than it needs and
-# a program whose library is not in it, and --bundle without a bundle
-# exits 2; a build that fails says "build failed" with make's last lines
+# for the bundle's CUDA, a damaged bundle, a glibc older than it needs, a
+# program whose library is not in it and a CUDA library found nowhere (one
+# that the module's run path misses is looked for in CUDA_HOME, and the
+# check passes), and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
 # and skips the GPU stages as such, never "no GPU"; past the driver check,
 # without a usable GPU every GPU stage is "skipped: no GPU" and the exit
 # status is 3; with the GPU stages forced on (NCF_GPU_CHECK_ASSUME_GPU=1)
@@ -167,6 +168,26 @@ NCF_GPU_BUNDLE=$T/bad PATH=$T/fake:$bare run sh "$script" --quick --bundle
 is "$status" 3 "a bundle whose program needs a library it lacks: exit 3"
 like "$err" "^gpu-check: the bundle's programs need libraries this machine lacks: bin/ncf-train: not in the bundle: .*libzstd.so.1" \
 	"... naming the program and the library"
+# a module whose CUDA library is on no path the loader searches: found in CUDA_HOME
+mkdir -p cudah/lib64 cb/lib/ncf && cp fb/MANIFEST cb/
+echo 'int lt(void) { return 0; }' >lt.c && echo 'int lt(void); int f(void) { return lt(); }' >m.c
+if cc -shared -fPIC lt.c -Wl,-soname,libcublasLt.so.99 -o cudah/lib64/libcublasLt.so.99 2>/dev/null &&
+	cc -shared -fPIC m.c cudah/lib64/libcublasLt.so.99 -o cb/lib/ncf/ncf-cuda.so 2>/dev/null; then
+	(cd cb && sha256sum MANIFEST lib/ncf/ncf-cuda.so >SHA256SUMS)
+	NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	is "$status" 3 "a CUDA library found nowhere: exit 3"
+	like "$err" "^gpu-check: the bundle's programs need libraries this machine lacks: lib/ncf/ncf-cuda.so: not in the bundle: libcublasLt.so.99 \(not found\)" \
+		"... naming it"
+	CUDA_HOME=$T/cudah NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*cudah/lib64$" \
+		"... found in CUDA_HOME when it is there, and said"
+	like "$out" '^driver: NVIDIA H200' "... the driver check then passes"
+else
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+fi
 PATH=$T/fake:$bare run sh "$script" --quick --bundle
 is "$status" 3 "--bundle, past the driver check, without a usable GPU: exit 3"
 like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), driver 580.82.07, CUDA 13.0 \(the bundle.s\): CUDA 13.x needs 580 or newer; bundle .*fb: commit abc, sm_80 sm_90, x86-64-v3$' \
