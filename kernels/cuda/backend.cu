@@ -38,7 +38,8 @@
  *
  * NCF_CUDA_PROFILE=1 in the environment times every launch of every
  * training step with CUDA events (no step graph then) and prints a table
- * per launch when the backend is closed (cost.cuh).  NCF_CUDA_SYNC=1
+ * per launch when the backend is closed, beside the cost model's time on
+ * this device (cost.cuh).  NCF_CUDA_SYNC=1
  * synchronises after every launch and library call and names the one that
  * failed (common.cuh).
  */
@@ -92,18 +93,14 @@ static int alloc_state(struct ncf_backend *be, struct cu *c)
 	return 0;
 }
 
-/* The profile's table on stderr: every launch's share of the device's
- * memory bandwidth (memory clock x bus width, double data rate). */
+/* The profile's table on stderr (against the cost model's machine). */
 static void report_profile(struct ncf_backend *be, struct cu *c)
 {
-	int mem_khz = 0, bus = 0;
-	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, c->dev);
-	cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, c->dev);
 	char title[160];
 	snprintf(title, sizeof title, "%s, batch %llu", ncf_precision_name(be->precision),
 		 (unsigned long long)be->hp.batch);
 	dense_describe(c, &be->shape, stderr);
-	profile_report(c->prof, stderr, title, 2.0 * mem_khz * 1e3 * (bus / 8.0), 0);
+	profile_report(c->prof, stderr, title);
 }
 
 static void cuda_free(struct ncf_backend *be)
@@ -117,6 +114,14 @@ static void cuda_free(struct ncf_backend *be)
 		report_profile(be, c);
 		profile_close(c->prof);
 	}
+	struct ncf_cuda_graphs g;
+	ncf_cuda_graph_counts(be, &g);
+	if (g.replays + g.plain > 0)
+		ncf_debug("cuda backend: %llu training steps: %llu as the CUDA graph (%llu captures, "
+			  "%llu instantiated anew), %llu launch by launch%s",
+			  (unsigned long long)(g.replays + g.plain), (unsigned long long)g.replays,
+			  (unsigned long long)g.captures, (unsigned long long)g.instantiations,
+			  (unsigned long long)g.plain, g.failed ? " (a capture failed)" : "");
 	score_free(c);
 	graphs_free(c);
 	rows_free(c);
@@ -252,6 +257,7 @@ static int prepare_step(const struct step *st)
 static int issue_step(struct ncf_backend *be, struct cu *c, const struct step *st)
 {
 	if (c->prof) {
+		graphs_step_plain(c);
 		profile_begin(c->prof, c->s, be->precision);
 		int rc = step_run(st);
 		profile_end(c->prof);
@@ -264,6 +270,7 @@ static int issue_step(struct ncf_backend *be, struct cu *c, const struct step *s
 			return g;
 		params_restore(c, pm); /* the capture's flags; the launches below set them */
 	}
+	graphs_step_plain(c);
 	return step_run(st);
 }
 
@@ -515,6 +522,14 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	be.hp = *hp;
 	be.dist = &one;
 	be.precision = precision;
+	/* the launchers size their grids for the model's machine */
+	cost_machine_init();
+	const struct ncf_cuda_machine *m = cost_machine();
+	int sms = g_sms;
+	size_t smem_sm = g_smem_sm, smem_block = g_smem_block;
+	g_sms = m->sms;
+	g_smem_sm = (size_t)m->smem_sm_bytes;
+	g_smem_block = (size_t)m->smem_block_bytes;
 	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
 	r->dry = 1;
 	struct cost_rec *saved = cost_active;
@@ -527,6 +542,9 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	cuda_free(&be);
 	cost_active = saved;
 	free(r);
+	g_sms = sms;
+	g_smem_sm = smem_sm;
+	g_smem_block = smem_block;
 	return rc;
 }
 
@@ -555,6 +573,9 @@ static const struct ncf_cuda_api module = {
 	ncf_cuda_device_info,
 	ncf_cuda_step_cost,
 	ncf_cuda_cost_model,
+	ncf_cuda_machine_of,
+	ncf_cuda_copy_bandwidth,
+	ncf_cuda_graph_counts,
 };
 
 const struct ncf_cuda_api *ncf_cuda_module(void)

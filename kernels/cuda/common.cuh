@@ -637,7 +637,8 @@ template <> inline cudaDataType dtype_of<f16>(void)
 
 /* The device the launchers size persistent grids and shared memory for:
  * its SMs, shared memory per SM and the most a block may have (set when a
- * backend opens its device; until then, and in a dry cost run, an H200's). */
+ * backend opens its device, and for a dry cost run to the cost model's
+ * machine, cost.cuh; until then an H200's). */
 inline int g_sms = 132;
 inline size_t g_smem_sm = 233472, g_smem_block = 232448;
 

@@ -29,23 +29,26 @@ namespace NCF_CUDA_NS {
  * CUDA 13) launches for 32-bit keys and values: two memsets (counters,
  * histograms), the histogram kernel (reads the keys), the exclusive sum
  * (tiny), then per pass of 8 bits a memset of the look-back tiles and one
- * onesweep kernel that reads and writes keys and values.  Returns 1 in a dry
- * run.
+ * onesweep kernel that reads and writes keys and values.  CUB issues all of
+ * them inside one call, so they are noted as launches of that call
+ * ("cub_sort"): the model counts each, the profile times the call as one
+ * row.  Returns 1 in a dry run.
  */
 static int sort_cost(size_t n, int bits)
 {
 	if (!cost_active)
 		return 0;
+	static const char *const call = "cub_sort";
 	double N = (double)n;
 	int passes = (bits + 7) / 8, dry = 0;
 	dry |= NCF_COST(COST_SORT, "sort_iota", 4.0 * N, 0);
-	dry |= NCF_COST(COST_SORT, "cub_memset", 64.0, 0);
-	dry |= NCF_COST(COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
-	dry |= NCF_COST(COST_SORT, "cub_histogram", 4.0 * N, 0);
-	dry |= NCF_COST(COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_memset", 64.0, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_histogram", 4.0 * N, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
 	for (int p = 0; p < passes; p++) {
-		dry |= NCF_COST(COST_SORT, "cub_memset", N / 16, 0);
-		dry |= NCF_COST(COST_SORT, "cub_onesweep", 16.0 * N, 0);
+		dry |= cost_note_in(call, COST_SORT, "cub_memset", N / 16, 0);
+		dry |= cost_note_in(call, COST_SORT, "cub_onesweep", 16.0 * N, 0);
 	}
 	return dry;
 }

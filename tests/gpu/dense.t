@@ -11,7 +11,7 @@
 need_gpu
 tmp=$T
 "$NCF_BIN/ncf-prep" -q --synthetic ml-1m -o "$tmp/d.ncfc" || bail "ncf-prep failed"
-diff_tool=$NCF_ROOT/build/tests/tools/ckpt_diff
+diff_tool=$NCF_TEST_TOOLS/ckpt_diff
 
 hr_of() { sed -n 's/.*"hr@10": \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
 train() { # train NAME DENSE GRAPH PRECISION [ncf-train options]
