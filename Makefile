@@ -95,9 +95,11 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 # objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-# Rebuild when the flags change.
+# Rebuild when the flags change: this stamp for every object, and the cuda module's own
+# (CUDA_FLAGS_STAMP, below where its flags are known) for nvcc's objects alone, so that
+# another GPU_ARCH rebuilds the module and not the C code.
 FLAGS_STAMP := $(BUILD)/flags.stamp
-FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS) $(CUDA_ARCH)
+FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
 # c_flavour DIR, LABEL: the C objects of the flavour in DIR/obj (its flags: FLAVOUR_CPPFLAGS
@@ -174,7 +176,10 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcub
 CU_OBJ := $(CU_SRC:%=$(BUILD)/cuda/obj/%.o)
 CU_TEST_OBJ := $(CU_TEST_SRC:%=$(BUILD)/cuda/obj/%.o)
 GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
-$(BUILD)/cuda/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
+CUDA_FLAGS_STAMP := $(BUILD)/cuda/flags.stamp
+CUDA_FLAGS_NOW := $(NVCC) $(CUDA_CPPFLAGS) $(NVCCFLAGS) $(CUDA_ARCH)
+$(shell mkdir -p $(BUILD)/cuda; [ "$$(cat $(CUDA_FLAGS_STAMP) 2>/dev/null)" = '$(CUDA_FLAGS_NOW)' ] || echo '$(CUDA_FLAGS_NOW)' > $(CUDA_FLAGS_STAMP))
+$(BUILD)/cuda/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP) $(CUDA_FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)$(NVCC) $(filter -I% -D%,$(CUDA_CPPFLAGS)) $(NVCCFLAGS) $(CUDA_ARCH) \
 		-MMD -MP -c $< -o $@
