@@ -10,7 +10,7 @@
  * table per precision, and key<TAB>value lines.
  *
  *   bench_gpu CACHE [--batch N] [--steps N] [--warmup N] [--precisions LIST]
- *                   [--no-epoch]
+ *                   [--no-epoch] [-v]
  *   bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--dense fused|lt|plain|LIST]
  *                   [--dropout P] [-v]
  *   bench_gpu --device [--copy-bytes N]
@@ -40,10 +40,11 @@
  * code.  --dense: the dense layers' implementations, as NCF_CUDA_DENSE
  * (one name for all, or one per layer 2..L; default: NCF_CUDA_DENSE, else
  * the fixed order a step takes without timing, fused where the widths
- * allow), printed as dense_layer_K lines (--path, its former name, takes
- * "unfused" for plain, for scripts that still say it).  A benchmark run
- * prints each precision's choice (the backend's dense_layer_K lines: which,
- * and the times that chose it).
+ * allow), printed as dense_layer_K lines.  A benchmark run prints each
+ * precision's choice (the backend's dense_layer_K lines: which, and the
+ * times that chose it); with -v the backend also says on stderr what it
+ * says at ncf-train's -v (each dense layer's choice as it is made, how the
+ * training steps ran).
  *
  * --device: the GPU the cost model describes (name, SMs, L2, shared memory
  * per SM, clock, the datasheet's bandwidth: model_* and datasheet_* lines)
@@ -60,8 +61,8 @@
  * the datasheet's, memory clock x bus width, is printed beside it) and the
  * datasheet's matrix FLOP per SM per clock times the device's SMs and clock.
  * How the timed steps ran: PREC_graph_replays (as their CUDA graph),
- * PREC_plain_steps (launch by launch) and PREC_graph_captures; a step path
- * without a graph, NCF_CUDA_GRAPH=0 or a capture that failed shows as plain
+ * PREC_plain_steps (launch by launch) and PREC_graph_captures; the first
+ * step (uncaptured), NCF_CUDA_GRAPH=0 or a capture that failed shows as plain
  * steps, so a samples/s is never taken for the graph's when it is not.
  * With NCF_CUDA_PROFILE=1 the backend also prints the time of every launch
  * of a step as each precision finishes (the step then runs without its
@@ -298,8 +299,8 @@ int main(int argc, char **argv)
 		{"batch", 1, 0, 'b'},	   {"steps", 1, 0, 's'},      {"warmup", 1, 0, 'w'},
 		{"precisions", 1, 0, 'p'}, {"no-epoch", 0, 0, 'E'},   {"cost", 1, 0, 'c'},
 		{"precision", 1, 0, 'P'},  {"batch-size", 1, 0, 'b'}, {"dense", 1, 0, 'x'},
-		{"path", 1, 0, 'X'},	   {"dropout", 1, 0, 'd'},    {"verbose", 0, 0, 'v'},
-		{"device", 0, 0, 'D'},	   {"copy-bytes", 1, 0, 'B'}, {0, 0, 0, 0},
+		{"dropout", 1, 0, 'd'},	   {"verbose", 0, 0, 'v'},    {"device", 0, 0, 'D'},
+		{"copy-bytes", 1, 0, 'B'}, {0, 0, 0, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
@@ -316,7 +317,6 @@ int main(int argc, char **argv)
 						optarg);
 			break;
 		case 'x': dense = optarg; break;
-		case 'X': dense = !strcmp(optarg, "unfused") ? "plain" : optarg; break;
 		case 'd': dropout = (float)ncf_opt_real("--dropout", optarg, 0, 0, 1, 1); break;
 		case 'v': verbose = 1; break;
 		case 'D': device = 1; break;
@@ -336,6 +336,8 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		ncf_usage_error("usage: bench_gpu CACHE [options]");
+	if (verbose)
+		ncf_verbosity = 3; /* the backend's -v lines */
 	char why[1024];
 	const struct ncf_cuda_api *api = ncf_cuda_load(why, sizeof why);
 	if (!api) {

@@ -2,8 +2,9 @@
 # gpu-check.sh - everything that needs a GPU, in one call that fits the
 # device machine's budget: a driver check, the programs (the prebuilt
 # bundle, or a build for the GPU found), the device's own figures,
-# compute-sanitizer, parity with the cpu backend, the step paths' speed
-# beside the cost model, training and inference per precision, and
+# compute-sanitizer, parity with the cpu backend, the speed of each
+# implementation of the dense layers beside the cost model, training and
+# inference per precision, and
 # NVIDIA's own NCF timed on the same GPU beside ncf.  Each stage has a time
 # limit and prints its time; a stage that fails or runs out of time is
 # recorded and the next one runs; at the end one summary table.
@@ -53,18 +54,26 @@
 #               peer_convert.log), for the peer stage
 #   sanitizer   tests/gpu/sanitizer.t: memcheck, racecheck, initcheck and
 #               synccheck on a few training steps and a scoring pass, per
-#               step path; a tool that cannot run is recorded as such.
+#               implementation of the dense layers (NCF_CUDA_DENSE=fused,
+#               lt, plain); a tool that cannot run is recorded as such.
 #               First of the stages that run ncf on the GPU: correctness
 #               before speed
 #   parity      gpu_parity (synthetic ml-1m) against the cpu backend for
-#               each step variant (--quick: all but the first with --smoke)
-#   step_paths  each step variant: samples/s at batch 2^20 on synthetic
-#               ml-20m in bf16 (and tf32 in the full mode) with how many of
-#               the timed steps ran as the CUDA graph, beside the cost
-#               model's prediction (bench_gpu --cost) and the samples/s the
-#               measured bandwidth allows, then a short profiled run of
-#               each (NCF_CUDA_PROFILE=1: one line per launch, one per CUB
-#               sort, measured beside the model; the table in
+#               each implementation of the dense layers (--quick: all but
+#               the first with --smoke)
+#   dense       the training step with each implementation of the dense
+#               layers (DENSE_VARIANTS below: fused, fused without the
+#               step's graph, lt, plain, and the step as a run takes it:
+#               NCF_CUDA_DENSE unset, each layer's implementations timed on
+#               the first step, the fastest kept, its choice and times in
+#               the summary as dense_layer_K lines): samples/s at batch 2^20
+#               on synthetic ml-20m in bf16 (and tf32 in the full mode)
+#               with how many of the timed steps ran as the CUDA graph,
+#               beside the cost model's prediction for the layers that ran
+#               (bench_gpu --cost --dense) and the samples/s the measured
+#               bandwidth allows; then for fused, lt and plain a short
+#               profiled run (NCF_CUDA_PROFILE=1: one line per launch, one
+#               per CUB sort, measured beside the model; the table in
 #               LOGS/profile.NAME.txt, the five slowest in the summary with
 #               their share of the step, the model's time and the term that
 #               binds it).  A variant whose speed run fails is run once
@@ -87,13 +96,9 @@
 #  and in the full mode:
 #   bench_gpu   bench_gpu at ml-20m, every precision, a whole epoch each
 #   target      time to the HR@10 target on ml-20m, bf16 (below)
-#   gpu_tests   tests/gpu: train.t, resume.t, faults.t, paths.t
+#   gpu_tests   tests/gpu: train.t, resume.t, faults.t, dense.t, sass.t
 #   mpi         one rank through mpirun gives the model of none; two GPUs
 #               with NCCL where there are two (skips itself without MPI)
-# The step variants are one list (STEP_VARIANTS below: a name and the
-# environment that selects it); a variant the cuda module does not have
-# (NCF_CUDA_PATH=lt refused: "not fused or unfused") is recorded as "not
-# built" and the stage goes on.
 #
 # The budget (quick 300 s, full 480 s, each 60 s more with the build;
 # NCF_GPU_CHECK_BUDGET=S) holds for the whole run, the driver check and
@@ -114,9 +119,13 @@
 # ncf-cuda-emu.so, NCF_CUDA_MODULE) stands in for the GPU and
 # gpu_parity_emu for gpu_parity, a pass-through compute-sanitizer
 # (scripts/rehearse/) for the real one (it finds nothing: it checks the
-# plumbing; two of its tools, one path and precision, not on gpu_parity),
-# the data sets are synthetic tiny, the batches small, parity runs the
-# first step variant with --smoke only, inference times the epochs stage's
+# plumbing; two of its tools, one implementation of the dense layers and
+# one precision, not on gpu_parity), the data sets are synthetic tiny, the
+# batches small, the dense layers are plain outside the dense stage
+# (NCF_CUDA_DENSE=plain: their fused kernels' emulation is the slowest
+# part of it; make check's emulation tests run them) and parity runs
+# plain's with --smoke only, the dense layers' choice is the emulation's
+# fixed order (it times nothing), inference times the epochs stage's
 # tiny model, and NVIDIA's NCF runs on the CPU (its CPU patch and bf16
 # script applied to a copy, ../shared/peer/README.md) where python3
 # (PEER_PYTHON) has torch.  No driver is checked and nothing is built; the
@@ -162,12 +171,17 @@ self=$0
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 
-# The step variants the GPU stages compare, one word each: NAME:ENV, ENV
-# the environment that selects it (VAR=VALUE, comma-separated).  The
-# first is the default; --quick's parity runs the others with --smoke.
-STEP_VARIANTS="fused:NCF_CUDA_PATH=fused lt:NCF_CUDA_PATH=lt unfused:NCF_CUDA_PATH=unfused"
-# and in the full mode, also timed (not profiled, no parity of its own):
-STEP_VARIANTS_FULL="fused-nograph:NCF_CUDA_PATH=fused,NCF_CUDA_GRAPH=0"
+# The implementations of the dense layers the GPU stages compare, one word
+# each: NAME:ENV, ENV the environment that selects it (VAR=VALUE,
+# comma-separated; VAR= unsets VAR).  Each is checked by the sanitizer and
+# parity, timed, and profiled; the first is the default, and --quick's
+# parity runs the others with --smoke.
+DENSE_VARIANTS="fused:NCF_CUDA_DENSE=fused lt:NCF_CUDA_DENSE=lt plain:NCF_CUDA_DENSE=plain"
+# and also timed (not profiled, no parity of their own): the fused layers
+# without the step's graph, and the step as a run takes it (NCF_CUDA_DENSE
+# unset: each layer's implementations timed on the first step; its choice
+# and their times go to the summary)
+DENSE_VARIANTS_TIMED="fused-nograph:NCF_CUDA_DENSE=fused,NCF_CUDA_GRAPH=0 timed:NCF_CUDA_DENSE="
 
 # ---- the driver check ----------------------------------------------------------
 #
@@ -391,18 +405,16 @@ metric() {
 	) >>"$logs/metrics.tsv"
 }
 
-# not_built FILE: FILE holds the module's refusal of a step path it lacks.
-not_built() {
-	grep -q 'not fused or unfused' "$1" 2>/dev/null
+# variant_env VARIANT: its environment as words for env(1) (VAR= as -u VAR).
+variant_env() {
+	echo "${1#*:}" | tr , '\n' | sed 's/^\([A-Za-z_][A-Za-z0-9_]*\)=$/-u \1/' | tr '\n' ' ' |
+		sed 's/ *$//'
 }
-
-# variant_env VARIANT: its environment as words for env(1).
-variant_env() { echo "${1#*:}" | tr , ' '; }
 
 st_build() {
 	if ls .deps/*.deb >/dev/null 2>&1; then deps_unpack; fi
 	targets=cuda
-	# paths.t and the mpi stage compare models with ckpt_diff
+	# dense.t and the mpi stage compare models with ckpt_diff
 	[ "$mode" = full ] && targets="cuda build/tests/tools/ckpt_diff"
 	echo "make -j$jobs $targets${gpu_arch:+ GPU_ARCH=$gpu_arch}${mpi:+ $mpi}"
 	# shellcheck disable=SC2086
@@ -468,34 +480,35 @@ st_data() {
 	return $st
 }
 
-# The four compute-sanitizer tools per step path (tests/gpu/sanitizer.t);
-# for the summary, one line per run: metric sanitizer TOOL PATH PREC RESULT.
+# The four compute-sanitizer tools per implementation of the dense layers
+# (tests/gpu/sanitizer.t); for the summary, one line per run: metric
+# sanitizer TOOL DENSE PREC RESULT.
 st_sanitizer() {
 	NCF_BIN=$bin NCF_ROOT=$root GPU_PARITY=$parity sh tests/gpu/sanitizer.t >"$work/san.tap" 2>&1
 	rc=$?
 	cat "$work/san.tap"
 	grep -q '^1\.\.0 # SKIP' "$work/san.tap" && return 77
 	sed -n 's/^\(not ok\|ok\) [0-9]* \(- \|# SKIP \)\([a-z]*\) \([a-z-]*\) \([a-z0-9]*\): \(.*\)/\1	\2	\3	\4	\5	\6/p' \
-		"$work/san.tap" | while IFS='	' read -r res kind tool path prec what; do
+		"$work/san.tap" | while IFS='	' read -r res kind tool dense prec what; do
 		case "$res$kind" in
 		"ok- ") r=clean ;;
 		"ok# SKIP ") r="not run: $what" ;;
 		*) r="FAIL: $what" ;;
 		esac
-		metric sanitizer "$tool" "$path" "$prec" "$r"
+		metric sanitizer "$tool" "$dense" "$prec" "$r"
 	done
 	[ $rc -eq 0 ] && ! grep -q '^not ok' "$work/san.tap"
 }
 
-# gpu_parity for each step variant, at once (checks, not timings; the cpu
-# backend's threads wait passively so that they share the cores; the
-# rehearsal: the first variant's --smoke only, the emulation being slow and
-# the others' the same program).  For the summary: metric parity NAME
-# PASSED TOTAL NOTE.
+# gpu_parity for each implementation of the dense layers, at once (checks,
+# not timings; the cpu backend's threads wait passively so that they share
+# the cores; the rehearsal: the last one's --smoke only, the emulation
+# being slow and the others' the same program).  For the summary: metric
+# parity NAME PASSED TOTAL NOTE.
 st_parity() {
 	first=1
-	variants=$STEP_VARIANTS
-	[ "$rehearse" = 1 ] && variants=${STEP_VARIANTS%% *}
+	variants=$DENSE_VARIANTS
+	[ "$rehearse" = 1 ] && variants=${DENSE_VARIANTS##* }
 	for v in $variants; do
 		p=${v%%:*}
 		a=""
@@ -512,11 +525,6 @@ st_parity() {
 	for v in $variants; do
 		p=${v%%:*}
 		echo "--- $(variant_env "$v")"
-		if not_built "$work/parity.$p.err"; then
-			echo "$p: not built"
-			metric parity "$p" - - "not built"
-			continue
-		fi
 		cat "$work/parity.$p.out"
 		head -n 20 "$work/parity.$p.err"
 		n=$(grep -c '^ok' "$work/parity.$p.out")
@@ -529,19 +537,21 @@ st_parity() {
 	return $st
 }
 
-# ---- the step paths: measured against the cost model, and profiled --------------
+# ---- the dense layers: measured against the cost model, and profiled ------------
 #
-# For each step variant: bench_gpu --cost (the cost model at the big data
-# set's shape, batch $tbatch: bytes, launches, the samples/s at the
-# measured bandwidth and the model's predicted samples/s), the speed
+# For each variant (DENSE_VARIANTS, DENSE_VARIANTS_TIMED): the speed
 # (bench_gpu, $tsteps steps after $twarm, NCF_CUDA_PROFILE=0 so that the
-# step runs as its graph where it has one, with how many timed steps did),
-# then a profiled run of $psteps steps (NCF_CUDA_PROFILE=1, a run of its
-# own: the profile times each launch, so its samples/s are not the
-# path's).  A speed run that fails is run once more with NCF_CUDA_SYNC=1
-# and one step, which synchronises after every launch and names the one
-# that failed.  For the summary:
-#   metric train_path NAME PREC MEASURED PREDICTED AT_BANDWIDTH GB LAUNCHES GRAPH
+# step runs as its graph, with how many timed steps did; the layers it took
+# are its dense_layer_K lines), bench_gpu --cost --dense with those layers
+# (the cost model at the big data set's shape, batch $tbatch: bytes,
+# launches, the samples/s at the measured bandwidth and the model's
+# predicted samples/s), then, for DENSE_VARIANTS, a profiled run of $psteps
+# steps (NCF_CUDA_PROFILE=1, a run of its own: the profile times each
+# launch, so its samples/s are not the variant's).  A speed run that fails
+# is run once more with NCF_CUDA_SYNC=1 and one step, which synchronises
+# after every launch and names the one that failed.  For the summary:
+#   metric train_dense NAME PREC MEASURED PREDICTED AT_BANDWIDTH GB LAUNCHES GRAPH
+#   metric dense_layer PREC K CHOICE (the timed variant: what it chose, and the times)
 #   metric slow NAME RANK KIND LAUNCH US SHARE MODEL_US BOUND GB/S %BW
 #   metric sync NAME PREC FIRST_ERROR_LINE
 
@@ -567,61 +577,73 @@ sync_rerun() {
 	metric sync "$1" "$2" "${line:-exit $rc, no message}"
 }
 
-# step_path VARIANT DATA PRECISIONS PROFILE: one variant (PROFILE 1: also
-# profiled).
-step_path() {
-	path=${1%%:*}
+# layers_of FILE PREC [TEXT]: the dense_layer_K lines that bench_gpu printed
+# in FILE for precision PREC: their implementations as --dense takes them
+# (a,b,...), or with TEXT, "K<TAB>the whole line" each.
+layers_of() {
+	awk -F'\t' -v p="$2" -v text="${3:-}" '$1 == "precision" { on = $2 == p; next }
+		on && $1 ~ /^dense_layer_[0-9]+$/ {
+			if (text) { k = $1; sub(/^dense_layer_/, "", k); print k "\t" $2; next }
+			split($2, w, " "); printf "%s%s", n++ ? "," : "", w[1] }' "$1"
+}
+
+# dense_variant VARIANT DATA PRECISIONS PROFILE CHOICE: one variant
+# (PROFILE 1: also profiled; CHOICE 1: bench_gpu -v, and its layers'
+# choice recorded).
+dense_variant() {
+	name=${1%%:*}
 	env=$(variant_env "$1")
 	data=$2
 	precs=$3
-	echo "--- $path: $env"
+	v=""
+	[ "$5" = 1 ] && v=-v
+	echo "--- $name: ${env:-(no environment)}"
 	pst=0
-	for prec in $(echo "$precs" | tr , ' '); do
-		c=$work/cost.$path.$prec
-		# shellcheck disable=SC2086
-		env $env "$bench" --cost "$big" --precision "$prec" --batch-size "$tbatch" >"$c" 2>"$c.err"
-		rc=$?
-		if not_built "$c.err"; then
-			echo "$path: not built ($(head -n 1 "$c.err"))"
-			metric train_path "$path" "$prec" "not built" - - - - -
-			return 0
-		fi
-		[ $rc -eq 0 ] || { cat "$c.err"; pst=1; }
-		grep -E '^(bytes_per_step|launches_per_step|bandwidth_(GBs|bound_samples_per_s)|predicted_(step_us|samples_per_s))	' "$c"
-	done
-	s=$work/speed.$path
+	s=$work/speed.$name
 	# shellcheck disable=SC2086
 	env $env NCF_CUDA_PROFILE=0 "$bench" --precisions "$precs" --no-epoch --steps "$tsteps" \
-		--warmup "$twarm" --batch "$tbatch" "$data" >"$s" 2>"$s.err"
+		--warmup "$twarm" --batch "$tbatch" $v "$data" >"$s" 2>"$s.err"
 	src=$?
-	grep -E '_(samples_per_s|seconds_per_step|memory_bandwidth_fraction|graph_replays|plain_steps|graph_capture_failed)	' "$s"
-	head -n 5 "$s.err"
+	grep -E '^(dense_layer_[0-9]+|[a-z0-9]+_(samples_per_s|seconds_per_step|memory_bandwidth_fraction|graph_replays|plain_steps|graph_capture_failed))	' "$s"
+	grep -E 'dense layer [0-9]|training steps:' "$s.err"
+	grep -vE 'dense layer [0-9]|training steps:' "$s.err" | head -n 5
 	for prec in $(echo "$precs" | tr , ' '); do
-		c=$work/cost.$path.$prec
-		v=$(val "$s" "${prec}_samples_per_s")
-		if [ $src -ne 0 ] || [ -z "$v" ]; then # no figure: the benchmark failed
+		c=$work/cost.$name.$prec
+		layers=$(layers_of "$s" "$prec")
+		# shellcheck disable=SC2086
+		env $env "$bench" --cost "$big" --precision "$prec" --batch-size "$tbatch" \
+			${layers:+--dense "$layers"} >"$c" 2>"$c.err" || { cat "$c.err"; pst=1; }
+		grep -E '^(dense_layer_[0-9]+|bytes_per_step|launches_per_step|bandwidth_(GBs|bound_samples_per_s)|predicted_(step_us|samples_per_s))	' "$c"
+		sps=$(val "$s" "${prec}_samples_per_s")
+		if [ $src -ne 0 ] || [ -z "$sps" ]; then # no figure: the benchmark failed
 			pst=1
-			sync_rerun "$path" "$prec" "$env"
+			sync_rerun "$name" "$prec" "$env"
 		fi
 		gb=$(awk -F'\t' '$1 == "bytes_per_step" { printf "%.2f", $2 / 1e9 }' "$c" 2>/dev/null)
 		rp=$(val "$s" "${prec}_graph_replays")
 		graph=${rp:+$rp/$tsteps}
 		[ "$(val "$s" "${prec}_graph_capture_failed")" = yes ] && graph="$graph failed"
-		metric train_path "$path" "$prec" "${v:--}" "$(val "$c" predicted_samples_per_s)" \
+		metric train_dense "$name" "$prec" "${sps:--}" "$(val "$c" predicted_samples_per_s)" \
 			"$(val "$c" bandwidth_bound_samples_per_s)" "${gb:--}" "$(val "$c" launches_per_step)" \
 			"${graph:--}"
+		if [ "$5" = 1 ]; then
+			layers_of "$s" "$prec" text | while IFS='	' read -r k line; do
+				metric dense_layer "$prec" "$k" "$line"
+			done
+			[ -n "$layers" ] || { echo "$name $prec: no dense_layer_K lines from bench_gpu"; pst=1; }
+		fi
 	done
 	[ "$4" = 1 ] || return $pst
-	prof=$logs/profile.$path.txt
+	prof=$logs/profile.$name.txt
 	# shellcheck disable=SC2086
 	env $env NCF_CUDA_PROFILE=1 "$bench" --precisions bf16 --no-epoch --steps "$psteps" \
-		--warmup "$twarm" --batch "$tbatch" "$data" >"$work/prof.$path.out" 2>"$prof" || pst=1
-	profile_slowest "$path" "$prof"
+		--warmup "$twarm" --batch "$tbatch" "$data" >"$work/prof.$name.out" 2>"$prof" || pst=1
+	profile_slowest "$name" "$prof"
 	grep '^cuda profile:' "$prof" >/dev/null || pst=1
 	return $pst
 }
 
-# profile_slowest PATH FILE: the five slowest launches of NCF_CUDA_PROFILE's
+# profile_slowest NAME FILE: the five slowest launches of NCF_CUDA_PROFILE's
 # table in FILE as metric lines, and on stdout.  The columns are found by
 # the names in the table's header ("#", "kind", "launch", "us", "%",
 # "model_us", "bound", "GB/s", "%bw"; a column the table lacks is "-").
@@ -638,18 +660,18 @@ profile_slowest() {
 	sed 's/^slow	/slowest	/' "$work/slow.$1"
 }
 
-st_step_paths() {
+st_dense() {
 	precs=bf16
 	[ "$mode" = full ] && precs=bf16,tf32
 	st=0
-	for v in $STEP_VARIANTS; do
-		step_path "$v" "$work/$big.ncfc" "$precs" 1 || st=1
+	for v in $DENSE_VARIANTS; do
+		dense_variant "$v" "$work/$big.ncfc" "$precs" 1 0 || st=1
 	done
-	if [ "$mode" = full ]; then
-		for v in $STEP_VARIANTS_FULL; do
-			step_path "$v" "$work/$big.ncfc" "$precs" 0 || st=1
-		done
-	fi
+	for v in $DENSE_VARIANTS_TIMED; do
+		choice=0
+		[ "${v%%:*}" = timed ] && choice=1
+		dense_variant "$v" "$work/$big.ncfc" "$precs" 0 $choice || st=1
+	done
 	return $st
 }
 
@@ -906,13 +928,15 @@ st_target() {
 	return $rc
 }
 
-# The GPU tests not run as stages of their own.
+# The GPU tests not run as stages of their own (sass.t reads the module's
+# sm_90 code with cuobjdump, and the cost model's notes from bench_gpu).
 st_gpu_tests() {
 	st=0
-	for t in tests/gpu/train.t tests/gpu/resume.t tests/gpu/faults.t tests/gpu/paths.t; do
+	for t in tests/gpu/train.t tests/gpu/resume.t tests/gpu/faults.t tests/gpu/dense.t \
+		tests/gpu/sass.t; do
 		echo "--- $t"
 		NCF_BIN=$bin NCF_ROOT=$root GPU_PARITY=$parity NCF_TEST_TOOLS=$(dirname "$ckpt_diff") \
-			sh "$t" >"$work/t.tap" 2>&1
+			NCF_BENCH_GPU=$bench NCF_SASS_OBJECT=$Babs/lib/ncf/ncf-cuda.so sh "$t" >"$work/t.tap" 2>&1
 		rc=$?
 		cat "$work/t.tap"
 		if [ $rc -ne 0 ] || grep -q '^not ok' "$work/t.tap"; then st=1; fi
@@ -968,18 +992,22 @@ summary() {
 	else
 		echo "  (not run)"
 	fi
-	if grep -q '^train_path	' "$m"; then
+	if grep -q '^train_dense	' "$m"; then
 		bw=$(awk -F'\t' '$1 == "device" { print $8 " GB/s" }' "$m")
-		echo "step variants, batch ${tbatch:-?}, synthetic ${big:-?}: measured (bench_gpu, ${tsteps:-?} timed steps; graph: how many ran as the CUDA graph)"
+		echo "the dense layers (NCF_CUDA_DENSE), batch ${tbatch:-?}, synthetic ${big:-?}: measured (bench_gpu, ${tsteps:-?} timed steps; graph: how many ran as the CUDA graph)"
 		echo "beside the cost model (bench_gpu --cost): predicted, and what moving its bytes at ${bw:-the bandwidth of the model machine} allows:"
 		printf '  %-13s %-5s %12s %7s %12s %12s %8s %9s\n' variant prec measured/s graph predicted/s "at bandwidth" GB/step launches
 		awk -F'\t' 'function M(v) { return v !~ /^[0-9.e+]+$/ ? (v == "" ? "-" : v) : v >= 1e5 ? sprintf("%.1fM", v / 1e6) : sprintf("%.1fK", v / 1e3) }
 			function D(v) { return v == "" ? "-" : v }
-			$1 == "train_path" { printf "  %-13s %-5s %12s %7s %12s %12s %8s %9s\n", $2, $3, M($4), D($9), M($5), M($6),
+			$1 == "train_dense" { printf "  %-13s %-5s %12s %7s %12s %12s %8s %9s\n", $2, $3, M($4), D($9), M($5), M($6),
 				D($7), D($8) }' "$m"
 		awk -F'\t' '$1 == "sync" { printf "  %s %s failed; once more with NCF_CUDA_SYNC=1 --steps 1: %s\n", $2, $3, $4 }' "$m"
 	else
-		echo "step variants: not run"
+		echo "the dense layers: not run"
+	fi
+	if grep -q '^dense_layer	' "$m"; then
+		echo "the dense layers as a run chooses them (timed: NCF_CUDA_DENSE unset, each layer's implementations timed on the first step, the fastest kept; bench_gpu -v):"
+		awk -F'\t' '$1 == "dense_layer" { printf "  %-5s dense_layer_%s  %s\n", $2, $3, $4 }' "$m"
 	fi
 	if grep -q '^slow	' "$m"; then
 		echo "the five slowest launches per variant (NCF_CUDA_PROFILE=1, launch by launch; tables in profile.NAME.txt):"
@@ -1021,9 +1049,7 @@ summary() {
 		echo "NVIDIA's NCF: not run"
 	fi
 	if grep -q '^parity	' "$m"; then
-		awk -F'\t' '$1 == "parity" {
-			if ($5 == "not built") printf "parity of the %s step: not built\n", $2
-			else printf "parity of the %s step (%s): %s, %s of %s checks\n", $2, $5,
+		awk -F'\t' '$1 == "parity" { printf "parity with NCF_CUDA_DENSE=%s (%s): %s, %s of %s checks\n", $2, $5,
 				($3 == $4 && $4 > 0) ? "PASS" : "FAIL", $3, $4 }' "$m"
 	else
 		echo "parity: not run"
@@ -1035,8 +1061,7 @@ summary() {
 			k = $3 "/" $4
 			if (!(k in col)) { col[k] = 1; cols[++nc] = k }
 			r = $5
-			if (r ~ /^not run: .*not built/) r = "not built"
-			else if (r ~ /^not run: cannot run/) r = "cannot run"
+			if (r ~ /^not run: cannot run/) r = "cannot run"
 			else if (r ~ /^FAIL/) r = "FAIL"
 			cell[$2, k] = r
 		}
@@ -1157,32 +1182,33 @@ plan() {
 		[ $mode = full ] && b="$b, ckpt_diff"
 		echo "build 60 cpu st_build $b"
 	fi
-	v=$(for x in $STEP_VARIANTS; do printf '%s, ' "${x%%:*}"; done | sed 's/, $//')
+	v=$(for x in $DENSE_VARIANTS; do printf '%s, ' "${x%%:*}"; done | sed 's/, $//')
+	vt=$(for x in $DENSE_VARIANTS $DENSE_VARIANTS_TIMED; do printf '%s, ' "${x%%:*}"; done | sed 's/, $//')
 	cat <<EOF
 device 10 gpu st_device bench_gpu --device: SMs, L2, smem, clock; a copy timed -> NCF_CUDA_BANDWIDTH
 EOF
 	if [ $mode = quick ]; then
 		cat <<EOF
 data 25 gpu st_data ncf-prep --synthetic tiny, $mid, $big, $big CSV (at once); then convert.py behind
-sanitizer 45 gpu st_sanitizer 4 tools x fused, lt x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
-parity 35 gpu st_parity gpu_parity $mid: $v (all but the first --smoke; at once)
-step_paths 45 gpu st_step_paths $v: bf16 at $tbatch on $big, graph counted, predicted, profiled
+sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
+parity 30 gpu st_parity gpu_parity $mid, dense $v (all but the first --smoke; at once)
+dense 55 gpu st_dense dense $vt: bf16 at $tbatch on $big, graph counted, predicted; $v profiled
 epochs 15 gpu st_epochs one epoch of $mid per precision
 inference 15 gpu st_infer ncf-infer --bench at $isizes, tf32 bf16 fp16
-peer 95 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inference.py
+peer 85 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inference.py
 EOF
 	else
 		cat <<EOF
 data 25 gpu st_data ncf-prep --synthetic tiny, $small, $mid, $big, $big CSV (at once); then convert.py behind
-sanitizer 45 gpu st_sanitizer 4 tools x fused, lt x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
-parity 45 gpu st_parity gpu_parity $mid: $v (at once)
-step_paths 50 gpu st_step_paths $v (+ fused without its graph): bf16, tf32 at $tbatch on $big
+sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
+parity 40 gpu st_parity gpu_parity $mid, dense $v (at once)
+dense 60 gpu st_dense dense $vt: bf16, tf32 at $tbatch on $big, graph counted, predicted; $v profiled
 epochs 15 gpu st_epochs one epoch of $mid per precision
 inference 20 gpu st_infer ncf-infer --bench, NVIDIA's 6 batch sizes, tf32 bf16 fp16
-peer 95 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inference.py
+peer 85 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inference.py
 bench_gpu 35 gpu st_bench_gpu bench_gpu $big, every precision, a whole epoch each
-target 45 gpu st_target time to HR@10 0.9562 x oracle on $big, bf16
-gpu_tests 70 gpu st_gpu_tests tests/gpu: train.t resume.t faults.t paths.t
+target 40 gpu st_target time to HR@10 0.9562 x oracle on $big, bf16
+gpu_tests 70 gpu st_gpu_tests tests/gpu: train.t resume.t faults.t dense.t sass.t
 mpi 15 gpu st_mpi mpirun -np 1 (and 2 GPUs with NCCL where there are two)
 EOF
 	fi
@@ -1277,11 +1303,17 @@ if [ $rehearse = 1 ]; then
 	# the pass-through compute-sanitizer, and fewer of its runs
 	PATH=$root/scripts/rehearse:$PATH
 	NCF_SANITIZER_TOOLS=${NCF_SANITIZER_TOOLS:-memcheck racecheck}
-	NCF_SANITIZER_PATHS=${NCF_SANITIZER_PATHS:-fused}
+	# the dense layers plain wherever a stage does not name them: the
+	# emulation of the fused layers' tensor-core instructions is the
+	# slowest part of the stand-in (ten times plain's), the dense stage
+	# runs every implementation, and make check's emulation tests run the
+	# fused layers against the CPU
+	NCF_CUDA_DENSE=${NCF_CUDA_DENSE:-plain}
+	NCF_SANITIZER_DENSE=${NCF_SANITIZER_DENSE:-plain}
 	NCF_SANITIZER_PRECS=${NCF_SANITIZER_PRECS:-bf16}
 	NCF_SANITIZER_PARITY=${NCF_SANITIZER_PARITY:-0}
 	OMP_WAIT_POLICY=passive
-	export NCF_CUDA_MODULE PATH NCF_SANITIZER_TOOLS NCF_SANITIZER_PATHS NCF_SANITIZER_PRECS \
+	export NCF_CUDA_MODULE PATH NCF_CUDA_DENSE NCF_SANITIZER_TOOLS NCF_SANITIZER_DENSE NCF_SANITIZER_PRECS \
 		NCF_SANITIZER_PARITY OMP_WAIT_POLICY
 	for f in "$NCF_CUDA_MODULE" "$parity"; do
 		[ -f "$f" ] || { echo "gpu-check: --rehearse needs $f (make)" >&2; exit 2; }

@@ -21,8 +21,10 @@
 #
 # Environment from make check: NCF_BIN (the tools), NCF_ROOT (the source
 # tree), NCF_DATA (../shared/data); scripts/gpu-check.sh may also set
-# GPU_TESTS (the GPU tests' programs), GPU_PARITY (gpu_parity) and
-# NCF_TEST_TOOLS (tests/tools' programs) to run tests/gpu from its bundle.  $T is a temporary directory, removed
+# GPU_TESTS (the GPU tests' programs), GPU_PARITY (gpu_parity),
+# NCF_TEST_TOOLS (tests/tools' programs), NCF_BENCH_GPU (bench_gpu) and
+# NCF_SASS_OBJECT (the module whose machine code sass.t reads) to run
+# tests/gpu from its bundle.  $T is a temporary directory, removed
 # at exit; tests cd into it and name files relatively so that messages,
 # which name files, compare equal to their expected copies.
 set -u
@@ -32,6 +34,7 @@ set -u
 : "${GPU_TESTS:=$NCF_ROOT/build/tests/gpu}"
 : "${GPU_PARITY:=$GPU_TESTS/gpu_parity}"
 : "${NCF_TEST_TOOLS:=$NCF_ROOT/build/tests/tools}"
+: "${NCF_BENCH_GPU:=$NCF_ROOT/build/bench/bench_gpu}"
 PATH="$NCF_BIN:$PATH"
 export PATH
 T=$(mktemp -d "${TMPDIR:-/tmp}/ncf-test.XXXXXX") || exit 1

@@ -16,7 +16,7 @@
 # without a usable GPU every GPU stage is "skipped: no GPU" and the exit
 # status is 3; with the GPU stages forced on (NCF_GPU_CHECK_ASSUME_GPU=1)
 # failing stages are recorded as FAIL, a stage cut by its limit as FAIL
-# (time limit), the next ones still run, and a step variant whose speed run
+# (time limit), the next ones still run, and a variant of the dense layers whose speed run
 # fails is run once more with NCF_CUDA_SYNC=1; the five slowest launches of
 # a real NCF_CUDA_PROFILE table (the emulated module's) reach the summary.
 # (tests/cli/gpu-rehearse.t runs the whole check on the emulated module.)
@@ -92,11 +92,11 @@ like "$out" '^  programs: the bundle .*fb \(commit abc, sm_80 sm_90, x86-64-v3\)
 unlike "$out" '^  build ' "--bundle: no build stage"
 like "$out" '^  driver +10 s  cpu  ' "the driver check is first"
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
-is "$(cat order)" "driver device data sanitizer parity step_paths epochs inference peer bench_gpu target gpu_tests mpi total " \
+is "$(cat order)" "driver device data sanitizer parity dense epochs inference peer bench_gpu target gpu_tests mpi total " \
 	"the full plan's order (--bundle)"
 run sh "$script" --dry-run --quick
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
-is "$(cat order)" "driver build device data sanitizer parity step_paths epochs inference peer total " \
+is "$(cat order)" "driver build device data sanitizer parity dense epochs inference peer total " \
 	"the quick plan's order: the sanitizer right after the data, before any stage that times ncf"
 run sh "$script" --dry-run --quick --bundle
 like "$out" '^  total +(2[0-9][0-9]|300) s  of a budget of 300 s' "--quick --bundle: 300 s at most, all in"
@@ -108,7 +108,7 @@ is "$status" 2 "a plan over its budget is refused: exit 2"
 expect gpu-check-over-budget "$err" "... saying so"
 NCF_GPU_CHECK_LIMITS=sanitizer=40,epochs=12 run sh "$script" --dry-run --quick
 like "$out" '^  sanitizer +40 s' "NCF_GPU_CHECK_LIMITS sets a stage's limit"
-like "$out" '^  total +347 s' "... and the sum follows"
+like "$out" '^  total +342 s' "... and the sum follows"
 NCF_GPU_CHECK_LIMITS=sanity=40 run sh "$script" --dry-run --quick
 is "$status" 2 "NCF_GPU_CHECK_LIMITS naming no stage: exit 2"
 expect gpu-check-bad-limit "$err" "... saying so"
@@ -207,7 +207,7 @@ like "$out" '^gpu-check: build failed \(make exit 2\); its last lines:' "the bui
 like "$out" '^  configure: libcsv is missing' "... with configure's last lines"
 like "$out" '^build +FAIL' "the table: build FAIL"
 like "$out" '^build failed: .*configure: libcsv is missing' "... and why, under the table"
-for s in device data sanitizer parity step_paths epochs inference peer; do
+for s in device data sanitizer parity dense epochs inference peer; do
 	like "$out" "^$s +skipped: build failed" "$s: skipped: build failed"
 done
 unlike "$out" 'no GPU' "never 'no GPU'"
@@ -220,13 +220,13 @@ like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), drive
 like "$out" '^=== summary: quick' "the summary follows"
 awk '/^=== summary/ { s = 1 } s && /^driver: / { f = 1 } END { exit !f }' "$out"
 ok $? "the summary has the driver check's line"
-for s in device data sanitizer parity step_paths epochs inference peer; do
+for s in device data sanitizer parity dense epochs inference peer; do
 	like "$out" "^$s +skipped: no GPU" "$s: skipped: no GPU"
 done
 like "$out" '^build +skipped: --no-build' "build: skipped: --no-build"
-like "$out" '^skipped: build \(--no-build\), device \(no GPU\), data \(no GPU\), sanitizer \(no GPU\), parity \(no GPU\), step_paths \(no GPU\), epochs \(no GPU\), inference \(no GPU\), peer \(no GPU\)$' \
+like "$out" '^skipped: build \(--no-build\), device \(no GPU\), data \(no GPU\), sanitizer \(no GPU\), parity \(no GPU\), dense \(no GPU\), epochs \(no GPU\), inference \(no GPU\), peer \(no GPU\)$' \
 	"the skipped stages in one line"
-like "$out" '^step variants: not run' "the table: step variants"
+like "$out" '^the dense layers: not run' "the table: the dense layers"
 like "$out" "^NVIDIA's NCF: not run" "... NVIDIA's NCF"
 like "$out" '^parity: not run' "... parity"
 like "$out" '^compute-sanitizer: not run' "... the sanitizer"
@@ -236,19 +236,20 @@ NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_LIMITS=data=2 with_fakes run sh "$scrip
 is "$status" 1 "GPU stages forced on without a GPU: exit 1"
 like "$out" '^=== data \(limit 2 s, at [0-9]+ s\)' "each stage prints its limit and start"
 like "$out" '^data +FAIL \(time limit\)' "data (ml-20m in 2 s): FAIL (time limit)"
-for s in device parity step_paths epochs inference; do
+for s in device parity dense epochs inference; do
 	like "$out" "^$s +FAIL \(exit [0-9]+\)" "$s: FAIL, and the run goes on"
 done
 like "$out" '^  fused bf16 failed; once more with NCF_CUDA_SYNC=1 --steps 1: .*no usable GPU' \
 	"a variant whose speed run failed is run once more with NCF_CUDA_SYNC=1, its message in the table"
 like "$out" '^sanitizer +skipped: by itself' "sanitizer: skipped by itself (its test skips)"
 like "$out" '^=== epochs: FAIL \(exit 1\) in [0-9]+ s' "... with its time"
-like "$out" '^parity of the fused step \(gpu_parity, synthetic ml-1m\): FAIL, 0 of [0-9]+ checks' \
+like "$out" '^parity with NCF_CUDA_DENSE=fused \(gpu_parity, synthetic ml-1m\): FAIL, 0 of [0-9]+ checks' \
 	"the table says parity failed"
 # the cost model needs no GPU: its figures are in the table, the measured ones are not
-like "$out" '^  fused +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "step variants: fused, the model's figures"
-like "$out" '^  unfused +bf16 +- ' "... unfused"
-like "$out" '^  lt +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "... lt (cuBLASLt's layers), the model's figures"
+for v in fused lt plain fused-nograph timed; do
+	like "$out" "^  $v +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+\$" \
+		"the dense layers $v: the model's figures (it needs no GPU), no measured ones"
+done
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so

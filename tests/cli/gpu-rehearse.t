@@ -6,12 +6,16 @@
 # Every stage passes (NVIDIA's NCF where python3, or PEER_PYTHON, has
 # torch; a skip otherwise), and the table holds what each stage measured:
 # the copy's bandwidth, with which every later stage models the machine
-# (bench_gpu --cost's bandwidth is that figure); each step variant's
-# samples/s, how many timed steps ran as the CUDA graph (all of the fused
-# and lt steps', none of the unfused one's), the model's prediction and
-# the five slowest launches of its profile, which has one row per CUB sort
-# and says the machine it models; parity; the sanitizer's table; training
-# and inference per precision; ncf beside NVIDIA's NCF with their ratios.
+# (bench_gpu --cost's bandwidth is that figure); the samples/s of the step
+# with each implementation of the dense layers (fused, lt, plain, fused
+# without the step's graph, and the choice a run makes), how many timed
+# steps ran as the CUDA graph (all but the graph-less variant's), the
+# model's prediction, and for fused, lt and plain the five slowest launches
+# of its profile, which has one row per CUB sort and says the machine it
+# models; the choice per dense layer (dense_layer_K: the emulation's fixed
+# order), and the model's prediction for those layers; parity; the
+# sanitizer's table; training and inference per precision; ncf beside
+# NVIDIA's NCF with their ratios.
 # Not under the sanitizers (it checks the script, and the emulated module
 # is not built with them).
 . "$(dirname "$0")/../lib.sh"
@@ -32,7 +36,7 @@ is "$status" 0 "the rehearsal passes: exit 0"
 [ "$status" = 0 ] || grep -E '^=== |FAIL' "$out" | sed 's/^/# /' | head -n 30
 like "$out" '^=== summary: quick, REHEARSAL on the CPU' "the summary says it is a rehearsal"
 like "$out" '^driver: rehearsal on the CPU: no driver checked' "... and that no driver was checked"
-for s in driver device data sanitizer parity step_paths epochs inference; do
+for s in driver device data sanitizer parity dense epochs inference; do
 	like "$out" "^$s +PASS +[0-9]+ s$" "$s: PASS"
 done
 like "$out" '^build +skipped: --rehearse' "build: not run"
@@ -41,29 +45,40 @@ like "$out" '^build +skipped: --rehearse' "build: not run"
 bw=$(awk -F'\t' '$1 == "device" { print $8 }' "$logs/metrics.tsv")
 like "$out" "^device: .*a device-to-device copy: $bw GB/s measured \\(datasheet [0-9]+ GB/s\\)" \
 	"the device line: the copy's bandwidth ($bw GB/s) beside the datasheet's"
-n=$(grep -c "^bandwidth_GBs	$bw$" "$logs/step_paths.log")
-is "$n" 3 "bench_gpu --cost of each variant models that bandwidth (NCF_CUDA_BANDWIDTH)"
+n=$(grep -c "^bandwidth_GBs	$bw$" "$logs/dense.log")
+is "$n" 5 "bench_gpu --cost of each variant models that bandwidth (NCF_CUDA_BANDWIDTH)"
 like "$logs/profile.fused.txt" "^cuda profile: machine .*$bw GB/s \\(NCF_CUDA_BANDWIDTH" \
 	"... and so does the profile"
 
-# the step variants
-for v in fused lt unfused; do
-	[ $v = unfused ] && g=0/2 || g=2/2
+# the dense layers' implementations
+for v in fused lt plain fused-nograph timed; do
+	[ $v = fused-nograph ] && g=0/2 || g=2/2
 	like "$out" "^  $v +bf16 +[0-9.]+[KM] +$g +[0-9.]+[KM] +[0-9.]+[KM] +[0-9.]+ +[0-9]+$" \
 		"$v: measured, $g steps as the graph, predicted, bandwidth-bound, GB, launches"
 	n=$(awk -F'\t' -v v=$v '$1 == "slow" && $2 == v' "$logs/metrics.tsv" | wc -l)
-	is "$n" 5 "$v: its five slowest launches in the table"
+	case $v in
+	fused | lt | plain) is "$n" 5 "$v: its five slowest launches in the table" ;;
+	*) is "$n" 0 "$v: timed, not profiled" ;;
+	esac
 done
+for k in 2 3; do
+	like "$out" "^  bf16 +dense_layer_$k +fused \([0-9]+ -> [0-9]+, fixed order\)$" \
+		"the choice a run makes, per layer: dense_layer_$k (the emulation's fixed order)"
+done
+like "$logs/dense.log" '^--- timed: -u NCF_CUDA_DENSE$' "the timed run has NCF_CUDA_DENSE unset"
+like "$logs/dense.log" 'cuda backend: dense layer 2: fused' "... and says its choice at -v"
+like "$logs/dense.log" '^dense_layer_3	plain$' "the model of each variant takes the layers it ran (plain's: --dense plain,plain)"
 sorts=$(grep -c '^cuda profile: *[0-9]* sort *sort_iota' "$logs/profile.fused.txt")
 cubs=$(grep -c '^cuda profile: *[0-9]* sort *cub_sort' "$logs/profile.fused.txt")
 parts=$(grep -c '^cuda profile: *[0-9]* sort *cub_\(memset\|onesweep\|histogram\)' "$logs/profile.fused.txt")
 [ "$sorts" -gt 0 ] && [ "$cubs" = "$sorts" ] && [ "$parts" = 0 ]
 ok $? "the profile: one row per CUB sort ($cubs for $sorts sorts), none per launch inside it"
-like "$logs/step_paths.log" '^bf16_graph_replays	2$' "bench_gpu says how many timed steps ran as the graph"
+like "$logs/dense.log" '^bf16_graph_replays	2$' "bench_gpu says how many timed steps ran as the graph"
 
-like "$out" '^parity of the fused step \(gpu_parity, synthetic tiny, --smoke\): PASS, [0-9]+ of [0-9]+ checks' \
+like "$out" '^parity with NCF_CUDA_DENSE=plain \(gpu_parity, synthetic tiny, --smoke\): PASS, [0-9]+ of [0-9]+ checks' \
 	"parity: PASS"
-like "$out" '^  memcheck +clean' "the sanitizer's table: memcheck (the stand-in) clean"
+like "$out" '^  tool +plain/bf16 ' "the sanitizer's table: the dense layers and the precision it ran"
+like "$out" '^  memcheck +clean' "... memcheck (the stand-in) clean"
 like "$out" '^  racecheck +clean' "... racecheck"
 for p in fp32 tf32 bf16 fp16; do
 	like "$out" "^  $p +[0-9.]+ +1 epoch synthetic tiny, batch 2048, HR@10 0\\.[0-9]+$" "training: $p"

@@ -10,7 +10,7 @@
 # step launches: tests/unit/test_cuda_emu.cc.)
 . "$(dirname "$0")/../lib.sh"
 need_cuda_build
-bench=$NCF_ROOT/build/bench/bench_gpu
+bench=$NCF_BENCH_GPU
 [ -x "$bench" ] || skip_all "no $bench"
 
 # val FILE KEY: the value of KEY.

@@ -12,11 +12,12 @@
 # needed; skips without a CUDA build or without cuobjdump and nvdisasm
 # (PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm provide them:
 # found on PATH, in CUDA_HOME/bin, or in the Python packages' nvidia/*/bin;
-# NCF_CUOBJDUMP names one).  The fp32 kernels (MMA_F32: no tensor cores)
+# NCF_CUOBJDUMP names one).  NCF_SASS_OBJECT names the object or module to
+# read (scripts/gpu-check.sh: the bundle's); it skips without sm_90 code.  The fp32 kernels (MMA_F32: no tensor cores)
 # are listed, not held to this.
 . "$(dirname "$0")/../lib.sh"
 need_cuda_build
-obj=$NCF_ROOT/build/cuda/obj/kernels/cuda/mlp.cu.o
+obj=${NCF_SASS_OBJECT:-$NCF_ROOT/build/cuda/obj/kernels/cuda/mlp.cu.o}
 [ -f "$obj" ] || obj=$NCF_ROOT/build/lib/ncf/ncf-cuda.so
 [ -f "$obj" ] || skip_all "no $obj"
 
@@ -40,6 +41,8 @@ command -v c++filt >/dev/null || skip_all "no c++filt to read the kernels' names
 PATH=$(dirname "$nvdisasm"):$PATH
 export PATH
 
+"$cuobjdump" -lelf "$obj" 2>/dev/null | grep -q 'sm_90' ||
+	skip_all "no sm_90 code in $obj (built for another GPU_ARCH)"
 "$cuobjdump" -sass -arch sm_90 "$obj" >"$T/sass" 2>"$T/err"
 ok $? "cuobjdump -sass -arch sm_90 $(basename "$obj")" || sed 's/^/# /' "$T/err"
 
@@ -88,7 +91,7 @@ END { flush() }' "$T/sass" | c++filt | sed -n 's/^void ncf_cuda::\(linear_[a-z_]
 ok $? "the fused layers' kernels are in the sm_90 build ($(wc -l <"$T/counts") of them)"
 
 # the cost model's notes: kernel -> "bf16 X fp16 Y tf32 Z"
-"$NCF_ROOT/build/bench/bench_gpu" --cost ml-20m 2>/dev/null |
+"$NCF_BENCH_GPU" --cost ml-20m 2>/dev/null |
 	awk -F'\t' '$1 == "model_issue_per_mma" { print $2, $3 }' >"$T/notes"
 
 while read -r kernel type mode hmma hgmma ldsm lde local div loop loopmma; do
