@@ -53,8 +53,8 @@ $(CONFIG): scripts/configure.sh $(CONFIG_STAMP)
 	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
 		sh scripts/configure.sh $@
 
-# Goals that need no probing.
-NOCONF_GOALS := clean help uninstall
+# Goals that need no probing (gpu-bundle probes in a build directory of its own).
+NOCONF_GOALS := clean help uninstall gpu-bundle
 ifneq ($(filter-out $(NOCONF_GOALS),$(or $(MAKECMDGOALS),all)),)
 -include $(CONFIG)
 endif
@@ -97,11 +97,13 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 # objs DIR, SOURCES: the objects of SOURCES (.c) in the object directory DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-# Rebuild when the flags change (not for the goals that read no
-# configuration: without it their flags would differ, and the next build
-# would recompile everything).
+# Rebuild when the flags change: this stamp for every object, and the cuda module's own
+# (CUDA_FLAGS_STAMP, below where its flags are known) for nvcc's objects alone, so that
+# another GPU_ARCH rebuilds the module and not the C code.  Not for the goals that read no
+# configuration: without it their flags would differ, and the next build would recompile
+# everything.
 FLAGS_STAMP := $(BUILD)/flags.stamp
-FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS) $(NVCCFLAGS) $(CUDA_ARCH)
+FLAGS_NOW := $(CC) $(CPPFLAGS_NCF) $(BASE_CFLAGS) $(CFLAGS) $(LIBS)
 ifneq ($(filter-out $(NOCONF_GOALS),$(or $(MAKECMDGOALS),all)),)
 $(shell [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 endif
@@ -180,7 +182,10 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcub
 CU_OBJ := $(CU_SRC:%=$(BUILD)/cuda/obj/%.o)
 CU_TEST_OBJ := $(CU_TEST_SRC:%=$(BUILD)/cuda/obj/%.o)
 GPU_TEST_BINS := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
-$(BUILD)/cuda/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP)
+CUDA_FLAGS_STAMP := $(BUILD)/cuda/flags.stamp
+CUDA_FLAGS_NOW := $(NVCC) $(CUDA_CPPFLAGS) $(NVCCFLAGS) $(CUDA_ARCH)
+$(shell mkdir -p $(BUILD)/cuda; [ "$$(cat $(CUDA_FLAGS_STAMP) 2>/dev/null)" = '$(CUDA_FLAGS_NOW)' ] || echo '$(CUDA_FLAGS_NOW)' > $(CUDA_FLAGS_STAMP))
+$(BUILD)/cuda/obj/%.cu.o: %.cu $(CONFIG) $(FLAGS_STAMP) $(CUDA_FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)$(NVCC) $(filter -I% -D%,$(CUDA_CPPFLAGS)) $(NVCCFLAGS) $(CUDA_ARCH) \
 		-MMD -MP -c $< -o $@
@@ -388,7 +393,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
 ## check: run every test (unit, CLI, man page examples), then check-asan and check-fuzz
 check: all
 	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
-		tests/gpu/cost.t
+		tests/gpu/cost.t tests/gpu/sass.t
 	$(MAKE) --no-print-directory check-asan
 	$(MAKE) --no-print-directory check-fuzz
 
@@ -426,6 +431,53 @@ ml-20m: $(BUILD)/bin/ncf-prep
 plot:
 	@test -n "$(LOG)" || { echo "usage: make plot LOG=train.jsonl [PNG=out.png]" >&2; exit 2; }
 	@sh scripts/plot.sh "$(LOG)" "$(or $(PNG),$(LOG).png)"
+
+# --- the GPU bundle: .gpu-run/ ------------------------------------------------------------------
+# What scripts/gpu-check.sh --bundle runs on a GPU machine that has a driver and CUDA's own
+# libraries but none of the -dev packages the build needs, no network and little time: made
+# here, in a build directory of its own (build/bundle), then gathered by scripts/gpu-bundle.sh
+# into GPU_BUNDLE with every shared library the programs need that is not glibc, the GCC
+# runtime or CUDA's own, a MANIFEST, SHA256SUMS and a copy of NVIDIA's NCF (PEER), and
+# checked: under BUNDLE_MIB MiB (it travels with the working tree), every library resolved
+# inside it, a CPU training run by its tools.
+#  - x86-64-v3 (AVX2, FMA, BMI2), not -march=native: every x86-64 server CPU since 2013
+#    (Intel Haswell, AMD Zen) has it, so every host of an A100, H100 or H200 does; this
+#    machine's native code has AVX-512 and AMX, which AMD's Zen 2 and Zen 3 hosts lack
+#    (x86-64-v4 would exclude them), and v2 would give up the cpu backend's AVX2 paths.
+#  - NO_DNNL=1: oneDNN's library is 38 MiB, too much to carry; the cpu backend's products go
+#    through OpenBLAS (the GPU check's cpu side is parity in fp32).  NO_MPI=1 and no NCCL
+#    (HAVE_NCCL=0): one GPU, one rank; NCCL's library (208 MiB) is not part of CUDA's
+#    toolkit, so the GPU machine's may be on no path the loader searches, and an MPI
+#    library is the machine's own business (the check's mpi stage skips itself).
+#  - GPU code for sm_80 and sm_90 (A100; H100, H200), no PTX: what the bundle runs on is
+#    checked against the MANIFEST's list first.
+#  - NVIDIA's convert.py needs pandas < 3, which a GPU machine's Python may not have and
+#    cannot fetch: the wheels of PEER_WHEELS for its Python (PEER_PYTHON_VERSION), from
+#    PyPI once (kept in build/bundle/wheels), go with the peer; without a network the
+#    bundle is made without them and its MANIFEST says so.
+GPU_BUNDLE ?= .gpu-run
+BUNDLE_BUILD := $(BUILD)/bundle
+BUNDLE_OPT := -O3 -march=x86-64-v3
+BUNDLE_CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+BUNDLE_MIB ?= 48
+PEER ?= ../shared/peer
+PEER_WHEELS ?= pandas==2.3.3 pytz tzdata
+PEER_PYTHON_VERSION ?= 3.12
+
+## gpu-bundle: .gpu-run/, what gpu-check.sh --bundle runs on a GPU machine (x86-64-v3, sm_80+sm_90, libraries, NVIDIA's NCF)
+gpu-bundle:
+	@$(MAKE) --no-print-directory BUILD=$(BUNDLE_BUILD) OPT='$(BUNDLE_OPT)' NO_MPI=1 NO_DNNL=1 HAVE_NCCL=0 \
+		CUDA_ARCH='$(BUNDLE_CUDA_ARCH)' cuda $(BUNDLE_BUILD)/tests/tools/ckpt_diff
+	@mkdir -p $(BUNDLE_BUILD)/wheels; ls $(BUNDLE_BUILD)/wheels/*.whl >/dev/null 2>&1 || \
+		python3 -m pip download -q --no-deps --only-binary=:all: \
+			--python-version $(PEER_PYTHON_VERSION) --implementation cp \
+			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+			--platform manylinux2014_x86_64 -d $(BUNDLE_BUILD)/wheels $(PEER_WHEELS) || \
+		{ rm -f $(BUNDLE_BUILD)/wheels/*.whl; \
+		  echo "gpu-bundle: no wheels of $(PEER_WHEELS) (pip download failed): the peer's convert.py will need pandas < 3 there"; }
+	@BUNDLE_MIB=$(BUNDLE_MIB) BUNDLE_WHEELS=$(BUNDLE_BUILD)/wheels \
+		BUNDLE_FLAGS="$(BUNDLE_OPT) NO_MPI=1 NO_DNNL=1 HAVE_NCCL=0 $(BUNDLE_CUDA_ARCH)" \
+		sh scripts/gpu-bundle.sh $(BUNDLE_BUILD) $(GPU_BUNDLE) $(PEER)
 
 # --- install ----------------------------------------------------------------------------------
 MAN1 := $(wildcard man/*.1)
@@ -469,7 +521,7 @@ help:
 	@sed -n 's/^## \([a-z0-9-]*\): /  \1\t/p' $(MAKEFILE_LIST) | expand -t 16
 
 .PHONY: all tools check check-asan check-gpu check-nodes check-slurm bench-nodes demo bench ml-20m \
-	plot install uninstall clean help fuzz fuzz-safetensors check-fuzz cuda
+	plot install uninstall clean help fuzz fuzz-safetensors check-fuzz cuda gpu-bundle
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -22,60 +22,40 @@
 #include "backend.h"
 #include "module.h"
 
-/* The device's peak rates, for "fraction of peak". */
+/* The device's peak rates, for "fraction of peak": the cost model's
+ * machine (struct ncf_cuda_machine, kernels/cuda/cost.cu). */
 struct ncf_cuda_peak {
 	char name[256];
 	int cc_major, cc_minor, sms;
-	double clock_hz;     /* SM clock (boost), 0 when unknown */
-	double mem_bytes_s;  /* memory bandwidth from the memory clock and bus width */
-	double matrix_flops; /* dense matrix rate of be's precision, 0 when unknown */
+	double clock_hz;	   /* SM clock (the device's maximum) */
+	double mem_bytes_s;	   /* memory bandwidth: a device-to-device copy's, measured */
+	double mem_datasheet;	   /* memory clock x bus width x 2 */
+	char mem_source[160];	   /* how mem_bytes_s was found */
+	double matrix_flops;	   /* the datasheet's dense matrix rate of be's precision */
 	const char *matrix_source; /* how matrix_flops was found */
 };
-
-/*
- * Dense matrix FLOP per SM per clock by architecture and precision (NVIDIA's
- * datasheets: A100 312 TFLOP/s bf16 at 1.41 GHz on 108 SMs = 2048, TF32
- * 1024, fp32 FMA 128; H100/H200 SXM 989 TFLOP/s bf16 at 1.83 GHz on 132 SMs
- * = 4096, TF32 2048, fp32 256).  Other architectures: unknown (0).
- */
-static double matrix_per_sm_clock(int major, int minor, enum ncf_precision p)
-{
-	double bf = 0;
-	if (major == 8 && minor == 0)
-		bf = 2048;
-	else if (major == 9)
-		bf = 4096;
-	if (bf == 0)
-		return 0;
-	switch (p) {
-	case NCF_PRECISION_BF16:
-	case NCF_PRECISION_FP16:
-		return bf;
-	case NCF_PRECISION_TF32:
-		return bf / 2;
-	default:
-		return major == 9 ? 256 : 128;
-	}
-}
 
 /* The peaks of an open cuda backend's device.  Returns 0 or -1. */
 static int gpu_peak_rates(const struct ncf_backend *be, struct ncf_cuda_peak *pk)
 {
-	struct ncf_cuda_device d;
+	struct ncf_cuda_machine m;
 	memset(pk, 0, sizeof *pk);
 	const struct ncf_cuda_api *api = ncf_cuda_load(NULL, 0);
-	if (!api || api->device_info(be, &d) != 0)
+	if (!api || api->machine(&m) != 0)
 		return -1;
-	snprintf(pk->name, sizeof pk->name, "%s", d.name);
-	pk->cc_major = d.cc_major;
-	pk->cc_minor = d.cc_minor;
-	pk->sms = d.sms;
-	pk->clock_hz = d.clock_khz * 1e3;
-	pk->mem_bytes_s = 2.0 * d.mem_clock_khz * 1e3 * (d.bus_bits / 8.0); /* double data rate */
-	double per = matrix_per_sm_clock(pk->cc_major, pk->cc_minor, be->precision);
-	pk->matrix_flops = per * pk->sms * pk->clock_hz;
-	pk->matrix_source = per > 0 ? "datasheet FLOP/SM/clock x SMs x boost clock"
-				    : "unknown for this GPU";
+	snprintf(pk->name, sizeof pk->name, "%s", m.name);
+	pk->cc_major = m.cc_major;
+	pk->cc_minor = m.cc_minor;
+	pk->sms = m.sms;
+	pk->clock_hz = m.clock_hz;
+	pk->mem_bytes_s = m.bandwidth;
+	pk->mem_datasheet = m.bandwidth_datasheet;
+	snprintf(pk->mem_source, sizeof pk->mem_source, "%s", m.bandwidth_source);
+	pk->matrix_flops = be->precision == NCF_PRECISION_BF16 || be->precision == NCF_PRECISION_FP16
+				   ? m.peak_bf16
+			   : be->precision == NCF_PRECISION_TF32 ? m.peak_tf32
+								 : m.peak_fp32;
+	pk->matrix_source = "datasheet FLOP/SM/clock x SMs x clock (kernels/cuda/cost.cu)";
 	return 0;
 }
 
@@ -86,7 +66,8 @@ static double gpu_act_bytes(const struct ncf_backend *be)
 }
 
 /* Bytes and matrix FLOPs of one training step of be (its shape, batch,
- * precision, and the code path NCF_CUDA_PATH picks) on a data set of
+ * precision, and the dense layers NCF_CUDA_DENSE pins, else the fixed
+ * order; the times that choose on a GPU are not the model's) on a data set of
  * `positives` training positives: the backend's own count
  * (ncf_cuda_step_cost, kernels/cuda/cost.cuh).  Returns 0 or -1. */
 static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double *bytes,
@@ -95,7 +76,7 @@ static int gpu_step_cost(const struct ncf_backend *be, int64_t positives, double
 	struct ncf_cuda_cost *c = (struct ncf_cuda_cost *)calloc(1, sizeof *c);
 	const struct ncf_cuda_api *api = ncf_cuda_load(NULL, 0);
 	int rc = c && api ? api->step_cost(&be->shape, &be->hp, be->precision,
-					   getenv("NCF_CUDA_PATH"), positives, c)
+					   getenv("NCF_CUDA_DENSE"), positives, c)
 			  : -1;
 	*bytes = rc == 0 ? c->bytes : 0;
 	*flops = rc == 0 ? c->flops : 0;

@@ -17,6 +17,9 @@
  *    "mean_eval_throughput": 99000.0, "train_time": 3.7, "eval_time": 0.37,
  *    "save_wait": 0.04, "last_save_time": 0.11, "last_save_wait": 0.02}
  *
+ * (the cuda backend adds its dense layers' choices, "dense_layer_2":
+ * "fused (256 -> 128, timed; fused 0.412 ms; ...)", one member a layer)
+ *
  * (each on one line; K of hr@K and ndcg@K is --topk; null for a figure
  * that does not exist: save_time before the first write finished,
  * threshold and time_to_target when none was given or it was not
@@ -25,6 +28,7 @@
  * the threshold.  Only rank 0 writes.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -266,6 +270,45 @@ int train_report_log_epoch(struct train_run *r, const struct train_epoch_result 
 	return flush_log(r, er->epoch);
 }
 
+/*
+ * The choices the backend made as it ran, as JSON members `, "KEY":
+ * "VALUE"` into buf (len bytes; "" when none): its description's
+ * key<TAB>value lines whose key starts "dense_" (the cuda backend: each
+ * dense layer's implementation and the times that chose it).
+ */
+static void backend_choices(struct train_run *r, char *buf, size_t len)
+{
+	char *text = NULL;
+	size_t n = 0, at = 0;
+	buf[0] = 0;
+	FILE *f = open_memstream(&text, &n);
+	if (!f)
+		return;
+	ncf_backend_describe(&r->be, f);
+	fclose(f);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		char *tab = strchr(line, '\t');
+		if (strncmp(line, "dense_", 6) || !tab)
+			continue;
+		*tab = 0;
+		int k = snprintf(buf + at, len - at, ", \"%s\": \"", line);
+		for (const char *c = tab + 1; k > 0 && at + k + 3 < len && *c; c++)
+			if (*c != '"' && *c != '\\')
+				buf[at + k++] = *c;
+		if (k > 0 && at + k + 2 < len) {
+			buf[at + k++] = '"';
+			buf[at + k] = 0;
+			at += k;
+		} else {
+			buf[at] = 0;
+		}
+	}
+	free(text);
+}
+
 /* The summary object on --log (rank 0).  Returns 0 or -1 (reported). */
 static int report_log_summary(struct train_run *r)
 {
@@ -273,7 +316,8 @@ static int report_log_summary(struct train_run *r)
 	const struct train_stats *st = &r->stats;
 	if (!r->log)
 		return 0;
-	char thr[32], ttt[32], tbest[32], lst[32];
+	char thr[32], ttt[32], tbest[32], lst[32], choices[1024];
+	backend_choices(r, choices, sizeof choices);
 	if (o->threshold >= 0)
 		snprintf(thr, sizeof thr, "%.4f", o->threshold);
 	fprintf(r->log,
@@ -282,7 +326,7 @@ static int report_log_summary(struct train_run *r)
 		"\"time_to_best_model\": %s, \"mean_train_throughput\": %.1f, "
 		"\"mean_eval_throughput\": %.1f, \"train_time\": %.4f, \"eval_time\": %.4f, "
 		"\"ranks\": %d, \"save_wait\": %.4f, \"last_save_time\": %s, "
-		"\"last_save_wait\": %.4f}\n",
+		"\"last_save_wait\": %.4f%s}\n",
 		st->epochs_run, r->ck.best_epoch, r->topk, r->ck.best_hr, r->topk, r->ck.best_ndcg,
 		o->threshold >= 0 ? thr : "null",
 		json_seconds(ttt, sizeof ttt, st->threshold_epoch ? st->t_threshold : -1),
@@ -290,7 +334,7 @@ static int report_log_summary(struct train_run *r)
 		mean_rate((double)st->total_samples, st->total_train),
 		mean_rate((double)st->total_candidates, st->total_eval), st->total_train,
 		st->total_eval, r->dist.size, st->total_save_wait,
-		json_seconds(lst, sizeof lst, st->last_save_time), st->last_save_wait);
+		json_seconds(lst, sizeof lst, st->last_save_time), st->last_save_wait, choices);
 	return flush_log(r, r->ck.epochs_done);
 }
 

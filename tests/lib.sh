@@ -13,11 +13,18 @@
 #   bail WHY              stop the file (Bail out!): a setup step failed
 #   diag TEXT...          "# TEXT" lines
 #   info KEY CACHE        the value of KEY in ncf-prep --info CACHE
-#   need_cuda_build, gpu_usable, need_gpu   for tests/gpu
+#   need_cuda_build, gpu_usable, need_gpu   for tests/gpu (the emulated module,
+#                         NCF_CUDA_MODULE=build/lib/ncf/ncf-cuda-emu.so, counts
+#                         as a build with CUDA and a GPU: the rehearsal of
+#                         scripts/gpu-check.sh runs them so)
 #   done_testing          print the plan; exit 1 when a check failed
 #
 # Environment from make check: NCF_BIN (the tools), NCF_ROOT (the source
-# tree), NCF_DATA (../shared/data).  $T is a temporary directory, removed
+# tree), NCF_DATA (../shared/data); scripts/gpu-check.sh may also set
+# GPU_TESTS (the GPU tests' programs), GPU_PARITY (gpu_parity),
+# NCF_TEST_TOOLS (tests/tools' programs), NCF_BENCH_GPU (bench_gpu) and
+# NCF_SASS_OBJECT (the module whose machine code sass.t reads) to run
+# tests/gpu from its bundle.  $T is a temporary directory, removed
 # at exit; tests cd into it and name files relatively so that messages,
 # which name files, compare equal to their expected copies.
 set -u
@@ -25,6 +32,9 @@ set -u
 : "${NCF_BIN:=$NCF_ROOT/build/bin}"
 : "${NCF_DATA:=$NCF_ROOT/../shared/data}"
 : "${GPU_TESTS:=$NCF_ROOT/build/tests/gpu}"
+: "${GPU_PARITY:=$GPU_TESTS/gpu_parity}"
+: "${NCF_TEST_TOOLS:=$NCF_ROOT/build/tests/tools}"
+: "${NCF_BENCH_GPU:=$NCF_ROOT/build/bench/bench_gpu}"
 PATH="$NCF_BIN:$PATH"
 export PATH
 T=$(mktemp -d "${TMPDIR:-/tmp}/ncf-test.XXXXXX") || exit 1
@@ -103,9 +113,10 @@ skip() {
 
 info() { ncf-prep --info "$2" | awk -F'\t' -v k="$1" '$1 == k { print $2 }'; }
 
-# Skip the whole file unless the tools were built with CUDA.
+# Skip the whole file unless the tools were built with CUDA (or run the
+# emulated module).
 need_cuda_build() {
-	ncf-train -vV 2>&1 | grep -q '^cuda runtime	' || skip_all "not built with CUDA"
+	ncf-train -vV 2>&1 | grep -q '^cuda runtime	\|^cuda	CPU emulation' || skip_all "not built with CUDA"
 }
 # Is a GPU usable (as the cuda backend sees it)?
 gpu_usable() {

@@ -3,17 +3,17 @@
  * evaluation on an NVIDIA GPU, the same function as the reference
  * (kernels/cpu/reference.c) and the fast cpu backend.  This file is the
  * interface (ncf_backend_cuda) and the module's entry point: state and data
- * in device memory, the training step's driver (which path, graph or plain
- * launches, the loss, fp16 loss scaling), and the cost model's dry run.
+ * in device memory, the training step's driver (the dense layers' choice on
+ * the first step, graph or plain launches, the loss, fp16 loss scaling),
+ * and the cost model's dry run.
  * What each file does and who calls whom: state.cuh.
  *
  * Everything lives on the device: parameters, Adam moments and the gradient
  * (fp32 always), the training CSR (so that the sample stream is generated
  * there), the evaluation candidates, the activations.  The host only
- * launches work (on the fused path one CUDA graph per step) and reads back
- * the loss: once per step on the unfused path and in fp16 (whose loss
- * scaling needs each step's skip flag), else when ncf_backend_take_loss
- * asks (ncf-train: once per epoch).
+ * launches work (one CUDA graph per step) and reads back the loss: once
+ * per step in fp16 (whose loss scaling needs each step's skip flag), else
+ * when ncf_backend_take_loss asks (ncf-train: once per epoch).
  *
  * Precision (be->precision): fp32 (cuBLAS pinned to fp32 math, no TF32: the
  * parity tests use it), tf32 (fp32 storage, TF32 tensor-core GEMMs; the
@@ -28,7 +28,9 @@
  *
  * Reproducibility: no float atomics; every reduction has a fixed order (see
  * kernels.cuh), cuBLAS is deterministic for a given GPU and version, so a
- * run repeats bit for bit on the same GPU model and software.
+ * run repeats bit for bit on the same GPU model and software for the same
+ * choice of the dense layers' implementations (dense.cuh: timed on the
+ * first step, so pin it with NCF_CUDA_DENSE to compare runs).
  *
  * Many ranks: one GPU per rank, the rank's local rank on its node; a node
  * with more ranks than GPUs is refused when the backend opens (-3), and the
@@ -36,7 +38,8 @@
  *
  * NCF_CUDA_PROFILE=1 in the environment times every launch of every
  * training step with CUDA events (no step graph then) and prints a table
- * per launch when the backend is closed (cost.cuh).  NCF_CUDA_SYNC=1
+ * per launch when the backend is closed, beside the cost model's time on
+ * this device (cost.cuh).  NCF_CUDA_SYNC=1
  * synchronises after every launch and library call and names the one that
  * failed (common.cuh).
  */
@@ -52,8 +55,6 @@ extern "C" {
 }
 
 namespace NCF_CUDA_NS {
-
-static const struct step_path *const paths[PATHS] = {&step_fused, &step_unfused, &step_lt};
 
 /* Is the environment variable name set to something other than "" or "0"? */
 static int env_on(const char *name)
@@ -92,17 +93,14 @@ static int alloc_state(struct ncf_backend *be, struct cu *c)
 	return 0;
 }
 
-/* The profile's table on stderr: every launch's share of the device's
- * memory bandwidth (memory clock x bus width, double data rate). */
+/* The profile's table on stderr (against the cost model's machine). */
 static void report_profile(struct ncf_backend *be, struct cu *c)
 {
-	int mem_khz = 0, bus = 0;
-	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, c->dev);
-	cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, c->dev);
 	char title[160];
-	snprintf(title, sizeof title, "%s, %s path, batch %llu", ncf_precision_name(be->precision),
-		 step_path_of(be, c)->name, (unsigned long long)be->hp.batch);
-	profile_report(c->prof, stderr, title, 2.0 * mem_khz * 1e3 * (bus / 8.0), 0);
+	snprintf(title, sizeof title, "%s, batch %llu", ncf_precision_name(be->precision),
+		 (unsigned long long)be->hp.batch);
+	dense_describe(c, &be->shape, stderr);
+	profile_report(c->prof, stderr, title);
 }
 
 static void cuda_free(struct ncf_backend *be)
@@ -116,12 +114,19 @@ static void cuda_free(struct ncf_backend *be)
 		report_profile(be, c);
 		profile_close(c->prof);
 	}
+	struct ncf_cuda_graphs g;
+	ncf_cuda_graph_counts(be, &g);
+	if (g.replays + g.plain > 0)
+		ncf_debug("cuda backend: %llu training steps: %llu as the CUDA graph (%llu captures, "
+			  "%llu instantiated anew), %llu launch by launch%s",
+			  (unsigned long long)(g.replays + g.plain), (unsigned long long)g.replays,
+			  (unsigned long long)g.captures, (unsigned long long)g.instantiations,
+			  (unsigned long long)g.plain, g.failed ? " (a capture failed)" : "");
 	score_free(c);
 	graphs_free(c);
 	rows_free(c);
-	for (int p = 0; p < PATHS; p++)
-		if (paths[p]->close)
-			paths[p]->close(c);
+	step_close(c);
+	dense_free(c);
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
 	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
@@ -143,7 +148,7 @@ static int cuda_init(struct ncf_backend *be)
 		return rc;
 	NCF_TRY(graphs_init(c));
 	NCF_TRY(alloc_state(be, c));
-	NCF_TRY(path_parse(getenv("NCF_CUDA_PATH"), &c->path));
+	NCF_TRY(dense_open(c, &be->shape, getenv("NCF_CUDA_DENSE")));
 	NCF_TRY(nccl_open(be, c));
 	if (env_on("NCF_CUDA_PROFILE") && !(c->prof = profile_open()))
 		return -1;
@@ -231,36 +236,42 @@ static int cuda_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data
 
 /* ---- training ----------------------------------------------------------- */
 
-/* A path's step as graphs.cu captures it (graph_work). */
-struct step_call {
-	const struct step_path *path;
-	const struct step *st;
-};
+/* The step as graphs.cu captures it (graph_work). */
 static int step_work(void *arg)
 {
-	const struct step_call *a = (const struct step_call *)arg;
-	return a->path->run(a->st);
+	return step_run((const struct step *)arg);
+}
+
+/* The step's buffers and, on its first step with rows, each dense layer's
+ * implementation (timed with plain launches, before any capture).
+ * Returns 0 or -1. */
+static int prepare_step(const struct step *st)
+{
+	NCF_TRY(step_prepare(st));
+	return dense_choose(st);
 }
 
 /* Issue the step: timed launch by launch under NCF_CUDA_PROFILE, else as
- * one graph where the path allows it (one rank: NCCL stays outside), else
- * launch by launch.  Returns 0 or -1. */
-static int issue_step(struct ncf_backend *be, struct cu *c, const struct step_call *call)
+ * one graph (one rank: NCCL stays outside), else launch by launch.
+ * Returns 0 or -1. */
+static int issue_step(struct ncf_backend *be, struct cu *c, const struct step *st)
 {
 	if (c->prof) {
+		graphs_step_plain(c);
 		profile_begin(c->prof, c->s, be->precision);
-		int rc = step_work((void *)call);
+		int rc = step_run(st);
 		profile_end(c->prof);
 		return rc;
 	}
-	if (call->path->graph && be->dist->size == 1) {
+	if (be->dist->size == 1) {
 		struct params_mark pm = params_save(c);
-		int g = graphs_step(c, step_work, (void *)call);
+		int g = graphs_step(c, step_work, (void *)st);
 		if (g <= 0)
 			return g;
 		params_restore(c, pm); /* the capture's flags; the launches below set them */
 	}
-	return step_work((void *)call);
+	graphs_step_plain(c);
+	return step_run(st);
 }
 
 /* The step's loss and (fp16) skip flag to the host. */
@@ -294,11 +305,10 @@ static void scale_after(struct ncf_backend *be, struct cu *c, int skipped, uint3
 }
 
 /*
- * A step on the path step_path_of picks.  With loss_sum NULL on a path that
- * keeps its loss (fp16 aside, whose host must see each step's skip flag;
- * NCF_CUDA_PROFILE aside, which waits for each step) the loss is added on
- * the device to c->loss_acc and nothing waits: ncf_backend_take_loss reads
- * it.
+ * A training step.  With loss_sum NULL (fp16 aside, whose host must see
+ * each step's skip flag; NCF_CUDA_PROFILE aside, which waits for each step)
+ * the loss is added on the device to c->loss_acc and nothing waits:
+ * ncf_backend_take_loss reads it.
  */
 static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			   double *loss_sum)
@@ -306,13 +316,11 @@ static int cuda_train_step(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 	struct cu *c = impl(be);
 	if (loss_sum)
 		*loss_sum = 0;
-	const struct step_path *path = step_path_of(be, c);
-	int keep = !loss_sum && path->keeps_loss && c->act != ACT_F16 && !c->prof;
+	int keep = !loss_sum && c->act != ACT_F16 && !c->prof;
 	struct step st;
 	NCF_TRY(step_init(&st, be, epoch, first, n, 1, keep ? c->loss_acc : NULL));
-	NCF_TRY(path->prepare(&st));
-	struct step_call call = {path, &st};
-	NCF_TRY(issue_step(be, c, &call));
+	NCF_TRY(prepare_step(&st));
+	NCF_TRY(issue_step(be, c, &st));
 	double loss = 0;
 	int bad = 0;
 	if (!keep)
@@ -345,11 +353,10 @@ static int cuda_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first, uin
 {
 	struct cu *c = impl(be);
 	size_t total = be->layout.total;
-	const struct step_path *path = step_path_of(be, c);
 	struct step st;
 	NCF_TRY(step_init(&st, be, epoch, first, n, 0, NULL));
-	NCF_TRY(path->prepare(&st));
-	NCF_TRY(path->run(&st));
+	NCF_TRY(prepare_step(&st));
+	NCF_TRY(step_run(&st));
 	double loss = 0;
 	CUDA_TRY(cudaMemcpyAsync(grad, c->grad, total * sizeof(float), cudaMemcpyDeviceToHost,
 				 c->s));
@@ -426,25 +433,27 @@ static void cuda_describe(struct ncf_backend *be, FILE *out)
 		c->prop.name, c->prop.major, c->prop.minor,
 		(double)c->prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
 	fprintf(out, "precision\t%s\n", ncf_precision_name(be->precision));
+	dense_describe(c, &be->shape, out);
 }
 
 /* ---- the cost model: one step run dry ------------------------------------ */
 
 /* State for be on fake addresses, then one training step of n rows at
- * epoch 0, position 0, with recorder r active and dry. */
-static int dry_step(struct ncf_backend *be, struct cost_rec *r, int path, int64_t positives,
-		    uint64_t n)
+ * epoch 0, position 0, with recorder r active and dry; dense: the dense
+ * layers' pins (NCF_CUDA_DENSE's form; NULL: the fixed order). */
+static int dry_step(struct ncf_backend *be, struct cost_rec *r, const char *dense,
+		    int64_t positives, uint64_t n)
 {
 	struct cu *c = (struct cu *)ncf_xcalloc(1, sizeof *c);
 	be->impl = c;
 	device_set_precision(be, c, 1);
 	NCF_TRY(alloc_state(be, c));
-	c->path = path;
+	NCF_TRY(dense_open(c, &be->shape, dense));
 	c->P = positives;
 	c->have_td = 1;
 	/* a step in the middle of training: the previous step's Adam wrote the
-	 * 16-bit copy on the paths that write it with Adam */
-	params_stepped(c, step_path_of(be, c) != &step_unfused);
+	 * 16-bit copy */
+	params_stepped(c, 1);
 	/* the state's setup is not part of a step */
 	uintptr_t fake = r->next_fake;
 	memset(r, 0, sizeof *r);
@@ -499,13 +508,10 @@ float ncf_cuda_loss_scale(const struct ncf_backend *be)
 }
 
 int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
-		       enum ncf_precision precision, const char *path, int64_t positives,
+		       enum ncf_precision precision, const char *dense, int64_t positives,
 		       struct ncf_cuda_cost *out)
 {
 	memset(out, 0, sizeof *out);
-	int p = 0;
-	if (path_parse(path, &p) != 0)
-		return -1;
 	if (precision == NCF_PRECISION_DEFAULT)
 		precision = NCF_PRECISION_TF32;
 	static struct ncf_dist one = {0, 1, 0, 1, 0, 0.0};
@@ -517,16 +523,29 @@ int ncf_cuda_step_cost(const struct ncf_shape *s, const struct ncf_hparams *hp,
 	be.hp = *hp;
 	be.dist = &one;
 	be.precision = precision;
+	/* the launchers size their grids for the model's machine */
+	cost_machine_init();
+	const struct ncf_cuda_machine *m = cost_machine();
+	int sms = g_sms;
+	size_t smem_sm = g_smem_sm, smem_block = g_smem_block;
+	g_sms = m->sms;
+	g_smem_sm = (size_t)m->smem_sm_bytes;
+	g_smem_block = (size_t)m->smem_block_bytes;
 	struct cost_rec *r = (struct cost_rec *)ncf_xcalloc(1, sizeof *r);
 	r->dry = 1;
 	struct cost_rec *saved = cost_active;
 	cost_active = r;
-	int rc = dry_step(&be, r, p, positives, hp->batch);
-	if (rc == 0)
+	int rc = dry_step(&be, r, dense, positives, hp->batch);
+	if (rc == 0) {
 		cost_export(r, out);
+		dense_names(impl(&be), s, out->dense);
+	}
 	cuda_free(&be);
 	cost_active = saved;
 	free(r);
+	g_sms = sms;
+	g_smem_sm = smem_sm;
+	g_smem_block = smem_block;
 	return rc;
 }
 
@@ -555,6 +574,9 @@ static const struct ncf_cuda_api module = {
 	ncf_cuda_device_info,
 	ncf_cuda_step_cost,
 	ncf_cuda_cost_model,
+	ncf_cuda_machine_of,
+	ncf_cuda_copy_bandwidth,
+	ncf_cuda_graph_counts,
 };
 
 const struct ncf_cuda_api *ncf_cuda_module(void)

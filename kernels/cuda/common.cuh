@@ -70,7 +70,7 @@ extern "C" {
 #endif
 /*
  * NCF_LAUNCH_SYNC: the same for a kernel whose threads cooperate within a
- * block (__shared__ memory, __syncthreads, __syncwarp, wmma fragments),
+ * block (__shared__ memory, __syncthreads, __syncwarp, ldmatrix and mma.sync),
  * also followed by launch_done.  nvcc: the same launch.  Emulation: the
  * arguments are taken now, as NCF_LAUNCH's, and when the stream gets to
  * it each thread of a block runs as a fiber until its next barrier
@@ -524,57 +524,99 @@ template <int N> NCF_DEV void cp_async_wait(void)
 }
 
 /*
- * A tile staged in shared memory without waiting: s[r lds + c] = g[(r0 + r) ldg + c0 + c]
- * (0 past rmax, cmax) for r < R, c < C (C a multiple of 16 bytes of T), by
- * cp.async in 16-byte pieces where vec (g 16-byte aligned, ldg and c0
- * multiples of 16 bytes), else with plain loads and stores.  The caller
- * commits the group and waits for it (cp_async_wait), then a barrier, before
- * any thread reads the tile; plain stores are visible after that barrier
- * too.
+ * Tiles staged in shared memory, in 16-byte pieces (E elements of T) that
+ * the threads of a block take in turn: a matrix in global memory (struct
+ * gmat), a tile of it in shared memory (struct stile), and this thread's
+ * walk over the tile's pieces (struct piece_walk: made once per kernel, so
+ * that the loops that stage tiles divide nothing).
  */
-template <typename T>
-NCF_DEV void stage_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
-			size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
+template <typename T> struct gmat {
+	const T *g;	/* row-major, leading dimension ld */
+	size_t ld;
+	size_t rmax;	/* rows that exist (others read as 0) */
+	uint32_t cmax;	/* columns that exist (others read as 0) */
+	int vec;	/* 16-byte aligned with ld a multiple of 16 bytes: cp.async pieces */
+};
+template <typename T> struct stile {
+	T *s;		/* row-major, leading dimension ld */
+	unsigned ld;
+	unsigned R, C;	/* rows, columns (C a multiple of 16 bytes of T) */
+};
+/* Piece p = threadIdx.x + i blockDim.x of a tile of `per` pieces a row is
+ * (r, c): the first, and the step between a thread's pieces. */
+struct piece_walk {
+	unsigned r, c, dr, dc, per;
+};
+NCF_DEV piece_walk walk_of(unsigned per)
 {
-	const unsigned E = 16 / sizeof(T), per = C / E, pieces = R * per;
-	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
-		unsigned r = p / per, c = (p % per) * E;
-		size_t gr = r0 + r;
-		uint32_t gc = c0 + c;
-		T *dst = s + (size_t)r * lds + c;
-		const T *src = g + gr * ldg + gc;
-		if (vec) {
-			unsigned n = gr < rmax && gc < cmax ? (cmax - gc < E ? cmax - gc : E) : 0;
-			cp_async16(dst, n ? (const void *)src : (const void *)g, n * (unsigned)sizeof(T));
-			continue;
-		}
-		for (unsigned e = 0; e < E; e++)
-			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
+	piece_walk w = {threadIdx.x / per, threadIdx.x % per, blockDim.x / per, blockDim.x % per,
+			per};
+	return w;
+}
+/* The next piece of walk w's thread. */
+NCF_DEV void walk_next(const piece_walk &w, unsigned &r, unsigned &c)
+{
+	r += w.dr;
+	c += w.dc;
+	if (c >= w.per) {
+		c -= w.per;
+		r++;
 	}
 }
 
 /*
- * s[r lds + c] = g[ids[r] ldg + c] for r < R, c < cmax (0 from cmax to C, C
- * a multiple of 16 bytes), by cp.async where vec (g 16-byte aligned, ldg a
- * multiple of 16 bytes), else plainly: stage_tile's work for gathered
- * rows, committed and waited for by the caller.
+ * A tile staged without waiting: t.s[r t.ld + c] = m.g[(r0 + r) m.ld + c0 +
+ * c] (0 past m.rmax, m.cmax) for r < t.R, c < t.C, by cp.async in 16-byte
+ * pieces where m.vec (c0 a multiple of 16 bytes), else with plain loads
+ * and stores; w = walk_of(t.C / E).  The caller commits the group and
+ * waits for it (cp_async_wait), then a barrier, before any thread reads
+ * the tile; plain stores are visible after that barrier too.
  */
-template <typename V>
-NCF_DEV void stage_rows(V *s, unsigned lds, const V *__restrict__ g, size_t ldg,
-			const uint32_t *ids, unsigned R, uint32_t cmax, unsigned C, int vec)
+template <typename T>
+NCF_DEV void stage_tile(const stile<T> &t, const gmat<T> &m, size_t r0, uint32_t c0,
+			const piece_walk &w)
 {
-	const unsigned E = 16 / sizeof(V), per = C / E, pieces = R * per;
-	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
-		unsigned r = p / per, c = (p % per) * E;
-		V *dst = s + (size_t)r * lds + c;
-		const V *src = g + (size_t)ids[r] * ldg + c;
-		if (vec) {
-			unsigned n = c < cmax ? (cmax - c < E ? cmax - c : E) : 0;
-			cp_async16(dst, n ? (const void *)src : (const void *)g, n * (unsigned)sizeof(V));
+	const unsigned E = 16 / sizeof(T);
+	unsigned r = w.r, c = w.c;
+	for (; r < t.R; walk_next(w, r, c)) {
+		size_t gr = r0 + r;
+		uint32_t gc = c0 + c * E;
+		T *dst = t.s + (size_t)r * t.ld + c * E;
+		const T *src = m.g + gr * m.ld + gc;
+		if (m.vec) {
+			unsigned n = gr < m.rmax && gc < m.cmax ? (m.cmax - gc < E ? m.cmax - gc : E) : 0;
+			cp_async16(dst, n ? (const void *)src : (const void *)m.g,
+				   n * (unsigned)sizeof(T));
 			continue;
 		}
 		for (unsigned e = 0; e < E; e++)
-			dst[e] = c + e < cmax ? src[e] : from_f32<V>(0.0f);
+			dst[e] = gr < m.rmax && gc + e < m.cmax ? src[e] : from_f32<T>(0.0f);
+	}
+}
+
+/*
+ * t.s[r t.ld + c] = m.g[ids[r] m.ld + c] for r < t.R, c < m.cmax (0 from
+ * m.cmax to t.C): stage_tile's work for gathered rows (m.rmax unused),
+ * committed and waited for by the caller; w = walk_of(t.C / E).
+ */
+template <typename V>
+NCF_DEV void stage_rows(const stile<V> &t, const gmat<V> &m, const uint32_t *ids,
+			const piece_walk &w)
+{
+	const unsigned E = 16 / sizeof(V);
+	unsigned r = w.r, c = w.c;
+	for (; r < t.R; walk_next(w, r, c)) {
+		unsigned cc = c * E;
+		V *dst = t.s + (size_t)r * t.ld + cc;
+		const V *src = m.g + (size_t)ids[r] * m.ld + cc;
+		if (m.vec) {
+			unsigned n = cc < m.cmax ? (m.cmax - cc < E ? m.cmax - cc : E) : 0;
+			cp_async16(dst, n ? (const void *)src : (const void *)m.g,
+				   n * (unsigned)sizeof(V));
+			continue;
+		}
+		for (unsigned e = 0; e < E; e++)
+			dst[e] = cc + e < m.cmax ? src[e] : from_f32<V>(0.0f);
 	}
 }
 
@@ -595,16 +637,13 @@ template <> inline cudaDataType dtype_of<f16>(void)
 
 /* The device the launchers size persistent grids and shared memory for:
  * its SMs, shared memory per SM and the most a block may have (set when a
- * backend opens its device; until then, and in a dry cost run, an H200's). */
+ * backend opens its device, and for a dry cost run to the cost model's
+ * machine, cost.cuh; until then an H200's). */
 inline int g_sms = 132;
 inline size_t g_smem_sm = 233472, g_smem_block = 232448;
 
 /* Threads per block of every 1-D launch. */
 enum { BLOCK = 256 };
-/* The launch bounds of a 1-D kernel that an SM must hold minb blocks of at
- * once: the compiler keeps its registers to 65536 / (256 minb); the cost
- * model's latency bound takes minb as the kernel's residency (cost.cuh). */
-#define NCF_PLAIN(minb) __launch_bounds__(BLOCK, minb)
 
 /*
  * Blocks for `threads` threads in 1-D blocks of BLOCK.  Returns 0 and the

@@ -40,7 +40,8 @@
 
 #include "common.cuh"
 
-struct ncf_cuda_cost; /* cuda.h */
+struct ncf_cuda_cost;	 /* cuda.h */
+struct ncf_cuda_machine; /* cuda.h */
 
 namespace NCF_CUDA_NS {
 
@@ -53,10 +54,21 @@ enum cost_kind { COST_KERNEL, COST_GEMM, COST_MEMSET, COST_COPY, COST_SORT, COST
 enum { COST_MAX_ITEMS = 512 };
 
 /*
+ * A kernel's launch facts, declared once beside it and read by both its
+ * __launch_bounds__ (NCF_BOUNDS) and its cost note (cost_shape_for):
+ * threads per block, and the blocks an SM must hold at once (the compiler
+ * keeps registers to 65536 / (threads min_blocks) a thread).
+ */
+struct launch_facts {
+	unsigned threads, min_blocks;
+};
+#define NCF_BOUNDS(f) __launch_bounds__((f).threads, (f).min_blocks)
+
+/*
  * How a kernel keeps the memory system busy: what the model's latency
  * bound (Little's law) needs, noted by the kernel's launcher
- * (NCF_COST_SHAPED).  resident is the kernel's __launch_bounds__ minimum
- * of blocks per SM (the compiler holds registers to it; shared memory can
+ * (NCF_COST_SHAPED).  resident is the kernel's minimum of blocks per SM
+ * (its launch_facts: the compiler holds registers to it; shared memory can
  * only lower it, and the launcher takes that into account); inflight the
  * bytes one thread has loading at once in its main loop (loads issued
  * before the first of them is used, cp.async stages); chain the dependent
@@ -69,14 +81,25 @@ struct cost_shape {
 	double resident;	/* blocks an SM runs at once */
 	double inflight;	/* bytes a thread has in flight */
 	double chain;		/* dependent round trips of the longest thread (0: one) */
-	int mma;		/* its FLOPs run on wmma tiles (else plain arithmetic) */
+	int mma;		/* its FLOPs run on mma.sync tiles (else plain arithmetic) */
 	double reread;		/* bytes it loads again from L2 beyond its DRAM bytes (tiles
 				 * every block reads whole): they need bytes in flight too */
+	double issue;		/* warp instructions its matrix loops issue (the SASS's
+				 * instructions per mma times its mma instructions; 0: none) */
 };
 
 /* The waves a grid of blocks runs in on the model's machine, resident
  * blocks an SM at once (cost.cu). */
 double cost_waves(double blocks, double resident);
+
+/* The model's machine (struct ncf_cuda_machine, cuda.h; cost.cu says what
+ * is read, measured and assumed), found on first use: the device this
+ * process uses, else the reference.  cost_machine_init finds it at a
+ * moment of the caller's choosing (it may time a copy on the device: not
+ * inside a capture); returns 0, or -1 when it failed (reported once; the
+ * reference stands in). */
+int cost_machine_init(void);
+const struct ncf_cuda_machine *cost_machine(void);
 
 /*
  * The longest key of a batch, as a share of its rows, for the chains of the
@@ -89,16 +112,27 @@ double cost_waves(double blocks, double resident);
 #define COST_LONGEST_ITEM 7.1e-4
 #define COST_LONGEST_USER 4.7e-4
 
-static inline struct cost_shape cost_shape_of(double blocks, double threads, double resident,
-					      double inflight, double chain, int mma = 0,
-					      double reread = 0)
+/* The shape of a launch of `blocks` blocks of a kernel of facts f, of
+ * which an SM runs `resident` at once (f.min_blocks unless its shared
+ * memory allows fewer): inflight and chain as above, no mma, issue or
+ * reread (set them after where they apply). */
+static inline struct cost_shape cost_shape_for(const launch_facts &f, double blocks,
+					       double resident, double inflight, double chain)
 {
-	struct cost_shape c = {blocks, threads, resident, inflight, chain, mma, reread};
+	struct cost_shape c = {blocks, (double)f.threads, resident, inflight, chain, 0, 0, 0};
 	return c;
+}
+static inline struct cost_shape cost_shape_for(const launch_facts &f, double blocks,
+					       double inflight, double chain)
+{
+	return cost_shape_for(f, blocks, f.min_blocks, inflight, chain);
 }
 
 struct cost_item {
 	const char *name; /* a static string: the op */
+	const char *call; /* the library call it is a launch of, whose launches the profile
+			   * times as one (CUB's sort: its launches are issued inside one
+			   * call, so their events cannot part them), or NULL */
 	int kind;
 	double bytes, flops;
 	int shaped;	  /* shape was noted */
@@ -121,18 +155,23 @@ struct cost_rec {
 extern thread_local struct cost_rec *cost_active;
 
 /* Record one note (shape NULL: none).  Returns 1 in a dry run (the caller
- * must then do nothing and return success), else 0. */
+ * must then do nothing and return success), else 0.  cost_note_in: a
+ * launch of the library call `call` (struct cost_item). */
 int cost_note(int kind, const char *name, double bytes, double flops,
 	      const struct cost_shape *shape);
+int cost_note_in(const char *call, int kind, const char *name, double bytes, double flops);
 
 /*
- * The model's time of one launch on the machine cost.cu describes (an
- * H200, every figure and assumption in one place there): the largest of
- * bytes / bandwidth, FLOPs / the matrix rate of prec (wmma kernels: their
- * rate), bytes / (the bytes in flight on the whole GPU / the latency of a
- * round trip) and chain round trips, plus the gap a launch costs.  *bound
- * names the term that binds ("bytes", "flops", "latency", "chain"; the gap
- * alone: "launch").
+ * The model's time of one launch on the model's machine (cost_machine:
+ * the device's figures, every assumption in one place in cost.cu; the
+ * export adds the named machines, H100 and H200, from their reference
+ * figures): the largest of bytes / bandwidth, FLOPs / the matrix rate of
+ * prec (mma.sync kernels: their rate), bytes / (the bytes in flight on the
+ * whole GPU / the latency of a round trip), chain round trips, and the
+ * warp instructions of its matrix loops / the SMs' issue rate (four a
+ * clock an SM), plus the gap a launch costs.  *bound names the term that
+ * binds ("bytes", "flops", "latency", "chain", "issue"; the gap alone:
+ * "launch").
  */
 double cost_predict(const struct cost_item *it, int prec, const char **bound);
 /* The model's figures, for printing (key<TAB>value lines). */
@@ -153,8 +192,11 @@ void cost_export(const struct cost_rec *r, struct ncf_cuda_cost *out);
  * printed as a table when the backend closes.  Between profile_begin and
  * profile_end every note of this thread records an event on the step's
  * stream first; profile_collect, after the step's synchronisation, adds the
- * times between them.  Steps whose launches differ from the first
- * profiled step's are counted, not added.
+ * times between them.  The launches of one library call (cost_item's call:
+ * CUB's sort) are one row, timed from the event before its first launch to
+ * the one after its last, with their bytes and the model's times summed.
+ * Steps whose launches differ from the first profiled step's are counted,
+ * not added.
  */
 struct profile;
 /* A profile with its events.  NULL after reporting a failure. */
@@ -168,11 +210,11 @@ void profile_end(struct profile *p);
  * or -1 (reported). */
 int profile_collect(struct profile *p);
 /* The table on out: per launch the mean time in microseconds, the cost
- * model's bytes and FLOPs, the achieved GB/s and TFLOP/s, and their share of
- * peak_bw bytes/s and peak_flops FLOP/s (0: unknown, not printed).  title
- * names the run. */
-void profile_report(const struct profile *p, FILE *out, const char *title, double peak_bw,
-		    double peak_flops);
+ * model's time and what binds it, bytes and FLOPs, the achieved GB/s and
+ * TFLOP/s, and their share of the model machine's bandwidth (measured) and
+ * of its datasheet matrix peak in the steps' precision.  title names the
+ * run. */
+void profile_report(const struct profile *p, FILE *out, const char *title);
 
 } /* namespace NCF_CUDA_NS */
 

@@ -120,6 +120,8 @@ void ncf_cuda_describe_versions(FILE *out)
 {
 #ifdef NCF_CUDA_EMULATE
 	fprintf(out, "cuda\tCPU emulation (NCF_CUDA_EMULATE)\n");
+	/* its one device, so that what asks for a GPU runs on it (tests/lib.sh) */
+	fprintf(out, "gpu\t0: CPU emulation (NCF_CUDA_EMULATE), compute capability 9.0\n");
 #else
 	int rt = 0, drv = 0;
 	if (cudaRuntimeGetVersion(&rt) == cudaSuccess)

@@ -45,9 +45,11 @@
  *    thread that reads a staged tile before waiting for it (or another
  *    thread's before the barrier after that wait) reads what was there
  *    before: NaNs;
- *  - the tensor-core fragments of nvcuda::wmma (16x16x16 bf16/fp16 and
- *    16x16x8 tf32, fp32 accumulators) with load_matrix_sync, mma_sync,
- *    store_matrix_sync and fill_fragment, see "wmma" below;
+ *  - the tensor cores' warp instructions as PTX documents them: ldmatrix
+ *    (.x4, .trans) and mma.sync (m16n8k16 bf16/fp16, m16n8k8 tf32, fp32
+ *    accumulators) with their per-lane fragment layouts, the lanes of a
+ *    warp exchanging their registers at a warp barrier, see "tensor cores"
+ *    below;
  *  - graph capture (cudaStreamBeginCapture / EndCapture) records the
  *    operations issued to the capturing stream instead of running them;
  *    cudaGraphLaunch issues them as one operation, and cudaGraphExecUpdate
@@ -199,6 +201,14 @@ struct ncf_emu_fiber {
 	void *fake; /* ASan's fake stack while switched away */
 	struct ncf_emu_cp cp[NCF_EMU_CP_MAX];
 	unsigned ncp, cp_group; /* copies queued; the group a copy joins now */
+	unsigned coll;		/* warp collectives (ldmatrix, mma) it has made in this block */
+};
+
+/* What a lane gives a warp collective: ldmatrix's row address, or mma's A
+ * and B registers. */
+struct ncf_emu_xchg {
+	const unsigned char *p;
+	uint32_t a[4], b[2];
 };
 
 /* The fibers of a host thread, kept from launch to launch (each waits in
@@ -206,6 +216,8 @@ struct ncf_emu_fiber {
 enum { NCF_EMU_STACK = 256 << 10 }; /* bytes of a fiber's stack (lazily committed) */
 struct ncf_emu_pool {
 	struct ncf_emu_fiber f[1024];
+	/* per warp, two collectives' worth (a lane can be one ahead), per lane */
+	struct ncf_emu_xchg xchg[32][2][32];
 	ucontext_t sched_uc;
 	jmp_buf sched;
 	void *sched_fake;
@@ -422,7 +434,7 @@ static inline void ncf_emu_grid_sync(dim3 grid, dim3 block, size_t shmem, F body
 					memset(C.smem, 0xFF, shmem);
 				for (unsigned k = 0; k < n; k++) {
 					C.f[k].state = NCF_EMU_READY;
-					C.f[k].ncp = C.f[k].cp_group = 0;
+					C.f[k].ncp = C.f[k].cp_group = C.f[k].coll = 0;
 				}
 				do {
 					for (unsigned k = 0; k < n; k++)
@@ -585,79 +597,38 @@ static inline __half __float2half_rn(float f)
 	return h;
 }
 
-/* ---- wmma: tensor-core fragments ----------------------------------------
+/* ---- tensor cores: ldmatrix and mma.sync --------------------------------
  *
- * nvcuda::wmma as the CUDA C++ Programming Guide documents it (section
- * "Warp Matrix Functions"), for the shapes the kernels use: matrix_a /
- * matrix_b / accumulator fragments of m16n16k16 (__half, __nv_bfloat16) and
- * m16n16k8 (precision::tf32), accumulators in float.
- *
- * The layout is an abstraction: CUDA leaves unspecified which elements of
- * a fragment each thread of the warp holds (num_elements and x[] may only be
- * used for operations applied alike to every element, such as
- * __float_to_tf32).  Here every thread's fragment holds the whole tile
- * (x[], row-major, num_elements = rows x columns).  load_matrix_sync and
- * fill_fragment fill it; mma_sync computes d = a b + c with each product
- * formed in float and summed in float in k order onto c (the tensor cores
- * form and add products in their own order and rounding; tests bound the
- * difference); store_matrix_sync is collective as on a GPU: thread lane l
- * of the warp writes the elements e = l, l + 32, ... of the tile only, so
- * reading the stored tile before a __syncwarp shows the other lanes'
- * elements unwritten.  A kernel that keeps to the documented semantics
- * gives here what it gives on a GPU up to the sums' rounding.
+ * The warp instructions of the PTX ISA that the fused kernels use
+ * (mma.cuh), with the fragment layouts the ISA documents ("Warp-level
+ * matrix load instruction: ldmatrix", "Matrix fragments for mma.m16n8k16",
+ * "... mma.m16n8k8" with .tf32).  A collective: each lane posts what it
+ * gives (a row address, its A and B registers) in its warp's exchange,
+ * waits at a warp barrier for the others, then computes its own registers
+ * from everyone's; the exchange alternates between two slots, since a lane
+ * can be at most one collective ahead of the slowest.  So a fragment a
+ * kernel loads or holds in the wrong lane or register gives a wrong result
+ * here as on a GPU; the products are formed in float and added in k order
+ * onto the accumulator (the tensor cores' own order and rounding differ:
+ * tests bound that).
  */
-namespace nvcuda {
-namespace wmma {
+enum { NCF_EMU_MMA_BF16, NCF_EMU_MMA_F16, NCF_EMU_MMA_TF32 };
 
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-namespace precision {
-struct tf32 {};
-}
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K> struct ncf_emu_dims;
-template <int M, int N, int K> struct ncf_emu_dims<matrix_a, M, N, K> {
-	enum { R = M, C = K };
-};
-template <int M, int N, int K> struct ncf_emu_dims<matrix_b, M, N, K> {
-	enum { R = K, C = N };
-};
-template <int M, int N, int K> struct ncf_emu_dims<accumulator, M, N, K> {
-	enum { R = M, C = N };
-};
-template <typename T> struct ncf_emu_elem {
-	typedef T type;
-};
-template <> struct ncf_emu_elem<precision::tf32> {
-	typedef float type;
-};
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
-	enum { R = ncf_emu_dims<Use, M, N, K>::R, C = ncf_emu_dims<Use, M, N, K>::C };
-	enum { num_elements = R * C };
-	typename ncf_emu_elem<T>::type x[R * C];
-};
-
-static inline float ncf_emu_f32(float v)
+/* This lane's slot of its warp's current collective, and the warp's
+ * slots (32 lanes), after the lane has posted x and the warp has met. */
+static inline const struct ncf_emu_xchg *ncf_emu_collective(const struct ncf_emu_xchg *x)
 {
-	return v;
-}
-static inline float ncf_emu_f32(__nv_bfloat16 v)
-{
-	return __bfloat162float(v);
-}
-static inline float ncf_emu_f32(__half v)
-{
-	return __half2float(v);
+	struct ncf_emu_fiber *f = ncf_emu_me("a warp collective in a plain launch (NCF_LAUNCH_SYNC)");
+	unsigned k = ncf_emu_coop_cur->cur, w = k / 32, par = f->coll++ % 2;
+	struct ncf_emu_xchg *warp = ncf_emu_pool_cur->xchg[w][par];
+	warp[k % 32] = *x;
+	__syncwarp();
+	return warp;
 }
 
 /* TF32: float rounded to 10 mantissa bits, to nearest, ties away from zero
  * (PTX cvt.rna.tf32.f32). */
-static inline float __float_to_tf32(float f)
+static inline float ncf_emu_tf32(float f)
 {
 	uint32_t u = ncf_emu_f2u(f);
 	if ((u & 0x7f800000u) == 0x7f800000u)
@@ -666,70 +637,68 @@ static inline float __float_to_tf32(float f)
 	return ncf_emu_u2f(u);
 }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout, typename P>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const P *p,
-				    unsigned ldm)
+/* 16 bits at p. */
+static inline uint32_t ncf_emu_u16(const unsigned char *p)
 {
-	typedef fragment<Use, M, N, K, T, Layout> F;
-	for (int r = 0; r < F::R; r++)
-		for (int c = 0; c < F::C; c++)
-			f.x[r * F::C + c] = std::is_same<Layout, col_major>::value
-						    ? p[(size_t)c * ldm + r]
-						    : p[(size_t)r * ldm + c];
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
 }
 
-template <int M, int N, int K>
-static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p,
-				    unsigned ldm, layout_t l)
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 name
+ * the rows of matrix j (16 bytes each); r[j] gets this lane's (row l/4,
+ * b16 columns 2(l%4), +1), or with trans (rows 2(l%4), +1, column l/4),
+ * the lower column (row) in the low half. */
+static inline void ncf_emu_ldmatrix(uint32_t r[4], const unsigned char *addr, int trans)
 {
-	for (int r = 0; r < M; r++)
-		for (int c = 0; c < N; c++)
-			f.x[r * N + c] = l == mem_col_major ? p[(size_t)c * ldm + r]
-							    : p[(size_t)r * ldm + c];
-}
-
-template <int M, int N, int K>
-static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
-				     unsigned ldm, layout_t l)
-{
-	for (int e = (int)ncf_emu_lane(); e < M * N; e += 32) {
-		int r = e / N, c = e % N;
-		p[l == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[e];
+	struct ncf_emu_xchg x = {addr, {0, 0, 0, 0}, {0, 0}};
+	if ((uintptr_t)addr & 15u)
+		ncf_emu_die("ldmatrix: a row address that is not 16-byte aligned");
+	const struct ncf_emu_xchg *w = ncf_emu_collective(&x);
+	unsigned l = ncf_emu_lane();
+	for (unsigned j = 0; j < 4; j++) {
+		if (!trans) {
+			memcpy(&r[j], w[8 * j + l / 4].p + 4 * (l % 4), 4);
+			continue;
+		}
+		const unsigned char *r0 = w[8 * j + 2 * (l % 4)].p, *r1 = w[8 * j + 2 * (l % 4) + 1].p;
+		r[j] = ncf_emu_u16(r0 + 2 * (l / 4)) | ncf_emu_u16(r1 + 2 * (l / 4)) << 16;
 	}
 }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout, typename V>
-static inline void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, const V &v)
+/* Element (row i, column k) of A (16 x K), (k, n) of B (K x 8) from the
+ * warp's registers as mma's fragments hold them. */
+static inline float ncf_emu_mma_elem(const struct ncf_emu_xchg *w, int kind, int a, unsigned i,
+				     unsigned k)
 {
-	for (int e = 0; e < fragment<Use, M, N, K, T, Layout>::num_elements; e++)
-		f.x[e] = v;
+	if (kind == NCF_EMU_MMA_TF32) {
+		uint32_t v = a ? w[(i % 8) * 4 + k % 4].a[i / 8 + 2 * (k / 4)]
+			       : w[i * 4 + k % 4].b[k / 4]; /* i: the column n */
+		return ncf_emu_u2f(v);
+	}
+	uint32_t v = a ? w[(i % 8) * 4 + (k % 8) / 2].a[i / 8 + 2 * (k / 8)]
+		       : w[i * 4 + (k % 8) / 2].b[k / 8];
+	__nv_bfloat16 hb;
+	__half hh;
+	hb.x = hh.x = (uint16_t)(k % 2 ? v >> 16 : v & 0xFFFFu);
+	return kind == NCF_EMU_MMA_BF16 ? __bfloat162float(hb) : __half2float(hh);
 }
 
-template <int M, int N, int K, typename T, typename LA, typename LB>
-static inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
-			    const fragment<matrix_a, M, N, K, T, LA> &a,
-			    const fragment<matrix_b, M, N, K, T, LB> &b,
-			    const fragment<accumulator, M, N, K, float> &c)
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16} (m16n8k8 .tf32):
+ * d (this lane's (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)) += A B. */
+static inline void ncf_emu_mma(float d[4], const uint32_t a[4], const uint32_t b[2], int kind)
 {
-	float out[M * N], fa[M * K], fb[N * K]; /* fb transposed: fb[j K + k] = b[k][j] */
-	for (int e = 0; e < M * K; e++)
-		fa[e] = ncf_emu_f32(a.x[e]);
-	for (int k = 0; k < K; k++)
-		for (int j = 0; j < N; j++)
-			fb[j * K + k] = ncf_emu_f32(b.x[k * N + j]);
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			float acc = c.x[i * N + j];
-			const float *ra = fa + i * K, *rb = fb + j * K;
-			for (int k = 0; k < K; k++)
-				acc += ra[k] * rb[k];
-			out[i * N + j] = acc;
-		}
-	memcpy(d.x, out, sizeof out);
+	struct ncf_emu_xchg x = {NULL, {a[0], a[1], a[2], a[3]}, {b[0], b[1]}};
+	const struct ncf_emu_xchg *w = ncf_emu_collective(&x);
+	unsigned l = ncf_emu_lane(), g = l / 4, t = l % 4, K = kind == NCF_EMU_MMA_TF32 ? 8 : 16;
+	for (unsigned e = 0; e < 4; e++) {
+		unsigned i = g + 8 * (e / 2), n = 2 * t + e % 2;
+		float acc = d[e];
+		for (unsigned k = 0; k < K; k++)
+			acc += ncf_emu_mma_elem(w, kind, 1, i, k) * ncf_emu_mma_elem(w, kind, 0, n, k);
+		d[e] = acc;
+	}
 }
-
-} /* namespace wmma */
-} /* namespace nvcuda */
 
 /* ---- runtime: errors ---------------------------------------------------- */
 
@@ -1468,35 +1437,49 @@ static inline float *ncf_emu_widen(const void *p, cudaDataType t, int rows, int 
 }
 
 
-/* C (m, n) = al op(A) op(B) + be C, now (see cublasGemmEx). */
-static inline void ncf_emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-				float al, const void *A, cudaDataType at, int lda, const void *B,
-				cudaDataType bt, int ldb, float be, void *C, cudaDataType ct,
-				int ldc)
+/* A product as cuBLAS takes it: C (m, n) = al op(A) op(B) + be C,
+ * column-major, each operand with its type and leading dimension. */
+struct ncf_emu_mat {
+	const void *p;
+	cudaDataType t;
+	int ld;
+};
+struct ncf_emu_product {
+	cublasOperation_t ta, tb;
+	int m, n, k;
+	float al, be;
+	struct ncf_emu_mat A, B, C;
+};
+
+/* C of g, now (see cublasGemmEx). */
+static inline void ncf_emu_gemm(const struct ncf_emu_product *g)
 {
-	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
-	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-	float *a = ncf_emu_widen(A, at, arows, acols, lda);
-	float *b = ncf_emu_widen(B, bt, brows, bcols, ldb);
-	float *c = ct == CUDA_R_32F ? (float *)C : ncf_emu_widen(C, ct, m, n, ldc);
+	int m = g->m, n = g->n, k = g->k, ldc = g->C.ld;
+	int arows = g->ta == CUBLAS_OP_N ? m : k, acols = g->ta == CUBLAS_OP_N ? k : m;
+	int brows = g->tb == CUBLAS_OP_N ? k : n, bcols = g->tb == CUBLAS_OP_N ? n : k;
+	float *a = ncf_emu_widen(g->A.p, g->A.t, arows, acols, g->A.ld);
+	float *b = ncf_emu_widen(g->B.p, g->B.t, brows, bcols, g->B.ld);
+	float *c = ncf_emu_widen(g->C.p, g->C.t, m, n, ldc);
 	if (k == 0) {
 		for (int j = 0; j < n; j++)
 			for (int i = 0; i < m; i++)
-				c[(size_t)j * ldc + i] = be == 0.0f ? 0.0f : be * c[(size_t)j * ldc + i];
+				c[(size_t)j * ldc + i] =
+					g->be == 0.0f ? 0.0f : g->be * c[(size_t)j * ldc + i];
 	} else {
-		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-			    tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, al, a, lda, b, ldb,
-			    be, c, ldc);
+		cblas_sgemm(CblasColMajor, g->ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+			    g->tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, g->al, a,
+			    g->A.ld, b, g->B.ld, g->be, c, ldc);
 	}
-	if (ct != CUDA_R_32F) {
+	if (g->C.t != CUDA_R_32F) {
 		for (int j = 0; j < n; j++)
 			for (int i = 0; i < m; i++)
-				ncf_emu_store(C, ct, (size_t)j * ldc + i, c[(size_t)j * ldc + i]);
+				ncf_emu_store((void *)g->C.p, g->C.t, (size_t)j * ldc + i,
+					      c[(size_t)j * ldc + i]);
 		free(c);
 	}
-	if (a != A)
+	if (a != g->A.p)
 		free(a);
-	if (b != B)
+	if (b != g->B.p)
 		free(b);
 }
 
@@ -1530,7 +1513,9 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 		h->s,
 		[=]() {
 			ncf_emu_count[NCF_EMU_GEMMS]++;
-			ncf_emu_gemm(ta, tb, m, n, k, al, A, at, lda, B, bt, ldb, be, C, ct, ldc);
+			struct ncf_emu_product g = {ta, tb, m, n, k, al, be, {A, at, lda}, {B, bt, ldb},
+						    {C, ct, ldc}};
+			ncf_emu_gemm(&g);
 		},
 		NCF_EMU_OP_GEMM);
 	return CUBLAS_STATUS_SUCCESS;
@@ -1695,48 +1680,48 @@ cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtM
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-/* The epilogue of D (m, n) in float c (ld ldc) as cuBLAS documents it;
- * op(B) (k, n) in float b for BGRADB. */
-static inline void ncf_emu_lt_epilogue(const ncf_emu_lt_desc *d, int m, int n, int k, float *c,
-				       int ldc, const float *b, int ldb, cudaDataType bias_t)
+/* The bit of element (i, j) of a ReLU mask of leading dimension ld. */
+static inline int ncf_emu_aux_bit(const ncf_emu_lt_desc *d, int i, int j)
 {
-	int e = d->epilogue;
-	if (e & CUBLASLT_EPILOGUE_BIAS)
-		for (int j = 0; j < n; j++)
-			for (int i = 0; i < m; i++)
-				c[(size_t)j * ldc + i] += ncf_emu_load(d->bias, bias_t, (size_t)i);
-	unsigned char *mask = (unsigned char *)d->aux;
-	if (e == CUBLASLT_EPILOGUE_DRELU || e == CUBLASLT_EPILOGUE_DRELU_BGRAD) {
-		for (int j = 0; j < n; j++)
-			for (int i = 0; i < m; i++) {
-				size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
-				if (!(mask[bit / 8] >> (bit % 8) & 1))
-					c[(size_t)j * ldc + i] = 0.0f;
-			}
-	} else if (e & CUBLASLT_EPILOGUE_RELU) {
-		for (int j = 0; j < n; j++)
-			for (int i = 0; i < m; i++) {
-				float *x = &c[(size_t)j * ldc + i];
-				int keep = *x > 0.0f;
-				if (!keep)
-					*x = 0.0f;
-				if (e & 128) {
-					size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
-					if (keep)
-						mask[bit / 8] |= (unsigned char)(1u << (bit % 8));
-					else
-						mask[bit / 8] &= (unsigned char)~(1u << (bit % 8));
-				}
-			}
-	}
-	if (e == CUBLASLT_EPILOGUE_BGRADB) {
-		float *g = (float *)d->bias;
-		for (int j = 0; j < n; j++) {
-			float acc = 0.0f;
-			for (int q = 0; q < k; q++)
-				acc += d->tb == CUBLAS_OP_N ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j];
-			g[j] = acc;
+	size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
+	return ((const unsigned char *)d->aux)[bit / 8] >> (bit % 8) & 1;
+}
+static inline void ncf_emu_aux_set(const ncf_emu_lt_desc *d, int i, int j, int keep)
+{
+	size_t bit = (size_t)i + (size_t)j * (size_t)d->aux_ld;
+	unsigned char *mask = (unsigned char *)d->aux, m = (unsigned char)(1u << (bit % 8));
+	mask[bit / 8] = keep ? mask[bit / 8] | m : mask[bit / 8] & (unsigned char)~m;
+}
+
+/* The epilogue of D (m, n) in float c (ld m) as cuBLAS documents it: BIAS
+ * (a value per row of D), RELU (RELU_AUX: the mask written), DRELU (D
+ * times the mask's bit) with BGRAD (a value per row of D: the sum over its
+ * columns, in order). */
+static inline void ncf_emu_lt_epilogue(const ncf_emu_lt_desc *d, int m, int n, float *c,
+				       cudaDataType bias_t)
+{
+	int e = d->epilogue, drelu = e == CUBLASLT_EPILOGUE_DRELU || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++) {
+			float *x = &c[(size_t)j * m + i];
+			if (e & CUBLASLT_EPILOGUE_BIAS)
+				*x += ncf_emu_load(d->bias, bias_t, (size_t)i);
+			if (drelu && !ncf_emu_aux_bit(d, i, j))
+				*x = 0.0f;
+			if (drelu || !(e & CUBLASLT_EPILOGUE_RELU))
+				continue;
+			int keep = *x > 0.0f;
+			*x = keep ? *x : 0.0f;
+			if (e & 128)
+				ncf_emu_aux_set(d, i, j, keep);
 		}
+	if (e != CUBLASLT_EPILOGUE_DRELU_BGRAD)
+		return;
+	for (int i = 0; i < m; i++) {
+		float acc = 0.0f;
+		for (int j = 0; j < n; j++)
+			acc += c[(size_t)j * m + i];
+		ncf_emu_store((void *)d->bias, bias_t, (size_t)i, acc);
 	}
 }
 
@@ -1760,26 +1745,23 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	float a_ = *(const float *)alpha, b_ = *(const float *)beta;
 	ncf_emu_lt_desc desc = *d; /* its pointers as they are now */
-	ncf_emu_lt_layout A_ = *al, B_ = *bl, D_ = *dl;
+	struct ncf_emu_product g = {desc.ta, desc.tb, m, n, k, a_, b_, {A, al->t, (int)al->ld},
+				    {B, bl->t, (int)bl->ld}, {NULL, CUDA_R_32F, m}};
+	ncf_emu_lt_layout D_ = *dl;
 	cudaDataType bias_t = desc.bias_set ? desc.bias_t : D_.t;
 	ncf_emu_enqueue(
 		stream,
 		[=]() {
 			ncf_emu_count[NCF_EMU_GEMMS]++;
-			int brows = desc.tb == CUBLAS_OP_N ? k : n, bcols = desc.tb == CUBLAS_OP_N ? n : k;
-			float *bw = ncf_emu_widen(B, B_.t, brows, bcols, (int)B_.ld);
-			float *cw = (float *)malloc((size_t)D_.ld * (size_t)(n > 0 ? n : 1) *
-						    sizeof(float));
-			ncf_emu_gemm(desc.ta, desc.tb, m, n, k, a_, A, A_.t, (int)A_.ld, bw, CUDA_R_32F,
-				     (int)B_.ld, b_, cw, CUDA_R_32F, (int)D_.ld);
-			ncf_emu_lt_epilogue(&desc, m, n, k, cw, (int)D_.ld, bw, (int)B_.ld, bias_t);
+			float *cw = (float *)calloc((size_t)m * (size_t)(n > 0 ? n : 1), sizeof(float));
+			struct ncf_emu_product p = g;
+			p.C.p = cw;
+			ncf_emu_gemm(&p);
+			ncf_emu_lt_epilogue(&desc, m, n, cw, bias_t);
 			for (int j = 0; j < n; j++)
 				for (int i = 0; i < m; i++)
-					ncf_emu_store(D, D_.t, (size_t)j * D_.ld + i,
-						      cw[(size_t)j * D_.ld + i]);
+					ncf_emu_store(D, D_.t, (size_t)j * D_.ld + i, cw[(size_t)j * m + i]);
 			free(cw);
-			if (bw != B)
-				free(bw);
 		},
 		NCF_EMU_OP_GEMM);
 	return CUBLAS_STATUS_SUCCESS;

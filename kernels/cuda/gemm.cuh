@@ -22,18 +22,28 @@ struct blas {
 	cublasComputeType_t compute_f32; /* CUBLAS_COMPUTE_32F or _32F_FAST_TF32 */
 };
 
+/* An operand of a product: row-major at p, of cuBLAS type t, leading
+ * dimension ld (an output's p is written). */
+struct gemm_mat {
+	const void *p;
+	cudaDataType t;
+	size_t ld;
+};
+/* A layer's product: rows, its input and output widths, and the name the
+ * cost recorder gives it. */
+struct gemm_layer {
+	const char *what;
+	size_t rows, in, out;
+};
+
 /* Y (rows, out) = X (rows, in) W^T. */
-int lin_fwd(const struct blas *b, const char *what, size_t rows, size_t in, size_t out,
-	    const void *X, cudaDataType xt, size_t ldx, const void *W, cudaDataType wt, size_t ldw,
-	    void *Y, cudaDataType yt, size_t ldy);
-/* dW (out, in; leading dimension ldd, fp32) = dY^T X: dY (rows, out), X (rows, in). */
-int lin_wgrad(const struct blas *b, const char *what, size_t rows, size_t in, size_t out,
-	      const void *dY, cudaDataType dt, size_t lddy, const void *X, cudaDataType xt,
-	      size_t ldx, float *dW, size_t ldd);
+int lin_fwd(const struct blas *b, const struct gemm_layer &g, gemm_mat X, gemm_mat W, gemm_mat Y);
+/* dW (out, in; fp32) = dY^T X: dY (rows, out), X (rows, in). */
+int lin_wgrad(const struct blas *b, const struct gemm_layer &g, gemm_mat dY, gemm_mat X,
+	      gemm_mat dW);
 /* dX (rows, in) = dY (rows, out) W. */
-int lin_dgrad(const struct blas *b, const char *what, size_t rows, size_t in, size_t out,
-	      const void *dY, cudaDataType dt, size_t lddy, const void *W, cudaDataType wt,
-	      size_t ldw, void *dX, cudaDataType xt, size_t lddx);
+int lin_dgrad(const struct blas *b, const struct gemm_layer &g, gemm_mat dY, gemm_mat W,
+	      gemm_mat dX);
 
 } /* namespace NCF_CUDA_NS */
 

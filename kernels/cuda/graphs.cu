@@ -19,13 +19,20 @@
  * swapped into the instantiated graph (cudaGraphExecUpdate keeps the
  * instantiation when the launches are the same with other arguments; a
  * step whose launches differ is instantiated anew).  The device then runs
- * the whole step from one launch, without a gap between kernels.
+ * the whole step from one launch, without a gap between kernels.  The
+ * first step runs with plain launches, uncaptured: what a kernel or
+ * library does once (cuBLAS's first use of a shape, a kernel's attributes)
+ * happens outside any capture, and a fault of that step is reported at the
+ * launch that made it rather than at a graph's.
  *
  * Capture is an optimization: when it fails (capture_begin keeps its
- * errors quiet), it is said once at -v and the caller issues the work
- * with plain launches.  Under NCF_CUDA_SYNC=1 there are no graphs.  The
- * emulation (emu.h) captures, updates and replays too, so the tests
- * exercise all of this.
+ * errors quiet), it is said once, with the reason, and the caller issues
+ * the work with plain launches from then on, so that a timing of a step or
+ * of scoring is never taken for the graph's when it is not.  Under
+ * NCF_CUDA_SYNC=1 there are no graphs.  How each training step ran is
+ * counted (graph_counts: captures, replays, plain steps) for the tools'
+ * reports.  The emulation (emu.h) captures, updates and replays too, so
+ * the tests exercise all of this.
  */
 #include "graphs.cuh"
 
@@ -48,6 +55,8 @@ struct graphs {
 	void *blas_ws; /* cuBLAS workspace, fixed for capture */
 	cudaGraphExec_t step_exec;
 	int step_have; /* step_exec is instantiated */
+	int step_warm; /* a step ran uncaptured: the next may be captured */
+	int step_failed; /* a capture of the step failed */
 	struct graph_counts n;
 };
 
@@ -109,13 +118,14 @@ static cudaError_t capture(struct cu *c, graph_work fn, void *arg, cudaGraph_t *
 	return e;
 }
 
-/* Say once (at -v) why a capture did not work and clear its error.
- * Returns 1 (the caller issues the work itself). */
+/* Say why a capture did not work (once: graphs of its kind are off from
+ * then on) and clear its error.  Returns 1 (the caller issues the work
+ * itself). */
 static int capture_failed(const char *what, cudaError_t e)
 {
 	cudaGetLastError(); /* the capture's error is not the next call's */
-	ncf_debug("cuda backend: no CUDA graph for %s (%s); plain launches", what,
-		  g_quiet_msg[0] ? g_quiet_msg : cudaGetErrorString(e));
+	ncf_warn("cuda backend: no CUDA graph for %s (%s); plain launches from here on", what,
+		 g_quiet_msg[0] ? g_quiet_msg : cudaGetErrorString(e));
 	return 1;
 }
 
@@ -210,6 +220,10 @@ int graphs_step(struct cu *c, graph_work fn, void *arg)
 	struct graphs *g = c->graphs;
 	if (!graphs_step_on(c))
 		return 1;
+	if (!g->step_warm) { /* the first step: uncaptured */
+		g->step_warm = 1;
+		return 1;
+	}
 	cudaGraph_t graph;
 	cudaError_t e = capture(c, fn, arg, &graph);
 	if (e == cudaSuccess) {
@@ -218,12 +232,36 @@ int graphs_step(struct cu *c, graph_work fn, void *arg)
 		cudaGraphDestroy(graph);
 	}
 	if (e != cudaSuccess) {
-		g->step_off = 1;
+		g->step_off = g->step_failed = 1;
 		return capture_failed("the training step", e);
 	}
 	CUDA_TRY(cudaGraphLaunch(g->step_exec, c->s));
 	g->n.step_launches++;
 	return 0;
 }
+
+void graphs_step_plain(struct cu *c)
+{
+	if (c->graphs)
+		c->graphs->n.step_plain++;
+}
+
+} /* namespace NCF_CUDA_NS */
+
+using namespace NCF_CUDA_NS;
+
+void ncf_cuda_graph_counts(const struct ncf_backend *be, struct ncf_cuda_graphs *out)
+{
+	const struct cu *c = impl(be);
+	struct graph_counts n = graphs_counts(c);
+	memset(out, 0, sizeof *out);
+	out->captures = n.step_captures;
+	out->instantiations = n.step_instantiations;
+	out->replays = n.step_launches;
+	out->plain = n.step_plain;
+	out->failed = c->graphs && c->graphs->step_failed;
+}
+
+namespace NCF_CUDA_NS {
 
 } /* namespace NCF_CUDA_NS */

@@ -1,7 +1,7 @@
 /*
  * graphs.cuh - CUDA graphs of the cuda backend: the launches of a function
  * captured once and replayed.  graphs.cu knows nothing of what it
- * captures: the step driver (backend.cu) hands it a step path's function,
+ * captures: the step driver (backend.cu) hands it the step's function,
  * scoring (score.cu) a chunk's.  See graphs.cu for when graphs are used.
  */
 #ifndef NCF_CUDA_GRAPHS_CUH
@@ -25,24 +25,27 @@ void graphs_free(struct cu *c);
 int graphs_step_on(const struct cu *c);
 /* fn(arg) as the training step's graph: captured anew each step, swapped
  * into the instantiated graph (cudaGraphExecUpdate) and launched.  Returns
- * 0 (launched), 1 when the caller should issue fn itself (the capture
- * failed: said once at -v, the step's graph off from then on), -1 on an
- * error. */
+ * 0 (launched), 1 when the caller should issue fn itself (the first step,
+ * which runs uncaptured; or the capture failed: said once, the step's
+ * graph off from then on), -1 on an error. */
 int graphs_step(struct cu *c, graph_work fn, void *arg);
+/* Count a training step the caller issued launch by launch. */
+void graphs_step_plain(struct cu *c);
 
 /* fn(arg) as a graph kept under key (len <= GRAPH_KEY bytes: what the
  * launches bake in), captured on first use for the current row buffers
  * (c->rows_gen), replayed after.  Returns 0, 1 when the caller should issue
- * fn itself (graphs off, or the capture failed: said once at -v, naming
- * what), -1. */
+ * fn itself (graphs off, or the capture failed: said once, naming what),
+ * -1. */
 enum { GRAPH_KEY = 64 };
 int graphs_cached(struct cu *c, const void *key, size_t len, graph_work fn, void *arg,
 		  const char *what);
 
-/* Counts for the tests: cached graphs captured and launched, step graphs
- * captured, instantiated and launched. */
+/* Counts for the tests and the tools' reports (ncf_cuda_graph_counts):
+ * cached graphs captured and launched, step graphs captured, instantiated
+ * and launched, steps issued launch by launch. */
 struct graph_counts {
-	uint64_t captures, launches, step_captures, step_instantiations, step_launches;
+	uint64_t captures, launches, step_captures, step_instantiations, step_launches, step_plain;
 };
 struct graph_counts graphs_counts(const struct cu *c);
 

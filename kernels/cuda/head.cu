@@ -1,9 +1,9 @@
 /*
- * head.cu - the head, the loss and dlogit, per row (kernels.cuh).
- *
- * Every kernel here is "plain": each thread computes its own outputs from
- * global memory, with no shared memory, barriers or warp primitives, so the
- * same source runs on the CPU under NCF_CUDA_EMULATE (one thread at a time).
+ * head.cu - the head (kernels.cuh): the scoring head, a plain kernel (each
+ * thread its own row from global memory, one thread at a time under
+ * NCF_CUDA_EMULATE), and the training step's head with the loss, dlogit
+ * and the partial sums of its gradient (head_fused_cuda, whose threads
+ * cooperate within a block).
  */
 #include "kernels.cuh"
 
@@ -53,137 +53,56 @@ NCF_DI float head_logit_of(const float *pu, const float *qi, const T *hr, uint32
 	return acc + w[F + HL];
 }
 
-/* The logit of row j of a batch (ids su, si; hL (n, HL)). */
+/* The logit of row j of a's rows. */
 template <typename T>
-NCF_DI float head_logit(size_t j, uint32_t F, uint32_t HL, const uint32_t *__restrict__ su,
-			const uint32_t *__restrict__ si, const float *__restrict__ gmf_user,
-			const float *__restrict__ gmf_item, const float *__restrict__ w,
-			const T *__restrict__ hL, int vecF, int vecH)
+NCF_DI float head_logit(const head_rows<T> &a, size_t j, int vecF, int vecH)
 {
-	return head_logit_of(gmf_user + (size_t)su[j] * F, gmf_item + (size_t)si[j] * F, hL + j * HL,
-			     F, HL, w, vecF, vecH);
-}
-
-template <typename T>
-__global__ void NCF_PLAIN(8) head_train_kernel(size_t n, uint32_t F, uint32_t HL,
-				  const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				  const uint8_t *__restrict__ lab,
-				  const float *__restrict__ gmf_user,
-				  const float *__restrict__ gmf_item, const float *__restrict__ w,
-				  const T *__restrict__ hL, float inv_n, float loss_scale,
-				  float drop_scale, int vecF, int vecH, float *__restrict__ loss,
-				  float *__restrict__ dlogit, T *__restrict__ dz)
-{
-	size_t j = NCF_TID;
-	if (j >= n)
-		return;
-	float logit = head_logit(j, F, HL, su, si, gmf_user, gmf_item, w, hL, vecF, vecH);
-	float y = (float)lab[j];
-	loss[j] = ncf_bce(logit, y);
-	float dl = (ncf_sigmoid(logit) - y) * inv_n;
-	dl = dl * loss_scale;
-	dlogit[j] = dl;
-	const float *wh = w + F;
-	const T *hr = hL + j * HL;
-	T *dr = dz + j * HL;
-	if (vecH) {
-		for (uint32_t h0 = 0; h0 < HL; h0 += 8) {
-			float x[8], d[8];
-			load8(hr + h0, x);
-			NCF_UNROLL
-			for (int k = 0; k < 8; k++) {
-				float dh = dl * wh[h0 + k];
-				d[k] = x[k] > 0.0f ? dh * drop_scale : 0.0f;
-			}
-			store8(dr + h0, d);
-		}
-	} else {
-		for (uint32_t h = 0; h < HL; h++) {
-			float dh = dl * wh[h];
-			dr[h] = from_f32<T>(to_f32(hr[h]) > 0.0f ? dh * drop_scale : 0.0f);
-		}
-	}
-}
-
-template <typename T>
-int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
-		    float *loss, float *dlogit, T *dz, cudaStream_t stream)
-{
-	unsigned blocks;
-	if (grid_1d(n, &blocks))
-		return -1;
-	if (!blocks)
-		return 0;
-	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % 8 == 0 && aligned16(hL) && aligned16(dz);
-	double es = sizeof(T);
-	/* head_logit: the two GMF rows 8 factors at a time, then hL's 8 units at
-	 * a time, each load waited for before the next (a loop per row) */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
-	if (NCF_COST_SHAPED("head_train", n * (17.0 + 8.0 * F + 2.0 * HL * es) + (F + HL + 1.0) * 4,
-			    0, sh))
-		return 0;
-	NCF_LAUNCH(head_train_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, lab, gmf_user,
-		   gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH, loss, dlogit, dz);
-	return CUDA_CHECK(cudaGetLastError());
+	return head_logit_of(a.gmf_user + (size_t)a.users[j] * a.F,
+			     a.gmf_item + (size_t)a.items[j] * a.F, a.hL + j * a.HL, a.F, a.HL, a.w,
+			     vecF, vecH);
 }
 
 /* Scoring: the logit, or (prob) its sigmoid, ncf_sigmoid as the cpu
  * backend's scores. */
+static constexpr launch_facts head_logits_facts = {BLOCK, 8};
 template <typename T>
-__global__ void NCF_PLAIN(8) head_logits_kernel(size_t n, uint32_t F, uint32_t HL,
-				   const uint32_t *__restrict__ su, const uint32_t *__restrict__ si,
-				   const float *__restrict__ gmf_user,
-				   const float *__restrict__ gmf_item,
-				   const float *__restrict__ w, const T *__restrict__ hL, int vecF,
-				   int vecH, int prob, float *__restrict__ logit)
+__global__ void NCF_BOUNDS(head_logits_facts)
+	head_logits_kernel(head_rows<T> a, int vecF, int vecH, int prob, float *__restrict__ logit)
 {
 	size_t j = NCF_TID;
-	if (j >= n)
+	if (j >= a.n)
 		return;
-	float x = head_logit(j, F, HL, su, si, gmf_user, gmf_item, w, hL, vecF, vecH);
+	float x = head_logit(a, j, vecF, vecH);
 	logit[j] = prob ? ncf_sigmoid(x) : x;
 }
 
 template <typename T>
-int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     int prob, float *logit, cudaStream_t stream)
+int head_logits_cuda(const head_rows<T> &a, int prob, float *logit, cudaStream_t stream)
 {
+	size_t n = a.n;
+	uint32_t F = a.F, HL = a.HL;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
 	if (!blocks)
 		return 0;
-	int vecF = F % 8 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % 8 == 0 && aligned16(hL);
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
+	int vecF = F % 8 == 0 && aligned16(a.gmf_user) && aligned16(a.gmf_item);
+	int vecH = HL % 8 == 0 && aligned16(a.hL);
+	cost_shape sh = cost_shape_for(head_logits_facts, blocks, 64, (F + 7) / 8 + (HL + 7) / 8 + 1.0);
 	if (NCF_COST_SHAPED("head_logits",
 			    n * (12.0 + 8.0 * F + HL * (double)sizeof(T)) + (F + HL + 1.0) * 4, 0, sh))
 		return 0;
-	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, n, F, HL, su, si, gmf_user,
-		   gmf_item, w, hL, vecF, vecH, prob, logit);
+	NCF_LAUNCH(head_logits_kernel<T>, blocks, BLOCK, 0, stream, a, vecF, vecH, prob, logit);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
 /* ---- instantiations for the three activation types ---------------------- */
 
-#define NCF_INSTANTIATE(T)                                                                         \
-	template int head_train_cuda<T>(size_t, uint32_t, uint32_t, const uint32_t *,              \
-					const uint32_t *, const uint8_t *, const float *,          \
-					const float *, const float *, const T *, float, float,     \
-					float, float *, float *, T *, cudaStream_t);               \
-	template int head_logits_cuda<T>(size_t, uint32_t, uint32_t, const uint32_t *,             \
-					 const uint32_t *, const float *, const float *,           \
-					 const float *, const T *, int, float *, cudaStream_t);
+template int head_logits_cuda<float>(const head_rows<float> &, int, float *, cudaStream_t);
+template int head_logits_cuda<bf16>(const head_rows<bf16> &, int, float *, cudaStream_t);
+template int head_logits_cuda<f16>(const head_rows<f16> &, int, float *, cudaStream_t);
 
-NCF_INSTANTIATE(float)
-NCF_INSTANTIATE(bf16)
-NCF_INSTANTIATE(f16)
-
-/* ---- the fused step's head ------------------------------------------------ */
+/* ---- the training step's head ------------------------------------------- */
 
 /* Shared memory of head_fused_kernel: the block's rows of gmf_user (F
  * floats each, padded to 16 bytes), of gmf_item, of hL (HL elements, padded
@@ -208,23 +127,29 @@ template <typename T> struct head_smem {
  * Block b: rows r0 = b HEAD_ROWS .. + HEAD_ROWS, sorted by user.  The
  * block's rows of gmf_user, gmf_item and hL come into shared memory at once
  * (cp.async: a whole block's inputs in flight, not a row's 16 bytes at a
- * time), then threads < HEAD_ROWS take a row each as head_train_kernel does
- * (the same logit, bit for bit) and write dlogit and dz, and thread c of the
+ * time), then threads < HEAD_ROWS take a row each (the logit of
+ * head_logit_of, as scoring computes it) and write dlogit and dz, and thread c of the
  * block sums column c of the block's rows in row order from shared memory:
  * [dlogit g (F) | dlogit hL (HL) | dlogit (1) | dz (HL)], g = gmf_user[u] *
  * gmf_item[i] and dz the unrounded value written to dz.  Thread 0 sums the
  * rows' losses in double.
  */
+static constexpr launch_facts head_fused_facts = {256, 2};
 template <typename T>
-__global__ void __launch_bounds__(256, 2)
-	head_fused_kernel(size_t n, uint32_t F, uint32_t HL, const uint32_t *__restrict__ ru,
-			  const uint32_t *__restrict__ ri, const uint8_t *__restrict__ lab,
-			  const float *__restrict__ gmf_user, const float *__restrict__ gmf_item,
-			  const float *__restrict__ w, const T *__restrict__ hL, float inv_n,
-			  float loss_scale, float drop_scale, int vecF, int vecH, int vecD,
-			  float *__restrict__ dlogit, T *__restrict__ dz, float *__restrict__ part,
-			  double *__restrict__ part_loss)
+__global__ void NCF_BOUNDS(head_fused_facts)
+	head_fused_kernel(head_rows<T> a, head_grads<T> o, int vecF, int vecH, int vecD)
 {
+	const size_t n = a.n;
+	const uint32_t F = a.F, HL = a.HL;
+	const uint32_t *__restrict__ ru = a.users, *__restrict__ ri = a.items;
+	const uint8_t *__restrict__ lab = o.labels;
+	const float *__restrict__ gmf_user = a.gmf_user, *__restrict__ gmf_item = a.gmf_item;
+	const float *__restrict__ w = a.w;
+	const T *__restrict__ hL = a.hL;
+	const float inv_n = o.inv_n, loss_scale = o.loss_scale, drop_scale = o.drop_scale;
+	float *__restrict__ dlogit = o.dlogit, *__restrict__ part = o.part;
+	T *__restrict__ dz = o.dz;
+	double *__restrict__ part_loss = o.part_loss;
 	NCF_DYN_SHARED(smem);
 	head_smem<T> L(F, HL);
 	float *gu = (float *)smem, *gi = (float *)(smem + L.gi);
@@ -240,9 +165,12 @@ __global__ void __launch_bounds__(256, 2)
 		s_i[k] = k < rows ? ri[r0 + k] : ri[r0];
 	}
 	__syncthreads();
-	stage_rows(gu, L.ldf, gmf_user, F, s_u, rows, F, L.ldf, vecF);
-	stage_rows(gi, L.ldf, gmf_item, F, s_i, rows, F, L.ldf, vecF);
-	stage_tile(hs, L.ldh, hL, HL, r0, n, 0, HL, rows, L.ldh, vecH);
+	piece_walk wf = walk_of(L.ldf / 4), wt = walk_of(L.ldh / (16 / sizeof(T)));
+	stage_rows(stile<float>{gu, L.ldf, rows, L.ldf}, gmat<float>{gmf_user, F, 0, F, vecF}, s_u,
+		   wf);
+	stage_rows(stile<float>{gi, L.ldf, rows, L.ldf}, gmat<float>{gmf_item, F, 0, F, vecF}, s_i,
+		   wf);
+	stage_tile(stile<T>{hs, L.ldh, rows, L.ldh}, gmat<T>{hL, HL, n, HL, vecH}, r0, 0, wt);
 	cp_async_commit();
 	cp_async_wait<0>();
 	__syncthreads();
@@ -320,12 +248,10 @@ int head_setup(uint32_t F, uint32_t HL)
 }
 
 template <typename T>
-int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
-		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
-		    cudaStream_t stream)
+int head_fused_cuda(const head_rows<T> &a, const head_grads<T> &o, cudaStream_t stream)
 {
+	size_t n = a.n;
+	uint32_t F = a.F, HL = a.HL, users = o.users;
 	size_t nb = (n + HEAD_ROWS - 1) / HEAD_ROWS;
 	if (nb == 0)
 		return 0;
@@ -346,8 +272,10 @@ int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const
 	 * gmf_user once per distinct user (rows sorted by user); the partials.
 	 * A block: its ids (a round trip), then its rows at once (another) */
 	double res = g_smem_sm / (smem + 1024.0);
-	res = res < 1 ? 1 : res > 2 ? 2 : floor(res);
-	cost_shape sh = cost_shape_of((double)nb, 256, res, (double)(smem - 3 * HEAD_ROWS * 4) / 256,
+	double most = head_fused_facts.min_blocks;
+	res = res < 1 ? 1 : res > most ? most : floor(res);
+	cost_shape sh = cost_shape_for(head_fused_facts, (double)nb, res,
+				       (double)(smem - 3 * HEAD_ROWS * 4) / head_fused_facts.threads,
 				      2 * cost_waves((double)nb, res));
 	if (NCF_COST_SHAPED("head_fused",
 			    n * (9.0 + 4.0 * F + 2.0 * HL * es + 4.0) + urows * F * 4.0 +
@@ -355,26 +283,18 @@ int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const
 			    0, sh))
 		return 0;
 	/* staging 16 bytes at a time where the rows allow; dz stored 8 at a time */
-	int vecF = F % 4 == 0 && aligned16(gmf_user) && aligned16(gmf_item);
-	int vecH = HL % (16 / sizeof(T)) == 0 && aligned16(hL);
-	int vecD = HL % 8 == 0 && aligned16(dz);
-	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, 256, smem, stream, n, F, HL, ru, ri,
-			lab, gmf_user, gmf_item, w, hL, inv_n, loss_scale, drop_scale, vecF, vecH,
-			vecD, dlogit, dz, part, part_loss);
+	int vecF = F % 4 == 0 && aligned16(a.gmf_user) && aligned16(a.gmf_item);
+	int vecH = HL % (16 / sizeof(T)) == 0 && aligned16(a.hL);
+	int vecD = HL % 8 == 0 && aligned16(o.dz);
+	NCF_LAUNCH_SYNC(head_fused_kernel<T>, (unsigned)nb, head_fused_facts.threads, smem, stream, a,
+			o, vecF, vecH, vecD);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-template int head_fused_cuda<float>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				    const uint8_t *, const float *, const float *, const float *,
-				    const float *, float, float, float, uint32_t, float *, float *,
-				    float *, double *, cudaStream_t);
-template int head_fused_cuda<bf16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				   const uint8_t *, const float *, const float *, const float *,
-				   const bf16 *, float, float, float, uint32_t, float *, bf16 *,
-				   float *, double *, cudaStream_t);
-template int head_fused_cuda<f16>(size_t, uint32_t, uint32_t, const uint32_t *, const uint32_t *,
-				  const uint8_t *, const float *, const float *, const float *,
-				  const f16 *, float, float, float, uint32_t, float *, f16 *,
-				  float *, double *, cudaStream_t);
+template int head_fused_cuda<float>(const head_rows<float> &, const head_grads<float> &,
+				    cudaStream_t);
+template int head_fused_cuda<bf16>(const head_rows<bf16> &, const head_grads<bf16> &,
+				   cudaStream_t);
+template int head_fused_cuda<f16>(const head_rows<f16> &, const head_grads<f16> &, cudaStream_t);
 
 } /* namespace NCF_CUDA_NS */

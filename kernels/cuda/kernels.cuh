@@ -1,12 +1,12 @@
 /*
  * kernels.cuh - the GPU operations of the cuda backend, one file per group:
  * sample.cu (the sample stream, evaluation candidates and ranks), layers.cu
- * (first layer, bias + ReLU + dropout and its backward, casts), mlp.cu
- * (the fused dense layers, on tensor cores through mma.cuh), head.cu
- * (head, loss, dlogit; the fused head), reduce.cu (column sums, the head's
- * weight gradient, the loss sum, segment sums; the fused step's partial
- * sums and per-key sums), adam.cu (Adam, the inf/NaN check, Adam with the
- * 16-bit copy), sort.cu (the sort, the sorted rows and their offsets).
+ * (first layer, bias + ReLU + dropout and its backward with the bias
+ * gradient's partials, casts), mlp.cu (the fused dense layers, on tensor
+ * cores through mma.cuh), head.cu (the scoring head; the training step's
+ * head, loss and dlogit), reduce.cu (the step's partial sums and per-key
+ * sums), adam.cu (Adam, the inf/NaN check, Adam with the 16-bit copy),
+ * sort.cu (the sort, the sorted rows and their offsets).
  *
  * Each op has three levels (STYLE.md 4): <op>_kernel, the __global__ in
  * its .cu file; <op>_cuda, declared here, which sizes the grid, notes what
@@ -17,7 +17,7 @@
  * kernel (each thread computes its own outputs: no shared memory, barriers
  * or warp primitives) thread by thread, and NCF_LAUNCH_SYNC runs a kernel
  * whose threads cooperate (__shared__ memory, __syncthreads, __syncwarp,
- * wmma fragments: mlp.cu, the fused head, reduce_partials) with each thread
+ * ldmatrix and mma.sync: mlp.cu, the fused head, reduce_partials) with each thread
  * of a block as a fiber (emu.h); tests/unit/test_cuda_emu.cc compares the
  * results with the reference (kernels/cpu/reference.c) and the fast cpu
  * backend (kernels/cpu/), whose step is named in each comment below.  The
@@ -80,125 +80,80 @@ static inline int aligned16(const void *p)
 }
 
 /*
- * The sample stream (ncf_sample_at; cpu/train.c step 1): row j gets the sample at epoch position
- * pos0 + j, ncf_sample_at.  entry_user (P), offsets (U+1), items (P) are the
- * training CSR on the device; su, si (n) get user and item, lab (n) the label.
+ * The sample stream (ncf_sample_at; cpu/train.c step 1): row j of n gets
+ * the sample at epoch position pos0 + j of the stream, whose training CSR
+ * (entry_user, offsets, csr_items) is on the device.
  */
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
-		uint8_t *lab, cudaStream_t stream);
+struct sample_src {
+	ncf_stream stream; /* the epoch's stream, its arrays on the device */
+	uint64_t pos0;	   /* the epoch position of row 0 */
+};
+struct sample_out {
+	uint32_t *users, *items; /* (n) */
+	uint8_t *labels;	 /* (n) */
+};
+int sample_cuda(const sample_src &a, size_t n, const sample_out &o, cudaStream_t stream);
 
 /*
  * The factorized first layer per row (cpu/train.c chunk_train "layer 1" and
- * bias_relu_dropout with layer 0; cpu/infer.c chunk_logits for eval_order):
- *   training:   h1 = dropout(relu((au[su[j]] + ai[si[j]]) + b1))
- *   eval_order: h1 = relu((au[su[j]] + b1) + ai[si[j]])   (b1 folded as the
- *               cpu backend's scoring tables do; dk.active must be 0)
- * au (U, H), ai (I, H) are the tables mlp_user W1u^T and mlp_item W1i^T; b1 (H);
- * h1 (n, H).
+ * bias_relu_dropout with layer 0; cpu/infer.c chunk_logits for scoring):
+ * au (U, H), ai (I, H) the tables mlp_user W1u^T and mlp_item W1i^T, b1
+ * (H), h1 (n, H); rows (users[j], items[j]).
  */
-template <typename T>
-int layer1_cuda(size_t n, uint32_t H, const uint32_t *su, const uint32_t *si, const T *au,
-		const T *ai, const float *b1, int eval_order, const dropout_k &dk, T *h1,
-		cudaStream_t stream);
+template <typename T> struct layer1_rows {
+	size_t n;
+	uint32_t H;
+	const uint32_t *users, *items;
+	const T *au, *ai;
+	const float *b1;
+	T *h1;
+};
+/* Scoring: h1 = relu((au[u] + b1) + ai[i]) (b1 folded as the cpu backend's
+ * scoring tables do). */
+template <typename T> int layer1_cuda(const layer1_rows<T> &a, cudaStream_t stream);
 
 /* z (n, H) = dropout(relu(z + b)) in place, dropout of hidden layer `layer`
- * (0-based) (cpu/train.c bias_relu_dropout). */
+ * (0-based) at positions dk.pos0 + rowpos[r] (r when rowpos is NULL)
+ * (cpu/train.c bias_relu_dropout). */
 template <typename T>
 int bias_relu_dropout_cuda(size_t n, uint32_t H, T *z, const float *b, const dropout_k &dk,
-			   uint32_t layer, cudaStream_t stream);
+			   uint32_t layer, const uint32_t *rowpos, cudaStream_t stream);
 
 /* x (n, H) *= the dropout multiplier of hidden layer `layer` (0-based) at
  * positions dk.pos0 + rowpos[r] (r when rowpos is NULL): scale where the
  * unit is kept, 0 where it is dropped; nothing when dk is not active (the
- * lt path's dropout, after cuBLASLt's ReLU or dReLU). */
+ * lt dense layers' dropout, after cuBLASLt's ReLU). */
 template <typename T>
 int dropout_mul_cuda(size_t n, uint32_t H, T *x, const dropout_k &dk, uint32_t layer,
 		     const uint32_t *rowpos, cudaStream_t stream);
 
-/* dh (count) = h > 0 ? dh * scale : 0 in place: the backward of ReLU and
- * dropout from the layer's output h (cpu/train.c relu_dropout_back). */
+/* dx (n, H) = h > 0 ? dx * scale : 0 in place: the backward of ReLU and
+ * dropout from the layer's output h (n, H) (cpu/train.c
+ * relu_dropout_back), and part (ceil(n / BWD_ROWS), H) the column sums of
+ * the result per BWD_ROWS rows (the layer's bias gradient once
+ * reduce_partials_cuda has added them). */
 template <typename T>
-int relu_dropout_back_cuda(size_t count, T *dh, const T *h, float scale, cudaStream_t stream);
+int relu_dropout_back_cuda(size_t n, uint32_t H, T *dx, const T *h, float scale, float *part,
+			   cudaStream_t stream);
+
+/* The head's inputs for n rows: the rows' ids, the GMF tables, the head's
+ * weights w (F + HL + 1: the GMF part, the MLP part, then the bias) and the
+ * last hidden layer hL (n, HL). */
+template <typename T> struct head_rows {
+	size_t n;
+	uint32_t F, HL;
+	const uint32_t *users, *items; /* (n) */
+	const float *gmf_user, *gmf_item, *w;
+	const T *hL;
+};
 
 /*
- * The head, the loss and the start of the backward pass, per row
- * (cpu/train.c chunk_train "GMF, head, loss" and the first relu_dropout_back):
- *   logit = w[0..F) . (gmf_user[u] * gmf_item[i]) + w[F..F+HL) . hL[j] + w[F+HL]
- *   loss[j] = bce(logit, y);  dlogit[j] = (sigmoid(logit) - y) * inv_n * loss_scale
- *   dz[j] = hL[j] > 0 ? dlogit[j] * w[F..F+HL) * drop_scale : 0
- * w (F + HL + 1) the head weights then bias, hL, dz (n, HL).
+ * The head per row (cpu/infer.c chunk_logits): logit[j] = w[0..F) .
+ * (gmf_user[u] * gmf_item[i]) + w[F..F+HL) . hL[j] + w[F+HL]; prob:
+ * ncf_sigmoid(logit[j]) instead, the score (cpu/infer.c ncf_cpu_score).
  */
 template <typename T>
-int head_train_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL,
-		    float inv_n, float loss_scale, float drop_scale, float *loss, float *dlogit,
-		    T *dz, cudaStream_t stream);
-
-/* logit[j] as in head_train_cuda, nothing else (cpu/infer.c chunk_logits);
- * prob: ncf_sigmoid(logit[j]) instead, the score (cpu/infer.c ncf_cpu_score). */
-template <typename T>
-int head_logits_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		     const float *gmf_user, const float *gmf_item, const float *w, const T *hL,
-		     int prob, float *logit, cudaStream_t stream);
-
-/*
- * Floats of scratch that colsum_cuda needs for a (rows, cols) input, and
- * that head_grad_cuda needs for n rows (cols = F + HL + 1).
- */
-size_t colsum_scratch(size_t rows, size_t cols);
-size_t head_grad_scratch(size_t n, uint32_t F, uint32_t HL);
-
-/*
- * out (cols) = column sums of x (rows, cols): bias gradients (cpu/train.c lane
- * sums of lB, col_sum).  The order is fixed by rows: groups of rows
- * g, g + G, g + 2G, ... (G = ceil(rows / 64)) summed in order, then the
- * same on the (G, cols) partials, until one row is left.
- */
-template <typename T>
-int colsum_cuda(const T *x, size_t rows, size_t cols, float *out, float *scratch,
-		cudaStream_t stream);
-
-/* The head's weight gradient (cpu/train.c lane sums of lw, lwh, lb):
- * out[f] = sum_j dlogit[j] (gmf_user[u] gmf_item[i])[f],
- * out[F + h] = sum_j dlogit[j] hL[j][h],
- * out[F + HL] = sum_j dlogit[j]; out (F + HL + 1), order as colsum_cuda. */
-template <typename T>
-int head_grad_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *su, const uint32_t *si,
-		   const float *gmf_user, const float *gmf_item, const T *hL, const float *dlogit,
-		   float *out,
-		   float *scratch, cudaStream_t stream);
-
-/* *out = sum of x (n) in double (the step's loss sum); scratch holds
- * ceil(n / 64) + ceil(n / 4096) + 2 doubles. */
-size_t sum_scratch(size_t n);
-int sum_f64_cuda(const float *x, size_t n, double *out, double *scratch, cudaStream_t stream);
-
-/*
- * Segment sums over a batch sorted by key (cpu/train.c step 5, per-slot sums of
- * dz1, and step 6, the GMF embedding gradients).  key (n) sorted ascending,
- * idx (n) the sample of each sorted position, in increasing order within a
- * key (a stable sort).  Positions are cut into chunks of SEG_CHUNK; a key
- * whose samples lie in one chunk is summed in sample order, exactly as the
- * cpu backend does; a longer one is summed per chunk, then the chunk sums
- * left to right.  head and tail hold seg_scratch(n, H) floats each.  Keys
- * with no samples are not written: clear the output first.
- *
- * segsum_rows_cuda:  out[k][h] = sum over samples j of key k of src[j][h];
- *                    src (n, H) in T, out (K, H) float.
- * segsum_gmf_cuda:   out[k][f] = wg[f] * sum over samples j of key k of
- *                    dl[j] * tab[other[j]][f]; tab (., F), out (K, F).
- */
-enum { SEG_CHUNK = 32 }; /* K (keys, the rows of out) sizes the cost note only */
-size_t seg_scratch(size_t n, uint32_t H);
-template <typename T>
-int segsum_rows_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const T *src, uint32_t H,
-		     uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
-int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const float *dl,
-		    const uint32_t *other, const float *tab, const float *wg, uint32_t F,
-		    uint32_t K, float *out, float *head, float *tail, cudaStream_t stream);
+int head_logits_cuda(const head_rows<T> &a, int prob, float *logit, cudaStream_t stream);
 
 /*
  * Stable sort of n keys below 2^bits: keys_out the sorted keys, idx_out the
@@ -206,9 +161,13 @@ int segsum_gmf_cuda(const uint32_t *key, const uint32_t *idx, size_t n, const fl
  * sort (temp: sort_temp_bytes); CPU twin sort_by_key_cpu under emulation.
  */
 int sort_temp_bytes(size_t n, int bits, size_t *bytes);
+struct sort_scratch {
+	uint32_t *idx_tmp; /* (n) */
+	void *temp;	   /* sort_temp_bytes of them */
+	size_t temp_bytes;
+};
 int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
-		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
-		     cudaStream_t stream);
+		     uint32_t *idx_out, const sort_scratch &tmp, cudaStream_t stream);
 void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_t *idx_out);
 
 /*
@@ -217,8 +176,15 @@ void sort_by_key_cpu(const uint32_t *keys, size_t n, uint32_t *keys_out, uint32_
  * loss scale.  skip (device int, may be NULL): when *skip != 0 nothing is
  * updated (fp16 step with an inf/NaN gradient).
  */
-int adam_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-	      float g_scale, const int *skip, cudaStream_t stream);
+struct adam_pass {
+	float *p, *m, *v;  /* (n) updated in place */
+	const float *g;	   /* (n) */
+	size_t n;
+	ncf_adam_k k;
+	float g_scale;
+	const int *skip;   /* device int or NULL */
+};
+int adam_cuda(const adam_pass &a, cudaStream_t stream);
 
 /* *flag = 1 when any of g (n) is inf or NaN (flag left alone otherwise). */
 int nonfinite_cuda(const float *g, size_t n, int *flag, cudaStream_t stream);
@@ -237,58 +203,80 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t nu, uint32_t N,
 	      uint32_t *ranks, cudaStream_t stream);
 
-/* ---- the fused training step (step_fused.cu) ------------------------------
+/* ---- the training step (step.cu, dense.cu) ---------------------------------
  *
  * Its rows are the slice's samples sorted by user (a stable sort, so a
  * user's rows keep their sample order): row r is sample rowpos[r] of the
  * slice, whose dropout position is pos0 + rowpos[r].  Kernels that
- * cooperate within a block (__shared__ memory, barriers, wmma) are launched
+ * cooperate within a block (__shared__ memory, barriers, mma.sync) are launched
  * with NCF_LAUNCH_SYNC and run under the emulation as fibers (emu.h), so
  * they too are checked against reference.c in make check.
  */
 
 /* The widest hidden layer the fused kernels take (a layer's output in the
- * forward pass, its input in the backward pass); rows per block of the
- * kernels that write per-block partial sums. */
+ * forward pass, its input in the backward pass); rows per partial row of
+ * the backward passes and the head. */
 enum { FUSED_MAX_WIDTH = 256, BWD_ROWS = 128, HEAD_ROWS = 128 };
 /* linear_bwdw_cuda: the widest layer output it takes, the columns of the
  * input one block computes, the most row groups (blocks per column group,
  * each summing its rows' weight gradient in registers). */
 enum { BWDW_MAX_OUT = 128, BWDW_COLS = 128, BWDW_GROUPS = 256 };
 
-/*
- * Layer k >= 2 forward, fused (mlp.cu): Y (rows, out) = dropout(relu(X W^T
- * + b)) of hidden layer `layer` (0-based) at positions dk.pos0 + rowpos[r]
- * (r when rowpos is NULL); X (rows, in), W (out, in), b (out); out <=
- * FUSED_MAX_WIDTH.  tf32 (T float): TF32 tensor cores, else exact fp32.
- */
-template <typename T>
-int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
-		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
-		    int tf32, T *Y, cudaStream_t stream);
+/* A dense layer k >= 2 forward (mlp.cu): Y (rows, out) = dropout(relu(X
+ * W^T + b)) of hidden layer `layer` (0-based) at positions dk.pos0 +
+ * rowpos[r] (r when rowpos is NULL). */
+template <typename T> struct layer_fwd {
+	size_t rows;
+	uint32_t in, out;
+	const T *X;	       /* (rows, in) */
+	const T *W;	       /* (out, in) */
+	const float *b;	       /* (out) */
+	dropout_k dk;
+	uint32_t layer;
+	const uint32_t *rowpos; /* (rows) or NULL */
+	T *Y;		       /* (rows, out) */
+};
+/* A dense layer k >= 2 backward (mlp.cu): dX (rows, in) = H > 0 ? (dZ W) *
+ * scale : 0 with H the layer's input h_{k-1} and scale the dropout's
+ * 1 / (1 - p), the column sums of dX in partial rows part (ld part_ld),
+ * and (linear_bwdw_cuda) dW's partials partw. */
+template <typename T> struct layer_bwd {
+	size_t rows;
+	uint32_t in, out;
+	const T *dZ;	 /* (rows, out) */
+	const T *W;	 /* (out, in) */
+	const T *H;	 /* (rows, in) */
+	float scale;
+	T *dX;		 /* (rows, in) */
+	float *part;	 /* partial rows of dX's column sums */
+	uint32_t part_ld;
+	float *partw;	 /* (bwdw_groups(rows), out, in), linear_bwdw_cuda only */
+};
 
 /*
- * Layer k >= 2 backward to its input, fused (mlp.cu): dX (rows, in) =
- * H > 0 ? (dZ W) * scale : 0, with H (rows, in) the layer's input h_{k-1}
- * and scale the dropout's 1 / (1 - p); part (ceil(rows / BWD_ROWS), part_ld)
- * gets per block of BWD_ROWS rows the column sums of dX (in columns; the
- * bias gradient of layer k - 1 once reduce_partials_cuda has added them).
- * dZ (rows, out), W (out, in), in <= FUSED_MAX_WIDTH.
+ * The forward pass, fused: out <= FUSED_MAX_WIDTH; tf32 (T float): TF32
+ * tensor cores, else exact fp32.
  */
-template <typename T>
-int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
-		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
-		    cudaStream_t stream);
+template <typename T> int linear_fwd_cuda(const layer_fwd<T> &a, int tf32, cudaStream_t stream);
 
 /*
- * linear_bwd_cuda and the layer's weight gradient in the same pass
- * (mlp.cu): dX and part as linear_bwd_cuda, except that part has
- * bwdw_groups(rows) rows, one per group of row tiles, and partw
- * (bwdw_groups(rows), out, in) gets each group's dZ^T H (the weight
- * gradient dW (out, in) once reduce_partials_cuda has added the groups);
- * out <= BWDW_MAX_OUT, in <= FUSED_MAX_WIDTH.
+ * The backward pass to the input, fused: part (ceil(rows / BWD_ROWS),
+ * part_ld) gets per block of BWD_ROWS rows the column sums of dX (the bias
+ * gradient of layer k - 1 once reduce_partials_cuda has added them); in <=
+ * FUSED_MAX_WIDTH.
+ */
+template <typename T> int linear_bwd_cuda(const layer_bwd<T> &a, int tf32, cudaStream_t stream);
+
+/*
+ * linear_bwd_cuda and the layer's weight gradient in the same pass: dX and
+ * part as linear_bwd_cuda, except that part has bwdw_groups(rows) rows,
+ * one per group of row tiles, and partw (bwdw_groups(rows), out, in) gets
+ * each group's dZ^T H (the weight gradient dW (out, in) once
+ * reduce_partials_cuda has added the groups); out <= BWDW_MAX_OUT, in <=
+ * FUSED_MAX_WIDTH.
  */
 uint32_t bwdw_groups(size_t rows);
+template <typename T> int linear_bwdw_cuda(const layer_bwd<T> &a, int tf32, cudaStream_t stream);
 /* Let the fused layers' kernels that stage tiles in shared memory have
  * more than the default 48 KiB (the forward with W resident, the backward
  * with the weight gradient); once per device, never while a graph is being
@@ -296,10 +284,9 @@ uint32_t bwdw_groups(size_t rows);
 int mlp_setup(void);
 /* The same for the fused head of F factors and HL units (head_fused_cuda). */
 int head_setup(uint32_t F, uint32_t HL);
-template <typename T>
-int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
-		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
-		     float *partw, cudaStream_t stream);
+/* The fused layers' instructions per mma (the cost model's issue term) as
+ * key<TAB>value lines. */
+void mlp_issue_describe(FILE *out);
 
 /*
  * The rows of a slice sorted by user (sort.cu): keys (n) the sorted users,
@@ -307,36 +294,52 @@ int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const 
  * label from si, lab (n, sample order); off (K + 1) the first row of each
  * user (off[K] = n; a user without rows has off[u] = off[u + 1]).
  */
-int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
-		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
-		      uint32_t *off, cudaStream_t stream);
+struct rows_by_user {
+	const uint32_t *keys, *rowpos; /* (n) the sorted users, the sample of each row */
+	const uint32_t *si;	       /* (n) items, sample order */
+	const uint8_t *lab;	       /* (n) labels, sample order */
+	uint32_t *ri;		       /* (n) the item of each row */
+	uint8_t *rlab;		       /* (n) the label of each row */
+	uint32_t *off;		       /* (K + 1) the first row of each user */
+};
+int rows_by_user_cuda(size_t n, uint32_t K, const rows_by_user &r, cudaStream_t stream);
 /* off (K + 1) = the first position of each key in sorted keys (n). */
 int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 		     cudaStream_t stream);
 
-/* Layer 1 on the sorted rows (layers.cu): layer1_cuda's training form for
- * rows ru, ri (n) with dropout at positions dk.pos0 + rowpos[r]; users (U)
- * sizes the cost note only. */
+/* Layer 1 of the training step (layers.cu): h1 = dropout(relu((au[u] +
+ * ai[i]) + b1)) with dropout at positions dk.pos0 + rowpos[r]; on rows
+ * sorted by user, users (U) sizing the cost note. */
 template <typename T>
-int layer1_rows_cuda(size_t n, uint32_t H, const uint32_t *ru, const uint32_t *ri, const T *au,
-		     const T *ai, const float *b1, const dropout_k &dk, const uint32_t *rowpos,
-		     uint32_t users, T *h1, cudaStream_t stream);
+int layer1_rows_cuda(const layer1_rows<T> &a, const dropout_k &dk, const uint32_t *rowpos,
+		     uint32_t users, cudaStream_t stream);
+
+/* What the training step's head makes of its rows (head_fused_cuda). */
+template <typename T> struct head_grads {
+	const uint8_t *labels;	/* (n) */
+	float inv_n;		/* 1 / the global batch */
+	float loss_scale;	/* fp16's, else 1 */
+	float drop_scale;	/* the dropout's 1 / (1 - p) */
+	uint32_t users;		/* U: sizes the cost note only */
+	float *dlogit;		/* (n) */
+	T *dz;			/* (n, HL) */
+	float *part;		/* (ceil(n / HEAD_ROWS), F + 2 HL + 1) */
+	double *part_loss;	/* (ceil(n / HEAD_ROWS)) */
+};
 
 /*
- * The head, fused (head.cu): head_train_cuda's per-row results (dlogit (n),
- * dz (n, HL); no per-row loss) and, per block of HEAD_ROWS rows, the column
- * sums part (ceil(n / HEAD_ROWS), F + 2 HL + 1) of [dlogit g | dlogit hL |
- * dlogit | dz] (the head's weight and bias gradient and the last layer's
- * bias gradient, once reduce_partials_cuda has added them) and the loss sum
- * part_loss (ceil(n / HEAD_ROWS)) in double.  Rows ru, ri, lab (n) sorted
- * by user; users (U) sizes the cost note only.
+ * The head of the training step (head.cu) on rows sorted by user: per row
+ * the logit (as head_logits_cuda), loss = bce(logit, y), dlogit =
+ * (sigmoid(logit) - y) inv_n loss_scale, dz = hL > 0 ? dlogit w[F..F+HL)
+ * drop_scale : 0 (cpu/train.c chunk_train "GMF, head, loss" and the first
+ * relu_dropout_back), written: dlogit, dz; and, per block of HEAD_ROWS
+ * rows, the column sums part of [dlogit g | dlogit hL | dlogit | dz] (the
+ * head's weight and bias gradient and the last layer's bias gradient, once
+ * reduce_partials_cuda has added them) and the loss sum part_loss in
+ * double.  No per-row loss.
  */
 template <typename T>
-int head_fused_cuda(size_t n, uint32_t F, uint32_t HL, const uint32_t *ru, const uint32_t *ri,
-		    const uint8_t *lab, const float *gmf_user, const float *gmf_item,
-		    const float *w, const T *hL, float inv_n, float loss_scale, float drop_scale,
-		    uint32_t users, float *dlogit, T *dz, float *part, double *part_loss,
-		    cudaStream_t stream);
+int head_fused_cuda(const head_rows<T> &a, const head_grads<T> &o, cudaStream_t stream);
 
 /*
  * Sums of per-block partials in a fixed order (reduce.cu), one launch:
@@ -349,7 +352,7 @@ struct part_seg {
 	float *dst;
 	uint32_t rows, ld, cols;
 };
-enum { PART_SEGS = 16 }; /* >= the head's two + two per hidden layer (step_fused.cu) */
+enum { PART_SEGS = 16 }; /* >= the head's two + two per hidden layer (step.cu) */
 struct part_map {
 	uint32_t n;
 	part_seg seg[PART_SEGS];
@@ -367,16 +370,24 @@ int reduce_partials_cuda(const part_map &m, cudaStream_t stream);
  * dl[row] tab[other[row]] (the GMF embedding gradient; tab (., F) the other
  * side's GMF table).  Rows summed in order.
  */
-template <typename T>
-int key_grad_cuda(uint32_t K, uint32_t H, uint32_t F, size_t n, const uint32_t *off,
-		  const uint32_t *idx, const T *dz, const float *dl, const uint32_t *other,
-		  const float *tab, const float *wg, float *dA, float *dE, cudaStream_t stream);
+template <typename T> struct key_sums {
+	uint32_t K, H, F;
+	size_t n;
+	const uint32_t *off;   /* (K + 1) */
+	const uint32_t *idx;   /* (n) or NULL */
+	const T *dz;	       /* (n, H) */
+	const float *dl;       /* (n) dlogit */
+	const uint32_t *other; /* (n) the other side's id of each row */
+	const float *tab;      /* (., F) the other side's GMF table */
+	const float *wg;       /* (F) the head's GMF weights */
+	float *dA, *dE;	       /* (K, H), (K, F) */
+};
+template <typename T> int key_grad_cuda(const key_sums<T> &a, cudaStream_t stream);
 
 /* Adam (adam_cuda) and, from index lo_from on, plo[j] = p[j] rounded to T:
  * the 16-bit copy the next step's GEMMs read (plo NULL: none). */
 template <typename T>
-int adam_cast_cuda(float *p, float *m, float *v, const float *g, size_t n, const ncf_adam_k &k,
-		   float g_scale, const int *skip, T *plo, size_t lo_from, cudaStream_t stream);
+int adam_cast_cuda(const adam_pass &a, T *plo, size_t lo_from, cudaStream_t stream);
 
 } /* namespace NCF_CUDA_NS */
 

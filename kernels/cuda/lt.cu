@@ -10,12 +10,20 @@ namespace NCF_CUDA_NS {
 #define LT_WORKSPACE (32u << 20)
 #define LT_PLANS 32
 
-/* What a product needs beyond its pointers: descriptors and the chosen
- * algorithm, made once per shape and kind. */
-struct lt_plan {
-	int kind; /* 0 forward, 1 dgrad, 2 wgrad, 3 wgrad + bias gradient */
+/* A product in cuBLAS's column-major terms: D (m, n) = op(A) op(B), A and
+ * B of type t (leading dimensions lda, ldb), D of type dt (ldd), with the
+ * epilogue of kind (0 forward, 1 dgrad, 2 wgrad; masked: with the ReLU's
+ * mask). */
+struct lt_shape {
+	int kind, masked;
+	cublasOperation_t ta, tb;
 	size_t m, n, k, lda, ldb, ldd;
-	cudaDataType t;
+	cudaDataType t, dt;
+};
+
+/* A shape's descriptors and chosen algorithm, made once. */
+struct lt_plan {
+	struct lt_shape sh;
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, d;
 	cublasLtMatmulAlgo_t algo;
@@ -71,104 +79,102 @@ void lt_free(struct cu *c)
 	c->lt = NULL;
 }
 
-/* The epilogue of a kind. */
-static cublasLtEpilogue_t epilogue_of(int kind, int masked)
+/* The epilogue of a shape. */
+static cublasLtEpilogue_t epilogue_of(const struct lt_shape *sh)
 {
-	switch (kind) {
+	switch (sh->kind) {
 	case 0:
-		return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+		return sh->masked ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS;
 	case 1:
-		return masked ? CUBLASLT_EPILOGUE_DRELU : CUBLASLT_EPILOGUE_DEFAULT;
-	case 3:
-		return CUBLASLT_EPILOGUE_BGRADB;
+		return sh->masked ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DEFAULT;
 	default:
 		return CUBLASLT_EPILOGUE_DEFAULT;
 	}
 }
 
-/*
- * The plan for D (m, n) = op(A) op(B) in cuBLAS's column-major terms with
- * ta, tb, A of type t (lda), B of type t (ldb), D of type dt (ldd); made and
- * its algorithm chosen on first use.  kind as in struct lt_plan; masked:
- * a dgrad with a ReLU mask.
- */
-static struct lt_plan *plan_of(struct cu *c, int kind, int masked, cublasOperation_t ta,
-			       cublasOperation_t tb, size_t m, size_t n, size_t k, cudaDataType t,
-			       size_t lda, size_t ldb, cudaDataType dt, size_t ldd)
+/* Set attribute a of p's descriptor to the n bytes at v. */
+static int set_attr(struct lt_plan *p, cublasLtMatmulDescAttributes_t a, const void *v, size_t n)
+{
+	LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, a, v, n));
+	return 0;
+}
+
+/* p's descriptor: compute type, transposes, epilogue (and its bias type and
+ * the mask's leading dimension). */
+static int make_desc(struct cu *c, struct lt_plan *p)
+{
+	const struct lt_shape *sh = &p->sh;
+	cublasComputeType_t ct = sh->t == CUDA_R_32F ? c->blas.compute_f32 : CUBLAS_COMPUTE_32F;
+	cublasLtEpilogue_t epi = epilogue_of(sh);
+	cudaDataType bias_t = CUDA_R_32F;
+	int64_t aux_ld = (int64_t)lt_aux_ld((uint32_t)sh->m);
+	LT_TRY(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F));
+	NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_TRANSA, &sh->ta, sizeof sh->ta));
+	NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_TRANSB, &sh->tb, sizeof sh->tb));
+	NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+	if (sh->kind == 0 || sh->masked) /* the bias, or the bias gradient, in fp32 */
+		NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t));
+	if (sh->masked)
+		NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+	return 0;
+}
+
+/* p's matrix layouts. */
+static int make_layouts(struct lt_plan *p)
+{
+	const struct lt_shape *sh = &p->sh;
+	size_t ar = sh->ta == CUBLAS_OP_N ? sh->m : sh->k, ac = sh->ta == CUBLAS_OP_N ? sh->k : sh->m;
+	size_t br = sh->tb == CUBLAS_OP_N ? sh->k : sh->n, bc = sh->tb == CUBLAS_OP_N ? sh->n : sh->k;
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->a, sh->t, ar, ac, (int64_t)sh->lda));
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->b, sh->t, br, bc, (int64_t)sh->ldb));
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->d, sh->dt, sh->m, sh->n, (int64_t)sh->ldd));
+	return 0;
+}
+
+/* p's algorithm: cuBLASLt's heuristic's first. */
+static int choose_algo(struct lt *l, struct lt_plan *p)
+{
+	cublasLtMatmulPreference_t pref;
+	size_t wsb = LT_WORKSPACE;
+	cublasLtMatmulHeuristicResult_t res;
+	int found = 0;
+	LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+	int bad = check_lt(cublasLtMatmulPreferenceSetAttribute(
+				   pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb),
+			   "cublasLtMatmulPreferenceSetAttribute", __FILE__, __LINE__);
+	if (!bad)
+		bad = check_lt(cublasLtMatmulAlgoGetHeuristic(l->h, p->desc, p->a, p->b, p->d, p->d,
+							      pref, 1, &res, &found),
+			       "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (bad)
+		return -1;
+	if (found < 1) {
+		ncf_error("cuda backend: cuBLASLt has no algorithm for a %zu x %zu x %zu product "
+			  "with its epilogue",
+			  p->sh.m, p->sh.n, p->sh.k);
+		return -1;
+	}
+	p->algo = res.algo;
+	return 0;
+}
+
+/* The plan of shape sh, made and its algorithm chosen on first use. */
+static struct lt_plan *plan_of(struct cu *c, const struct lt_shape *sh)
 {
 	struct lt *l = c->lt;
-	int key = kind * 2 + masked;
-	for (int q = 0; q < l->nplans; q++) {
-		struct lt_plan *p = &l->plan[q];
-		if (p->kind == key && p->m == m && p->n == n && p->k == k && p->t == t &&
-		    p->lda == lda && p->ldb == ldb && p->ldd == ldd)
-			return p;
-	}
+	for (int q = 0; q < l->nplans; q++)
+		if (!memcmp(&l->plan[q].sh, sh, sizeof *sh))
+			return &l->plan[q];
 	if (l->nplans == LT_PLANS) {
 		ncf_error("cuda backend: more than %d cuBLASLt product shapes", LT_PLANS);
 		return NULL;
 	}
 	struct lt_plan *p = &l->plan[l->nplans];
 	memset(p, 0, sizeof *p);
-	p->kind = key, p->m = m, p->n = n, p->k = k, p->t = t;
-	p->lda = lda, p->ldb = ldb, p->ldd = ldd;
-	cublasComputeType_t ct = t == CUDA_R_32F ? c->blas.compute_f32 : CUBLAS_COMPUTE_32F;
-	cublasLtEpilogue_t epi = epilogue_of(kind, masked);
-	cudaDataType bias_t = CUDA_R_32F;
-	if (check_lt(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F), "cublasLtMatmulDescCreate",
-		     __FILE__, __LINE__) ||
-	    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
-						    sizeof ta),
-		     "cublasLtMatmulDescSetAttribute", __FILE__, __LINE__) ||
-	    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
-						    sizeof tb),
-		     "cublasLtMatmulDescSetAttribute", __FILE__, __LINE__) ||
-	    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-						    sizeof epi),
-		     "cublasLtMatmulDescSetAttribute", __FILE__, __LINE__) ||
-	    (kind == 0 &&
-	     check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-						     &bias_t, sizeof bias_t),
-		      "cublasLtMatmulDescSetAttribute", __FILE__, __LINE__)))
+	p->sh = *sh;
+	if (make_desc(c, p) || make_layouts(p) || choose_algo(l, p))
 		return NULL;
-	int64_t aux_ld = (int64_t)lt_aux_ld((uint32_t)m);
-	if ((kind == 0 || (kind == 1 && masked)) &&
-	    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-						    &aux_ld, sizeof aux_ld),
-		     "cublasLtMatmulDescSetAttribute", __FILE__, __LINE__))
-		return NULL;
-	size_t ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
-	size_t br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-	if (check_lt(cublasLtMatrixLayoutCreate(&p->a, t, ar, ac, (int64_t)lda),
-		     "cublasLtMatrixLayoutCreate", __FILE__, __LINE__) ||
-	    check_lt(cublasLtMatrixLayoutCreate(&p->b, t, br, bc, (int64_t)ldb),
-		     "cublasLtMatrixLayoutCreate", __FILE__, __LINE__) ||
-	    check_lt(cublasLtMatrixLayoutCreate(&p->d, dt, m, n, (int64_t)ldd),
-		     "cublasLtMatrixLayoutCreate", __FILE__, __LINE__))
-		return NULL;
-	cublasLtMatmulPreference_t pref;
-	size_t wsb = LT_WORKSPACE;
-	cublasLtMatmulHeuristicResult_t res;
-	int found = 0;
-	if (check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate",
-		     __FILE__, __LINE__))
-		return NULL;
-	int bad = check_lt(cublasLtMatmulPreferenceSetAttribute(
-				   pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb),
-			   "cublasLtMatmulPreferenceSetAttribute", __FILE__, __LINE__) ||
-		  check_lt(cublasLtMatmulAlgoGetHeuristic(l->h, p->desc, p->a, p->b, p->d, p->d,
-							  pref, 1, &res, &found),
-			   "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-	cublasLtMatmulPreferenceDestroy(pref);
-	if (bad)
-		return NULL;
-	if (found < 1) {
-		ncf_error("cuda backend: cuBLASLt has no algorithm for a %zu x %zu x %zu product "
-			  "with its epilogue",
-			  m, n, k);
-		return NULL;
-	}
-	p->algo = res.algo;
 	l->nplans++;
 	return p;
 }
@@ -178,77 +184,73 @@ static int run(struct cu *c, struct lt_plan *p, const void *A, const void *B, vo
 	       const void *bias, const void *aux)
 {
 	if (bias)
-		LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-						      sizeof bias));
+		NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
 	if (aux)
-		LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-						      &aux, sizeof aux));
+		NCF_TRY(set_attr(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
 	float one = 1.0f, zero = 0.0f;
 	LT_TRY(cublasLtMatmul(c->lt->h, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d,
 			      &p->algo, c->lt->ws, LT_WORKSPACE, c->s));
 	return 0;
 }
 
-static double bytes_of_t(cudaDataType t)
+/* A shape with nothing else set (memcmp compares them whole). */
+static struct lt_shape shape_of(int kind, int masked, cublasOperation_t ta, cublasOperation_t tb)
 {
-	return t == CUDA_R_32F ? 4.0 : 2.0;
+	struct lt_shape sh;
+	memset(&sh, 0, sizeof sh);
+	sh.kind = kind, sh.masked = masked, sh.ta = ta, sh.tb = tb;
+	return sh;
 }
 
-template <typename T>
-int lt_fwd(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
-	   const float *b, T *Y, void *aux)
+template <typename T> int lt_fwd(struct cu *c, const lt_args<T> &a)
 {
-	cudaDataType t = dtype_of<T>();
-	double es = bytes_of_t(t), R = (double)rows;
+	double es = sizeof(T), R = (double)a.rows;
 	/* X, W and Y once, the bias, the mask written */
 	if (NCF_COST(COST_GEMM, "lt_fwd",
-		     R * in * es + (double)in * out * es + R * out * es + out * 4.0 +
-			     (double)lt_aux_bytes(out, rows),
-		     2.0 * R * in * out))
+		     R * a.in * es + (double)a.in * a.out * es + R * a.out * es + a.out * 4.0 +
+			     (a.aux ? (double)lt_aux_bytes(a.out, a.rows) : 0.0),
+		     2.0 * R * a.in * a.out))
 		return 0;
-	struct lt_plan *p = plan_of(c, 0, 0, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, t, in, in, t,
-				    out);
-	return p ? run(c, p, W, X, Y, b, aux) : -1;
+	struct lt_shape sh = shape_of(0, a.aux != NULL, CUBLAS_OP_T, CUBLAS_OP_N);
+	sh.m = a.out, sh.n = a.rows, sh.k = a.in, sh.lda = a.in, sh.ldb = a.in, sh.ldd = a.out;
+	sh.t = sh.dt = dtype_of<T>();
+	struct lt_plan *p = plan_of(c, &sh);
+	return p ? run(c, p, a.W, a.X, a.Y, a.b, a.aux) : -1;
 }
 
-template <typename T>
-int lt_dgrad(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *dY, const T *W,
-	     const void *aux, T *dX)
+template <typename T> int lt_dgrad(struct cu *c, const lt_args<T> &a)
 {
-	cudaDataType t = dtype_of<T>();
-	double es = bytes_of_t(t), R = (double)rows;
-	if (NCF_COST(COST_GEMM, "lt_dgrad",
-		     R * out * es + (double)in * out * es + R * in * es +
-			     (aux ? (double)lt_aux_bytes(in, rows) : 0.0),
-		     2.0 * R * in * out))
+	double es = sizeof(T), R = (double)a.rows;
+	int masked = a.aux != NULL;
+	if (NCF_COST(COST_GEMM, masked ? "lt_dgrad_bgrad" : "lt_dgrad",
+		     R * a.out * es + (double)a.in * a.out * es + R * a.in * es +
+			     (masked ? (double)lt_aux_bytes(a.in, a.rows) + a.in * 4.0 : 0.0),
+		     2.0 * R * a.in * a.out))
 		return 0;
-	struct lt_plan *p = plan_of(c, 1, aux != NULL, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, t, in,
-				    out, t, in);
-	return p ? run(c, p, W, dY, dX, NULL, aux) : -1;
+	struct lt_shape sh = shape_of(1, masked, CUBLAS_OP_N, CUBLAS_OP_N);
+	sh.m = a.in, sh.n = a.rows, sh.k = a.out, sh.lda = a.in, sh.ldb = a.out, sh.ldd = a.in;
+	sh.t = sh.dt = dtype_of<T>();
+	struct lt_plan *p = plan_of(c, &sh);
+	return p ? run(c, p, a.W, a.dY, a.Y, masked ? a.db : NULL, a.aux) : -1;
 }
 
-template <typename T>
-int lt_wgrad(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *dY, size_t lddy,
-	     const T *X, size_t ldx, float *dW, size_t ldd, float *db)
+template <typename T> int lt_wgrad(struct cu *c, const lt_args<T> &a)
 {
-	cudaDataType t = dtype_of<T>();
-	double es = bytes_of_t(t), R = (double)rows;
-	if (NCF_COST(COST_GEMM, db ? "lt_wgrad_bgrad" : "lt_wgrad",
-		     R * (in + (double)out) * es + (double)in * out * 4.0 + (db ? out * 4.0 : 0.0),
-		     2.0 * R * in * out))
+	double es = sizeof(T), R = (double)a.rows;
+	if (NCF_COST(COST_GEMM, "lt_wgrad", R * (a.in + (double)a.out) * es + (double)a.in * a.out * 4.0,
+		     2.0 * R * a.in * a.out))
 		return 0;
-	struct lt_plan *p = plan_of(c, db ? 3 : 2, 0, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, t, ldx,
-				    lddy, CUDA_R_32F, ldd);
-	return p ? run(c, p, X, dY, dW, db, NULL) : -1;
+	struct lt_shape sh = shape_of(2, 0, CUBLAS_OP_N, CUBLAS_OP_T);
+	sh.m = a.in, sh.n = a.out, sh.k = a.rows, sh.lda = a.in, sh.ldb = a.out, sh.ldd = a.in;
+	sh.t = dtype_of<T>(), sh.dt = CUDA_R_32F;
+	struct lt_plan *p = plan_of(c, &sh);
+	return p ? run(c, p, a.X, a.dY, a.dW, NULL, NULL) : -1;
 }
 
-#define NCF_INSTANTIATE(T)                                                                   \
-	template int lt_fwd<T>(struct cu *, size_t, uint32_t, uint32_t, const T *, const T *,  \
-			       const float *, T *, void *);                                    \
-	template int lt_dgrad<T>(struct cu *, size_t, uint32_t, uint32_t, const T *, const T *, \
-				 const void *, T *);                                           \
-	template int lt_wgrad<T>(struct cu *, size_t, uint32_t, uint32_t, const T *, size_t,    \
-				 const T *, size_t, float *, size_t, float *);
+#define NCF_INSTANTIATE(T)                                          \
+	template int lt_fwd<T>(struct cu *, const lt_args<T> &);      \
+	template int lt_dgrad<T>(struct cu *, const lt_args<T> &);    \
+	template int lt_wgrad<T>(struct cu *, const lt_args<T> &);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)

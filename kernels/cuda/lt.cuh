@@ -1,16 +1,16 @@
 /*
- * lt.cuh - dense layers through cuBLASLt with its epilogues, for the lt
- * step path (step_lt.cu): NVIDIA's tuned kernels doing in the product's
- * own epilogue what the fused kernels of mlp.cu do by hand, so that the two
- * can be compared on a GPU.  Row-major in our terms, as gemm.cuh:
+ * lt.cuh - dense layers through cuBLASLt with its epilogues, the lt
+ * implementation of dense.cuh: NVIDIA's tuned kernels doing in the
+ * product's own epilogue what the fused kernels of mlp.cu do by hand.
+ * Row-major in our terms, as gemm.cuh:
  *
- *   lt_fwd:   Y (rows, out) = relu(X W^T + b), and aux, a bit per element of
- *             Y: was it kept by the ReLU (CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
- *   lt_dgrad: dX (rows, in) = (dY W) * relu'(aux of dX's layer)
- *             (CUBLASLT_EPILOGUE_DRELU; aux NULL: no mask);
- *   lt_wgrad: dW (out, in; leading dimension ldd) = dY^T X (leading
- *             dimensions lddy, ldx), and db (out) = the column sums of dY
- *             when db is not NULL (CUBLASLT_EPILOGUE_BGRADB).
+ *   lt_fwd:   Y (rows, out) = relu(X W^T + b) (CUBLASLT_EPILOGUE_RELU_BIAS),
+ *             and with aux a bit per element of Y: did the ReLU keep it
+ *             (RELU_AUX_BIAS);
+ *   lt_dgrad: Y (rows, in) = dY W (DEFAULT); with aux (the mask of Y's
+ *             layer) and db: Y = (dY W) * relu'(aux) and db (in) = the
+ *             column sums of Y (DRELU_BGRAD);
+ *   lt_wgrad: dW (out, in) = dY^T X (DEFAULT).
  *
  * The bit mask's layout is cuBLASLt's own: only cuBLASLt reads it; its
  * leading dimension is lt_aux_ld(units) bits, its size lt_aux_bytes.
@@ -43,17 +43,34 @@ static inline size_t lt_aux_bytes(uint32_t units, size_t rows)
 	return lt_aux_ld(units) / 8 * (rows ? rows : 1);
 }
 
-/* T is the activations' type (float, bf16, f16); W in T; b, dW, db fp32.
- * Return 0 or -1 (reported). */
-template <typename T>
-int lt_fwd(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
-	   const float *b, T *Y, void *aux);
-template <typename T>
-int lt_dgrad(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *dY, const T *W,
-	     const void *aux, T *dX);
-template <typename T>
-int lt_wgrad(struct cu *c, size_t rows, uint32_t in, uint32_t out, const T *dY, size_t lddy,
-	     const T *X, size_t ldx, float *dW, size_t ldd, float *db);
+/* The operands of one call (T the activations' type: float, bf16, f16;
+ * W in T; b, dW, db fp32); what a call does not read is left NULL. */
+template <typename T> struct lt_args {
+	size_t rows;
+	uint32_t in, out; /* the layer's widths */
+	const T *X;	  /* (rows, in) the layer's input: lt_fwd, lt_wgrad */
+	const T *W;	  /* (out, in): lt_fwd, lt_dgrad */
+	const T *dY;	  /* (rows, out): lt_dgrad, lt_wgrad */
+	T *Y;		  /* lt_fwd: (rows, out); lt_dgrad: (rows, in) */
+	const float *b;	  /* (out) lt_fwd's bias */
+	float *dW;	  /* (out, in) lt_wgrad's result */
+	float *db;	  /* (in) lt_dgrad's bias gradient (with aux) */
+	void *aux;	  /* the ReLU mask: lt_fwd writes it, lt_dgrad reads it; NULL: none */
+};
+
+/* The operands of a layer of `rows` rows, in -> out, nothing else set. */
+template <typename T> static inline lt_args<T> lt_args_of(size_t rows, uint32_t in, uint32_t out)
+{
+	lt_args<T> a;
+	memset(&a, 0, sizeof a);
+	a.rows = rows, a.in = in, a.out = out;
+	return a;
+}
+
+/* Return 0 or -1 (reported). */
+template <typename T> int lt_fwd(struct cu *c, const lt_args<T> &a);
+template <typename T> int lt_dgrad(struct cu *c, const lt_args<T> &a);
+template <typename T> int lt_wgrad(struct cu *c, const lt_args<T> &a);
 
 } /* namespace NCF_CUDA_NS */
 

@@ -1,8 +1,9 @@
 /*
- * mlp.cu - the fused dense layers of the training step (kernels.cuh,
- * "fused step"): one kernel per layer and direction that does the layer's
- * matrix product on tensor cores (mma.cuh) and applies what the unfused
- * path does in separate passes while the product's tile is still on chip:
+ * mlp.cu - the fused dense layers of the training step (kernels.cuh; the
+ * fused implementation of dense.cuh): one kernel per layer and direction
+ * that does the layer's matrix product on tensor cores (mma.cuh) and
+ * applies what the plain implementation does in separate passes while the
+ * product's tile is still on chip:
  *
  *   linear_fwd_cuda:  h_out = dropout(relu(h_in W^T + b))           (rows, out)
  *   linear_bwd_cuda:  dz_in = h_in > 0 ? (dz_out W) * scale : 0      (rows, in)
@@ -16,7 +17,7 @@
  * was positive), never stored.  The weight gradient dW = dz_out^T h_in is
  * computed in the same backward pass (linear_bwdw_kernel, below) for layers
  * of at most BWDW_MAX_OUT outputs; a wider layer keeps a cuBLAS GEMM
- * (step_fused.cu).
+ * (dense.cu).
  *
  * Tiles: a block of 256 threads (8 warps, 4 x 2) computes 64 rows by all
  * `n` columns of its output (n <= FUSED_MAX_WIDTH, padded to 16), the
@@ -24,10 +25,14 @@
  * owns rows 16 wm .. 16 wm + 16 and the column tiles wn, wn + 2, ...  In the
  * epilogue a warp stores one 16x16 float tile to its staging area and lane l
  * finishes row l / 2, columns 8 (l % 2) .. + 8 of it: one Philox block of
- * dropout bits (ncf_dropout_bits, 8 units) and one 16-byte store.
+ * dropout bits (ncf_dropout_bits, 8 units) and one 16-byte store.  Tile
+ * counts per warp are compile-time constants (loops of 8 or 4 tiles with a
+ * predicate), and what depends on runtime widths (which dW tile a warp
+ * owns, which 16-byte piece a thread stages) is worked out once per
+ * kernel, so the loops divide nothing.
  *
  * Rounding: the forward pass adds the bias to the fp32 product and rounds
- * once to T (the unfused path rounds the product to T first).  In precision
+ * once to T (the plain dense layers round the product to T first).  In precision
  * fp32 (MMA_F32) each output is the sum of its K products in k order, then
  * the bias: what reference.c's linear_forward computes, bit for bit.
  */
@@ -37,6 +42,33 @@
 namespace NCF_CUDA_NS {
 
 enum { FUSED_BM = 64, FUSED_THREADS = 256 };
+/* The fused layers' kernels: 256 threads a block, two blocks an SM (their
+ * __launch_bounds__ and their cost notes read this). */
+static constexpr launch_facts mlp_facts = {FUSED_THREADS, 2};
+
+/*
+ * The sm_90 SASS of each kernel's inner loop (the innermost loop that holds
+ * its mma instructions): instructions issued per mma.sync, for bf16, fp16
+ * and tf32 (fp32 has no mma), as tests/gpu/sass.t counts them in the build
+ * and checks against these.  The cost model's issue term (cost.cuh) is a
+ * launch's mma instructions times this.
+ */
+struct mma_issue {
+	float bf16, f16, tf32;
+};
+static constexpr mma_issue issue_fwd = {10.8f, 10.8f, 16.3f}, issue_fwd_ws = {5.0f, 5.0f, 10.9f},
+			   issue_bwd = {9.2f, 9.2f, 16.3f}, issue_bwdw = {8.1f, 8.1f, 16.2f};
+
+/* Warp instructions of `flops` of mma work at `per` instructions an mma
+ * (tf32: m16n8k8, 2048 FLOPs; 16-bit: m16n8k16, 4096). */
+template <typename T, int MODE> static double issue_of(double flops, const mma_issue &per)
+{
+	if (MODE == MMA_F32)
+		return 0;
+	if (MODE == MMA_TF32)
+		return flops / 2048 * per.tf32;
+	return flops / 4096 * (std::is_same<T, bf16>::value ? per.bf16 : per.f16);
+}
 
 /* Chunk of the reduction dimension and shared-memory padding (16 bytes) by
  * element size. */
@@ -44,24 +76,41 @@ template <typename T> struct tile_dims {
 	enum { KC = sizeof(T) == 2 ? 32 : 16, PAD = 16 / sizeof(T), LDA = KC + PAD };
 };
 
+/* Which operands move in 16-byte pieces (aligned, widths multiples of 8):
+ * the input (X, dZ), W, the output and what has its shape (Y; H and dX). */
+struct pieces {
+	int x, w, y;
+};
+
+/* Where a thread sits: warp (wm, wn) of the 4 x 2, lane, and the row r and
+ * first column c0 of the epilogue's 8 outputs of a 16x16 tile. */
+struct lane_pos {
+	unsigned warp, wm, wn, lane, r, c0;
+};
+NCF_DEV lane_pos lane_pos_of(void)
+{
+	unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	lane_pos p = {warp, warp / 2, warp % 2, lane, lane / 2, (lane % 2) * 8};
+	return p;
+}
+
 /*
  * s[r lds + c] = g[(r0 + r) ldg + c0 + c] where r0 + r < rmax and c0 + c <
- * cmax, else 0, for r < R, c < C (C a multiple of 8), by the threads of the
- * block in pieces of 8 elements: one 16-byte copy (two for float) where vec
- * (g 16-byte aligned, ldg a multiple of 8) and the piece is whole.
+ * cmax, else 0, for r < t.R, c < t.C (C a multiple of 8), by the threads of
+ * the block in pieces of 8 elements (w = walk_of(t.C / 8)): one 16-byte
+ * copy (two for float) where m.vec and the piece is whole.
  */
 template <typename T>
-NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, size_t r0,
-		      size_t rmax, uint32_t c0, uint32_t cmax, unsigned R, unsigned C, int vec)
+NCF_DEV void load_tile(const stile<T> &t, const gmat<T> &m, size_t r0, uint32_t c0,
+		       const piece_walk &w)
 {
-	unsigned per = C / 8, pieces = R * per;
-	for (unsigned p = threadIdx.x; p < pieces; p += blockDim.x) {
-		unsigned r = p / per, c = (p % per) * 8;
+	unsigned r = w.r, c = w.c;
+	for (; r < t.R; walk_next(w, r, c)) {
 		size_t gr = r0 + r;
-		uint32_t gc = c0 + c;
-		T *dst = s + (size_t)r * lds + c;
-		const T *src = g + gr * ldg + gc;
-		if (gr < rmax && vec && gc + 8 <= cmax) {
+		uint32_t gc = c0 + 8 * c;
+		T *dst = t.s + (size_t)r * t.ld + 8 * c;
+		const T *src = m.g + gr * m.ld + gc;
+		if (gr < m.rmax && m.vec && gc + 8 <= m.cmax) {
 			st16(dst, ld16(src));
 			if (sizeof(T) == 4)
 				st16(dst + 4, ld16(src + 4));
@@ -69,7 +118,7 @@ NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, s
 		}
 		NCF_UNROLL
 		for (unsigned e = 0; e < 8; e++)
-			dst[e] = gr < rmax && gc + e < cmax ? src[e] : from_f32<T>(0.0f);
+			dst[e] = gr < m.rmax && gc + e < m.cmax ? src[e] : from_f32<T>(0.0f);
 	}
 }
 
@@ -77,87 +126,92 @@ NCF_DI void load_tile(T *s, unsigned lds, const T *__restrict__ g, size_t ldg, s
 
 /*
  * The forward epilogue of a block's 64 rows from row0: each warp stages its
- * accumulators' 16x16 tiles in st and this lane (row r, columns c0 .. c0 + 8
- * of a tile) adds the bias, applies ReLU and dropout (one Philox block of
- * bits for its 8 units) and stores its 8 outputs at once.
+ * accumulators' 16x16 tiles (nt of them across the output) in st and this
+ * lane (row r, columns c0 .. c0 + 8 of a tile) adds the bias, applies ReLU
+ * and dropout (one Philox block of bits for its 8 units) and stores its 8
+ * outputs at once (16 bytes where vecy).
  */
 template <typename P, typename T>
-NCF_DEV void fwd_epilogue(typename P::frag_c acc[8], float *st, size_t row0, size_t rows,
-			  uint32_t out, uint32_t nt, const float *__restrict__ b,
-			  const dropout_k &dk, uint32_t layer, const uint32_t *__restrict__ rowpos,
-			  int vecy, T *__restrict__ Y, unsigned wm, unsigned wn, unsigned lane,
-			  unsigned r, unsigned c0)
+NCF_DEV void fwd_epilogue(typename P::frag_c acc[8], float *st, size_t row0, uint32_t nt,
+			  const layer_fwd<T> &a, int vecy, const lane_pos &lp)
 {
-	size_t row = row0 + 16 * wm + r;
+	size_t row = row0 + 16 * lp.wm + lp.r;
 	NCF_UNROLL
 	for (uint32_t i = 0; i < 8; i++) {
-		uint32_t t = wn + 2 * i;
+		uint32_t t = lp.wn + 2 * i;
 		if (t >= nt)
 			continue;
 		P::store(st, acc[i], 16);
 		__syncwarp();
-		uint32_t h0 = 16 * t + c0;
-		if (row < rows && h0 < out) {
-			uint32_t cnt = out - h0 < 8 ? out - h0 : 8;
-			ncf_u32x4 bits =
-				dropout_bits_at(dk, rowpos ? rowpos[row] : row, layer, h0 / 8);
+		uint32_t h0 = 16 * t + lp.c0;
+		if (row < a.rows && h0 < a.out) {
+			uint32_t cnt = a.out - h0 < 8 ? a.out - h0 : 8;
+			ncf_u32x4 bits = dropout_bits_at(a.dk, a.rowpos ? a.rowpos[row] : row,
+							 a.layer, h0 / 8);
 			float v[8];
 			NCF_UNROLL
 			for (uint32_t e = 0; e < 8; e++) {
-				float x = st[r * 16 + c0 + e] + (e < cnt ? b[h0 + e] : 0.0f);
+				float x = st[lp.r * 16 + lp.c0 + e] + (e < cnt ? a.b[h0 + e] : 0.0f);
 				float y = relu(x); /* keeps a NaN (common.cuh) */
-				if (dk.active)
-					y = y * dropout_mult(dk, bits, e);
+				if (a.dk.active)
+					y = y * dropout_mult(a.dk, bits, e);
 				v[e] = y;
 			}
-			store_upto8(Y + row * out + h0, v, cnt, vecy && cnt == 8);
+			store_upto8(a.Y + row * a.out + h0, v, cnt, vecy && cnt == 8);
 		}
 		__syncwarp();
 	}
 }
 
+/* acc[i] += the product of row block x (16 rows at 16 wm) and column tile
+ * wn + 2 i of w (nt tiles; B read as W^T: W[n][k] at w[n ld + k]), over k
+ * < kn in steps of KSTEP; x and w with leading dimension ld. */
+template <typename P, typename T>
+NCF_DEV void fwd_tiles(typename P::frag_c acc[8], const T *x, const T *w, unsigned ld,
+		       uint32_t kn, uint32_t nt, const lane_pos &lp)
+{
+	for (uint32_t kk = 0; kk < kn; kk += P::KSTEP) {
+		typename P::frag_a fa;
+		P::load_a(fa, x + 16 * lp.wm * ld + kk, ld);
+		NCF_UNROLL
+		for (uint32_t i = 0; i < 8; i++) {
+			uint32_t t = lp.wn + 2 * i;
+			if (t < nt) {
+				typename P::template frag_b<mma_col>::type fb;
+				P::template load_b<mma_col>(fb, w + 16 * t * ld + kk, ld);
+				P::mma(acc[i], fa, fb);
+			}
+		}
+	}
+}
+
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS, 2)
-	linear_fwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
-			  const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
-			  uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
-			  int vecy, T *__restrict__ Y)
+__global__ void NCF_BOUNDS(mlp_facts) linear_fwd_kernel(layer_fwd<T> a, pieces v)
 {
 	typedef mma_tile<T, MODE> P;
 	typedef tile_dims<T> D;
 	__shared__ __align__(32) T xs[FUSED_BM * D::LDA];
 	__shared__ __align__(32) T ws[FUSED_MAX_WIDTH * D::LDA];
 	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
-	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+	lane_pos lp = lane_pos_of();
 	size_t row0 = (size_t)blockIdx.x * FUSED_BM;
-	uint32_t npad = (out + 15) / 16 * 16, nt = npad / 16;
+	uint32_t npad = (a.out + 15) / 16 * 16, nt = npad / 16;
+	piece_walk walk = walk_of(D::KC / 8);
 	typename P::frag_c acc[8];
 	NCF_UNROLL
 	for (int i = 0; i < 8; i++)
 		P::zero(acc[i]);
-	for (uint32_t k0 = 0; k0 < in; k0 += D::KC) {
-		load_tile(xs, D::LDA, X, in, row0, rows, k0, in, FUSED_BM, D::KC, vecx);
-		load_tile(ws, D::LDA, W, in, 0, out, k0, in, npad, D::KC, vecw);
+	for (uint32_t k0 = 0; k0 < a.in; k0 += D::KC) {
+		load_tile(stile<T>{xs, D::LDA, FUSED_BM, D::KC}, gmat<T>{a.X, a.in, a.rows, a.in, v.x},
+			  row0, k0, walk);
+		load_tile(stile<T>{ws, D::LDA, npad, D::KC}, gmat<T>{a.W, a.in, a.out, a.in, v.w}, 0,
+			  k0, walk);
 		__syncthreads();
-		for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < in; kk += P::KSTEP) {
-			typename P::frag_a a;
-			P::load_a(a, xs + 16 * wm * D::LDA + kk, D::LDA);
-			NCF_UNROLL
-			for (uint32_t i = 0; i < 8; i++) {
-				uint32_t t = wn + 2 * i;
-				if (t < nt) {
-					typename P::template frag_b<mma_col>::type bt;
-					P::template load_b<mma_col>(bt, ws + 16 * t * D::LDA + kk,
-								    D::LDA);
-					P::mma(acc[i], a, bt);
-				}
-			}
-		}
+		uint32_t kn = a.in - k0 < (uint32_t)D::KC ? a.in - k0 : (uint32_t)D::KC;
+		fwd_tiles<P>(acc, xs, ws, D::LDA, kn, nt, lp);
 		__syncthreads();
 	}
-	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	fwd_epilogue<P>(acc, stage[warp], row0, rows, out, nt, b, dk, layer, rowpos, vecy, Y, wm, wn,
-			lane, r, c0);
+	fwd_epilogue<P>(acc, stage[lp.warp], row0, nt, a, v.y, lp);
 }
 
 /*
@@ -185,31 +239,28 @@ template <typename T> struct fwd_ws_smem {
 };
 
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS, 2)
-	linear_fwd_ws_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ X,
-			     const T *__restrict__ W, const float *__restrict__ b, dropout_k dk,
-			     uint32_t layer, const uint32_t *__restrict__ rowpos, int vecx, int vecw,
-			     int vecy, T *__restrict__ Y)
+__global__ void NCF_BOUNDS(mlp_facts) linear_fwd_ws_kernel(layer_fwd<T> a, pieces v)
 {
 	typedef mma_tile<T, MODE> P;
 	NCF_DYN_SHARED(smem);
-	fwd_ws_smem<T> L(in, out);
+	fwd_ws_smem<T> L(a.in, a.out);
 	T *ws = (T *)smem;
-	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	uint32_t kpad = (in + 15) / 16 * 16, npad = (out + 15) / 16 * 16, nt = npad / 16;
-	float *st = (float *)(smem + L.st) + warp * 256;
-	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM, tile = blockIdx.x;
-	stage_tile(ws, L.ld, W, in, 0, out, 0, in, npad, kpad, vecw);
+	lane_pos lp = lane_pos_of();
+	uint32_t kpad = (a.in + 15) / 16 * 16, npad = (a.out + 15) / 16 * 16, nt = npad / 16;
+	float *st = (float *)(smem + L.st) + lp.warp * 256;
+	size_t tiles = (a.rows + FUSED_BM - 1) / FUSED_BM, tile = blockIdx.x;
+	piece_walk walk = walk_of(kpad / (16 / sizeof(T)));
+	gmat<T> X = {a.X, a.in, a.rows, a.in, v.x};
+	stage_tile(stile<T>{ws, L.ld, npad, kpad}, gmat<T>{a.W, a.in, a.out, a.in, v.w}, 0, 0, walk);
 	if (tile < tiles)
-		stage_tile((T *)(smem + L.xs0), L.ld, X, in, tile * FUSED_BM, rows, 0, in, FUSED_BM,
-			   kpad, vecx);
+		stage_tile(stile<T>{(T *)(smem + L.xs0), L.ld, FUSED_BM, kpad}, X, tile * FUSED_BM, 0,
+			   walk);
 	cp_async_commit();
 	for (unsigned i = 0; tile < tiles; i++, tile += gridDim.x) {
 		size_t next = tile + gridDim.x;
 		if (next < tiles)
-			stage_tile((T *)(smem + (i & 1 ? L.xs0 : L.xs1)), L.ld, X, in, next * FUSED_BM,
-				   rows, 0, in, FUSED_BM, kpad, vecx);
+			stage_tile(stile<T>{(T *)(smem + (i & 1 ? L.xs0 : L.xs1)), L.ld, FUSED_BM, kpad},
+				   X, next * FUSED_BM, 0, walk);
 		cp_async_commit();
 		cp_async_wait<1>(); /* W and this tile are in; the next is on its way */
 		__syncthreads();
@@ -218,68 +269,81 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 		NCF_UNROLL
 		for (int k = 0; k < 8; k++)
 			P::zero(acc[k]);
-		for (uint32_t kk = 0; kk < in; kk += P::KSTEP) {
-			typename P::frag_a a;
-			P::load_a(a, x + 16 * wm * L.ld + kk, L.ld);
-			NCF_UNROLL
-			for (uint32_t k = 0; k < 8; k++) {
-				uint32_t t = wn + 2 * k;
-				if (t < nt) {
-					typename P::template frag_b<mma_col>::type bt;
-					P::template load_b<mma_col>(bt, ws + 16 * t * L.ld + kk, L.ld);
-					P::mma(acc[k], a, bt);
-				}
-			}
-		}
-		fwd_epilogue<P>(acc, st, tile * FUSED_BM, rows, out, nt, b, dk, layer, rowpos, vecy, Y,
-				wm, wn, lane, r, c0);
+		fwd_tiles<P>(acc, x, ws, L.ld, a.in, nt, lp);
+		fwd_epilogue<P>(acc, st, tile * FUSED_BM, nt, a, v.y, lp);
 		__syncthreads(); /* the next iteration refills this tile's stage */
 	}
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
+/* Where a lane's 8 outputs of a tile of dX go: dst (16-byte stores where
+ * vec), the cnt of them that exist (live: the row and columns exist), and
+ * the 16 column sums of the tile they add to. */
+template <typename T> struct dx_out {
+	T *dst;
+	bool live, vec;
+	uint32_t cnt;
+	float *colsum;
+};
+
 /*
  * The epilogue of one 16x16 tile of dX in both backward kernels: the warp
  * stages its accumulator acc in st (16 x 16 floats), and this lane (row r,
  * columns c0 .. c0 + 8 of the tile) makes d = h > 0 ? acc * scale : 0 of
- * its cnt columns (h: the layer input's values there; live: the row and
- * columns exist), stores them at dst (16-byte stores where vec), and adds
- * the tile's column sums (rows in order) to colsum (16 floats).
+ * its columns (h: the layer input's values there), stores them, and adds
+ * the tile's column sums (rows in order) to o.colsum.
  */
 template <typename P, typename T>
-NCF_DEV void dx_tile(typename P::frag_c &acc, float *st, const float h[8], bool live,
-		    uint32_t cnt, float scale, T *dst, bool vec, float *colsum, unsigned lane,
-		    unsigned r, unsigned c0)
+NCF_DEV void dx_tile(typename P::frag_c &acc, float *st, const float h[8], float scale,
+		     const dx_out<T> &o, const lane_pos &lp)
 {
 	P::store(st, acc, 16);
 	__syncwarp();
 	float d[8];
 	NCF_UNROLL
 	for (uint32_t e = 0; e < 8; e++)
-		d[e] = live && e < cnt && h[e] > 0.0f ? st[r * 16 + c0 + e] * scale : 0.0f;
-	if (live)
-		store_upto8(dst, d, cnt, vec && cnt == 8);
+		d[e] = o.live && e < o.cnt && h[e] > 0.0f ? st[lp.r * 16 + lp.c0 + e] * scale : 0.0f;
+	if (o.live)
+		store_upto8(o.dst, d, o.cnt, o.vec && o.cnt == 8);
 	__syncwarp();
 	NCF_UNROLL
 	for (uint32_t e = 0; e < 8; e++)
-		st[r * 16 + c0 + e] = d[e];
+		st[lp.r * 16 + lp.c0 + e] = d[e];
 	__syncwarp();
-	if (lane < 16) {
+	if (lp.lane < 16) {
 		float sum = 0.0f;
 		for (unsigned rr = 0; rr < 16; rr++)
-			sum += st[rr * 16 + lane];
-		colsum[lane] += sum;
+			sum += st[rr * 16 + lp.lane];
+		o.colsum[lp.lane] += sum;
 	}
 	__syncwarp();
 }
 
+/* acc[i] += the product of row block z (16 rows at 16 wm) and column tile
+ * wn + 2 i of w (NT tile slots, nt tiles; B row-major: w[k ld + n]), over
+ * k < kn in steps of KSTEP; z with leading dimension ldz, w with ldw. */
+template <typename P, int NT, typename T>
+NCF_DEV void bwd_tiles(typename P::frag_c acc[NT], const T *z, unsigned ldz, const T *w,
+		       unsigned ldw, uint32_t kn, uint32_t nt, const lane_pos &lp)
+{
+	for (uint32_t kk = 0; kk < kn; kk += P::KSTEP) {
+		typename P::frag_a fa;
+		P::load_a(fa, z + 16 * lp.wm * ldz + kk, ldz);
+		NCF_UNROLL
+		for (uint32_t i = 0; i < NT; i++) {
+			uint32_t t = lp.wn + 2 * i;
+			if (t < nt) {
+				typename P::template frag_b<mma_row>::type fb;
+				P::template load_b<mma_row>(fb, w + kk * ldw + 16 * t, ldw);
+				P::mma(acc[i], fa, fb);
+			}
+		}
+	}
+}
+
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS, 2)
-	linear_bwd_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
-			  const T *__restrict__ W, const T *__restrict__ H, float scale, int vecz,
-			  int vecw, int vech, T *__restrict__ dX, float *__restrict__ part,
-			  uint32_t part_ld)
+__global__ void NCF_BOUNDS(mlp_facts) linear_bwd_kernel(layer_bwd<T> a, pieces v)
 {
 	typedef mma_tile<T, MODE> P;
 	typedef tile_dims<T> D;
@@ -287,58 +351,48 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 	__shared__ __align__(32) T ws[D::KC * (FUSED_MAX_WIDTH + D::PAD)];
 	__shared__ __align__(32) float stage[FUSED_THREADS / 32][256];
 	__shared__ float colpart[4][FUSED_MAX_WIDTH];
-	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	uint32_t npad = (in + 15) / 16 * 16, nt = npad / 16, ldb = npad + D::PAD;
-	float *st = stage[warp];
+	lane_pos lp = lane_pos_of();
+	uint32_t npad = (a.in + 15) / 16 * 16, nt = npad / 16, ldb = npad + D::PAD;
+	float *st = stage[lp.warp];
+	piece_walk wz = walk_of(D::KC / 8), ww = walk_of(npad / 8);
 	for (unsigned q = threadIdx.x; q < 4 * FUSED_MAX_WIDTH; q += blockDim.x)
-		colpart[q / FUSED_MAX_WIDTH][q % FUSED_MAX_WIDTH] = 0.0f;
+		(&colpart[0][0])[q] = 0.0f;
 	for (uint32_t rt = 0; rt < BWD_ROWS / FUSED_BM; rt++) {
 		size_t row0 = (size_t)blockIdx.x * BWD_ROWS + rt * FUSED_BM;
 		typename P::frag_c acc[8];
 		NCF_UNROLL
 		for (int i = 0; i < 8; i++)
 			P::zero(acc[i]);
-		for (uint32_t k0 = 0; k0 < out; k0 += D::KC) {
-			load_tile(zs, D::LDA, dZ, out, row0, rows, k0, out, FUSED_BM, D::KC, vecz);
-			load_tile(ws, ldb, W, in, k0, out, 0, in, D::KC, npad, vecw);
+		for (uint32_t k0 = 0; k0 < a.out; k0 += D::KC) {
+			load_tile(stile<T>{zs, D::LDA, FUSED_BM, D::KC},
+				  gmat<T>{a.dZ, a.out, a.rows, a.out, v.x}, row0, k0, wz);
+			load_tile(stile<T>{ws, ldb, D::KC, npad}, gmat<T>{a.W, a.in, a.out, a.in, v.w},
+				  k0, 0, ww);
 			__syncthreads();
-			for (uint32_t kk = 0; kk < (uint32_t)D::KC && k0 + kk < out;
-			     kk += P::KSTEP) {
-				typename P::frag_a a;
-				P::load_a(a, zs + 16 * wm * D::LDA + kk, D::LDA);
-				NCF_UNROLL
-				for (uint32_t i = 0; i < 8; i++) {
-					uint32_t t = wn + 2 * i;
-					if (t < nt) {
-						typename P::template frag_b<mma_row>::type bt;
-						P::template load_b<mma_row>(
-							bt, ws + kk * ldb + 16 * t, ldb);
-						P::mma(acc[i], a, bt);
-					}
-				}
-			}
+			uint32_t kn = a.out - k0 < (uint32_t)D::KC ? a.out - k0 : (uint32_t)D::KC;
+			bwd_tiles<P, 8>(acc, zs, D::LDA, ws, ldb, kn, nt, lp);
 			__syncthreads();
 		}
-		size_t row = row0 + 16 * wm + r;
+		size_t row = row0 + 16 * lp.wm + lp.r;
 		NCF_UNROLL
 		for (uint32_t i = 0; i < 8; i++) {
-			uint32_t t = wn + 2 * i;
+			uint32_t t = lp.wn + 2 * i;
 			if (t >= nt)
 				continue;
-			uint32_t q0 = 16 * t + c0;
-			bool live = row < rows && q0 < in;
-			uint32_t cnt = live ? (in - q0 < 8 ? in - q0 : 8) : 0;
+			uint32_t q0 = 16 * t + lp.c0;
+			bool live = row < a.rows && q0 < a.in;
+			uint32_t cnt = live ? (a.in - q0 < 8 ? a.in - q0 : 8) : 0;
 			float hv[8] = {0};
 			if (live)
-				load_upto8(H + row * in + q0, hv, cnt, vech && cnt == 8);
-			dx_tile<P>(acc[i], st, hv, live, cnt, scale, dX + row * in + q0, vech,
-				   &colpart[wm][16 * t], lane, r, c0);
+				load_upto8(a.H + row * a.in + q0, hv, cnt, v.y && cnt == 8);
+			dx_out<T> o = {a.dX + row * a.in + q0, live, v.y != 0, cnt,
+				       &colpart[lp.wm][16 * t]};
+			dx_tile<P>(acc[i], st, hv, a.scale, o, lp);
 		}
 	}
 	__syncthreads();
-	for (uint32_t q = threadIdx.x; q < in; q += blockDim.x)
-		part[(size_t)blockIdx.x * part_ld + q] =
+	for (uint32_t q = threadIdx.x; q < a.in; q += blockDim.x)
+		a.part[(size_t)blockIdx.x * a.part_ld + q] =
 			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
 }
 
@@ -374,6 +428,81 @@ template <typename T> struct bwdw_smem {
 	}
 };
 
+/* A block's columns of the layer input: q0 .. q0 + qn (qpad padded to 16,
+ * qt tiles), out padded to opad (ot tiles).  Warp w owns dW tiles w + 8 j
+ * of the ot x qt grid: tile i is (i / qt, i % qt), the quotient as i inv
+ * >> 16 with inv = ceil(2^16 / qt) (exact for i < 64, qt <= 8), so no
+ * loop divides. */
+struct bwdw_cols {
+	uint32_t q0, qn, qpad, qt, opad, ot, inv;
+	NCF_DEV bwdw_cols(uint32_t in, uint32_t out, uint32_t y)
+	{
+		q0 = BWDW_COLS * y;
+		qn = in - q0 < BWDW_COLS ? in - q0 : (uint32_t)BWDW_COLS;
+		qpad = (qn + 15) / 16 * 16;
+		qt = qpad / 16;
+		opad = (out + 15) / 16 * 16;
+		ot = opad / 16;
+		inv = (65536 + qt - 1) / qt;
+	}
+	/* dW tile i: does it exist, and its row and column tiles */
+	NCF_DEV bool has(uint32_t i) const
+	{
+		return i < ot * qt;
+	}
+	NCF_DEV uint32_t row_tile(uint32_t i) const
+	{
+		return i * inv >> 16;
+	}
+	NCF_DEV uint32_t col_tile(uint32_t i) const
+	{
+		return i - row_tile(i) * qt;
+	}
+};
+static_assert(BWDW_COLS / 16 <= 8 && FUSED_THREADS / 32 * 8 <= 64, "bwdw_cols' quotient");
+
+/* accw[j] += dZ^T H over a tile's 64 rows for the warp's dW tiles
+ * (k over the rows in order). */
+template <typename P, typename T>
+NCF_DEV void dw_tiles(typename P::frag_c accw[8], const T *zs, unsigned ldz, const T *hs,
+		      unsigned ldh, const bwdw_cols &q, unsigned warp)
+{
+	for (uint32_t kr = 0; kr < FUSED_BM; kr += P::KSTEP) {
+		NCF_UNROLL
+		for (uint32_t j = 0; j < 8; j++) {
+			uint32_t i = warp + 8 * j;
+			if (!q.has(i))
+				continue;
+			typename P::frag_at fa;
+			P::load_at(fa, zs + kr * ldz + 16 * q.row_tile(i), ldz);
+			typename P::template frag_b<mma_row>::type fb;
+			P::template load_b<mma_row>(fb, hs + kr * ldh + 16 * q.col_tile(i), ldh);
+			P::mma(accw[j], fa, fb);
+		}
+	}
+}
+
+/* The warp's dW tiles (accw) to pw (out, in), its block's row of the
+ * partials, through its staging st. */
+template <typename P, typename T>
+NCF_DEV void write_dw(typename P::frag_c accw[8], float *st, float *pw, const layer_bwd<T> &a,
+		      const bwdw_cols &q, const lane_pos &lp)
+{
+	NCF_UNROLL
+	for (uint32_t j = 0; j < 8; j++) {
+		uint32_t i = lp.warp + 8 * j;
+		if (!q.has(i))
+			continue;
+		P::store(st, accw[j], 16);
+		__syncwarp();
+		uint32_t o = 16 * q.row_tile(i) + lp.r, c = 16 * q.col_tile(i) + lp.c0;
+		if (o < a.out)
+			for (uint32_t e = 0; e < 8 && c + e < q.qn; e++)
+				pw[(size_t)o * a.in + q.q0 + c + e] = st[lp.r * 16 + lp.c0 + e];
+		__syncwarp();
+	}
+}
+
 /*
  * Block b = y + Y g (Y = ceil(in / BWDW_COLS)): columns q0 = BWDW_COLS y ..
  * of in, row tiles g, g + G, g + 2G, ... of 64 rows.  The block loads its
@@ -387,46 +516,47 @@ template <typename T> struct bwdw_smem {
  * those of one pass over the tiles in order, the same whatever the stages.
  */
 template <typename T, int MODE>
-__global__ void __launch_bounds__(FUSED_THREADS, 2)
-	linear_bwdw_kernel(size_t rows, uint32_t in, uint32_t out, const T *__restrict__ dZ,
-			   const T *__restrict__ W, const T *__restrict__ H, float scale,
-			   uint32_t G, int vecz, int vecw, int vech, T *__restrict__ dX,
-			   float *__restrict__ part, uint32_t part_ld, float *__restrict__ partw)
+__global__ void NCF_BOUNDS(mlp_facts) linear_bwdw_kernel(layer_bwd<T> a, pieces v, uint32_t G)
 {
 	typedef mma_tile<T, MODE> P;
 	NCF_DYN_SHARED(smem);
-	uint32_t Y = (in + BWDW_COLS - 1) / BWDW_COLS, y = blockIdx.x % Y, g = blockIdx.x / Y;
-	uint32_t q0 = BWDW_COLS * y, qn = in - q0 < BWDW_COLS ? in - q0 : (uint32_t)BWDW_COLS;
-	uint32_t qpad = (qn + 15) / 16 * 16, qt = qpad / 16, opad = (out + 15) / 16 * 16;
-	uint32_t ot = opad / 16;
-	bwdw_smem<T> L(out, qpad);
+	lane_pos lp = lane_pos_of();
+	uint32_t Y = (a.in + BWDW_COLS - 1) / BWDW_COLS, g = blockIdx.x / Y;
+	bwdw_cols q(a.in, a.out, blockIdx.x % Y);
+	bwdw_smem<T> L(a.out, q.qpad);
 	T *ws = (T *)smem;
 	float(*colpart)[BWDW_COLS] = (float(*)[BWDW_COLS])(smem + L.cp);
-	unsigned warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-	unsigned lane = threadIdx.x % 32, r = lane / 2, c0 = (lane % 2) * 8;
-	for (unsigned q = threadIdx.x; q < 4 * BWDW_COLS; q += blockDim.x)
-		colpart[q / BWDW_COLS][q % BWDW_COLS] = 0.0f;
+	const unsigned E = 16 / sizeof(T);
+	piece_walk wz = walk_of(q.opad / E), wh = walk_of(q.qpad / E);
+	gmat<T> Z = {a.dZ, a.out, a.rows, a.out, v.x}, H = {a.H, a.in, a.rows, a.in, v.y};
+	for (unsigned c = threadIdx.x; c < 4 * BWDW_COLS; c += blockDim.x)
+		(&colpart[0][0])[c] = 0.0f;
 	typename P::frag_c accw[8];
 	NCF_UNROLL
 	for (int j = 0; j < 8; j++)
 		P::zero(accw[j]);
-	size_t tiles = (rows + FUSED_BM - 1) / FUSED_BM, tile = g;
-	stage_tile(ws, L.ldh, W, in, 0, out, q0, in, opad, qpad, vecw);
+	size_t tiles = (a.rows + FUSED_BM - 1) / FUSED_BM, tile = g;
+	stage_tile(stile<T>{ws, L.ldh, q.opad, q.qpad}, gmat<T>{a.W, a.in, a.out, a.in, v.w}, 0,
+		   q.q0, wh);
 	if (tile < tiles) {
-		stage_tile((T *)(smem + L.zs[0]), L.ldz, dZ, out, tile * FUSED_BM, rows, 0, out,
-			   FUSED_BM, opad, vecz);
-		stage_tile((T *)(smem + L.hs[0]), L.ldh, H, in, tile * FUSED_BM, rows, q0, in,
-			   FUSED_BM, qpad, vech);
+		stage_tile(stile<T>{(T *)(smem + L.zs[0]), L.ldz, FUSED_BM, q.opad}, Z,
+			   tile * FUSED_BM, 0, wz);
+		stage_tile(stile<T>{(T *)(smem + L.hs[0]), L.ldh, FUSED_BM, q.qpad}, H,
+			   tile * FUSED_BM, q.q0, wh);
 	}
 	cp_async_commit();
 	for (unsigned it = 0; tile < tiles; it++, tile += G) {
 		size_t row0 = tile * FUSED_BM, next = tile + G;
 		if (next < tiles) {
+			/* (L's offsets picked by a condition: an index would put L in
+			 * local memory) */
 			unsigned b = (it + 1) & 1;
-			stage_tile((T *)(smem + (b ? L.zs[1] : L.zs[0])), L.ldz, dZ, out,
-				   next * FUSED_BM, rows, 0, out, FUSED_BM, opad, vecz);
-			stage_tile((T *)(smem + (b ? L.hs[1] : L.hs[0])), L.ldh, H, in,
-				   next * FUSED_BM, rows, q0, in, FUSED_BM, qpad, vech);
+			stage_tile(stile<T>{(T *)(smem + (b ? L.zs[1] : L.zs[0])), L.ldz, FUSED_BM,
+					    q.opad},
+				   Z, next * FUSED_BM, 0, wz);
+			stage_tile(stile<T>{(T *)(smem + (b ? L.hs[1] : L.hs[0])), L.ldh, FUSED_BM,
+					    q.qpad},
+				   H, next * FUSED_BM, q.q0, wh);
 		}
 		cp_async_commit();
 		cp_async_wait<1>(); /* W and this tile are in; the next is on its way */
@@ -437,117 +567,46 @@ __global__ void __launch_bounds__(FUSED_THREADS, 2)
 		NCF_UNROLL
 		for (int i = 0; i < 4; i++)
 			P::zero(accx[i]);
-		for (uint32_t kk = 0; kk < out; kk += P::KSTEP) {
-			typename P::frag_a a;
-			P::load_a(a, zs + 16 * wm * L.ldz + kk, L.ldz);
-			NCF_UNROLL
-			for (uint32_t i = 0; i < 4; i++) {
-				uint32_t t = wn + 2 * i;
-				if (t < qt) {
-					typename P::template frag_b<mma_row>::type bt;
-					P::template load_b<mma_row>(bt, ws + kk * L.ldh + 16 * t, L.ldh);
-					P::mma(accx[i], a, bt);
-				}
-			}
-		}
-		/* dW += dZ^T H over the tile's rows */
-		for (uint32_t kr = 0; kr < FUSED_BM; kr += P::KSTEP) {
-			NCF_UNROLL
-			for (uint32_t j = 0; j < 8; j++) {
-				uint32_t i = warp + 8 * j;
-				if (i < ot * qt) {
-					typename P::frag_at at;
-					P::load_at(at, zs + kr * L.ldz + 16 * (i / qt), L.ldz);
-					typename P::template frag_b<mma_row>::type bt;
-					P::template load_b<mma_row>(bt, hs + kr * L.ldh + 16 * (i % qt),
-								    L.ldh);
-					P::mma(accw[j], at, bt);
-				}
-			}
-		}
-		float *st = (float *)(smem + (L.st_alias ? zoff : L.st)) + warp * 256;
+		bwd_tiles<P, 4>(accx, zs, L.ldz, ws, L.ldh, a.out, q.qt, lp);
+		dw_tiles<P>(accw, zs, L.ldz, hs, L.ldh, q, lp.warp);
+		float *st = (float *)(smem + (L.st_alias ? zoff : L.st)) + lp.warp * 256;
 		if (L.st_alias)
 			__syncthreads(); /* every warp is done with dZ before it is staging */
 		/* dX: the mask from H's tile, the column sums */
-		size_t row = row0 + 16 * wm + r;
+		size_t row = row0 + 16 * lp.wm + lp.r;
 		NCF_UNROLL
 		for (uint32_t i = 0; i < 4; i++) {
-			uint32_t t = wn + 2 * i;
-			if (t >= qt)
+			uint32_t t = lp.wn + 2 * i;
+			if (t >= q.qt)
 				continue;
-			uint32_t c = 16 * t + c0;
-			bool live = row < rows && c < qn;
-			uint32_t cnt = live ? (qn - c < 8 ? qn - c : 8) : 0;
+			uint32_t c = 16 * t + lp.c0;
+			bool live = row < a.rows && c < q.qn;
+			uint32_t cnt = live ? (q.qn - c < 8 ? q.qn - c : 8) : 0;
 			float hv[8];
 			NCF_UNROLL
 			for (uint32_t e = 0; e < 8; e++)
-				hv[e] = to_f32(hs[(16 * wm + r) * L.ldh + c + e]);
-			dx_tile<P>(accx[i], st, hv, live, cnt, scale, dX + row * in + q0 + c, vech,
-				   &colpart[wm][16 * t], lane, r, c0);
+				hv[e] = to_f32(hs[(16 * lp.wm + lp.r) * L.ldh + c + e]);
+			dx_out<T> o = {a.dX + row * a.in + q.q0 + c, live, v.y != 0, cnt,
+				       &colpart[lp.wm][16 * t]};
+			dx_tile<P>(accx[i], st, hv, a.scale, o, lp);
 		}
 		__syncthreads(); /* the next iteration refills this tile's stage */
 	}
-	for (uint32_t q = threadIdx.x; q < qn; q += blockDim.x)
-		part[(size_t)g * part_ld + q0 + q] =
-			((colpart[0][q] + colpart[1][q]) + colpart[2][q]) + colpart[3][q];
-	float *st = (float *)(smem + (L.st_alias ? L.zs[0] : L.st)) + warp * 256;
-	NCF_UNROLL
-	for (uint32_t j = 0; j < 8; j++) {
-		uint32_t i = warp + 8 * j;
-		if (i >= ot * qt)
-			continue;
-		P::store(st, accw[j], 16);
-		__syncwarp();
-		uint32_t o = 16 * (i / qt) + r, c = 16 * (i % qt) + c0;
-		if (o < out)
-			for (uint32_t e = 0; e < 8 && c + e < qn; e++)
-				partw[((size_t)g * out + o) * in + q0 + c + e] = st[r * 16 + c0 + e];
-		__syncwarp();
-	}
+	for (uint32_t c = threadIdx.x; c < q.qn; c += blockDim.x)
+		a.part[(size_t)g * a.part_ld + q.q0 + c] =
+			((colpart[0][c] + colpart[1][c]) + colpart[2][c]) + colpart[3][c];
+	float *st = (float *)(smem + (L.st_alias ? L.zs[0] : L.st)) + lp.warp * 256;
+	write_dw<P>(accw, st, a.partw + (size_t)g * a.out * a.in, a, q, lp);
 }
 
 /* ---- launchers ----------------------------------------------------------- */
 
-/* One launch of the kernel for T and its tile mode. */
-template <typename T, int MODE>
-static int fwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
-		      const T *X, const T *W, const float *b, const dropout_k &dk, uint32_t layer,
-		      const uint32_t *rowpos, int vecx, int vecw, int vecy, T *Y)
-{
-	auto linear_fwd = linear_fwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
-	NCF_LAUNCH_SYNC(linear_fwd, nb, FUSED_THREADS, 0, stream, rows, in, out, X, W, b, dk, layer,
-			rowpos, vecx, vecw, vecy, Y);
-	return CUDA_CHECK(cudaGetLastError());
-}
-
-template <typename T, int MODE>
-static int bwd_launch(unsigned nb, cudaStream_t stream, size_t rows, uint32_t in, uint32_t out,
-		      const T *dZ, const T *W, const T *H, float scale, int vecz, int vecw,
-		      int vech, T *dX, float *part, uint32_t part_ld)
-{
-	auto linear_bwd = linear_bwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
-	NCF_LAUNCH_SYNC(linear_bwd, nb, FUSED_THREADS, 0, stream, rows, in, out, dZ, W, H, scale,
-			vecz, vecw, vech, dX, part, part_ld);
-	return CUDA_CHECK(cudaGetLastError());
-}
-
-template <typename T, int MODE>
-static int fwd_ws_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t rows, uint32_t in,
-			 uint32_t out, const T *X, const T *W, const float *b, const dropout_k &dk,
-			 uint32_t layer, const uint32_t *rowpos, int vecx, int vecw, int vecy, T *Y)
-{
-	auto linear_fwd_ws = linear_fwd_ws_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
-	NCF_LAUNCH_SYNC(linear_fwd_ws, nb, FUSED_THREADS, smem, stream, rows, in, out, X, W, b, dk,
-			layer, rowpos, vecx, vecw, vecy, Y);
-	return CUDA_CHECK(cudaGetLastError());
-}
-
-/* Blocks of `bytes` of shared memory an SM holds at once, at most most
- * (what their registers allow), at least 1. */
-static unsigned resident_by_smem(size_t bytes, unsigned most)
+/* Blocks of `bytes` of shared memory an SM holds at once, at most the
+ * kernels' minimum of mlp_facts (what their registers allow), at least 1. */
+static unsigned resident_by_smem(size_t bytes)
 {
 	size_t k = g_smem_sm / (bytes + 1024); /* the runtime keeps 1 KiB a block */
-	return k < 1 ? 1 : k > most ? most : (unsigned)k;
+	return k < 1 ? 1 : k > mlp_facts.min_blocks ? mlp_facts.min_blocks : (unsigned)k;
 }
 
 /* Does the resident-W forward take a layer of in -> out in T? */
@@ -576,112 +635,120 @@ static int layer_blocks(size_t rows, uint32_t in, uint32_t out, uint32_t wide, s
 	return *nb > 0;
 }
 
-template <typename T>
-int linear_fwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *X, const T *W,
-		    const float *b, const dropout_k &dk, uint32_t layer, const uint32_t *rowpos,
-		    int tf32, T *Y, cudaStream_t stream)
+/* A launch's grid, dynamic shared memory and what the cost model needs of
+ * it besides the bytes and FLOPs. */
+struct mlp_launch {
+	unsigned blocks;
+	size_t smem;
+	cost_shape shape;
+};
+
+/* The forward pass of mode MODE: the resident-W kernel where W and two X
+ * tiles fit, else the one that streams both. */
+template <typename T, int MODE>
+static int fwd_mode(const layer_fwd<T> &a, pieces v, double bytes, cudaStream_t stream)
 {
 	size_t nb;
-	int ok = layer_blocks(rows, in, out, out, FUSED_BM, &nb);
+	layer_blocks(a.rows, a.in, a.out, a.out, FUSED_BM, &nb);
+	double es = sizeof(T), flops = 2.0 * a.rows * a.in * a.out;
+	double issue = issue_of<T, MODE>(flops, fwd_ws_fits<T>(a.in, a.out) ? issue_fwd_ws : issue_fwd);
+	if (fwd_ws_fits<T>(a.in, a.out)) {
+		/* a persistent grid of what the SMs hold; a block's tiles one after
+		 * another, each tile's X (a stage: its bytes in flight) copied in
+		 * while the one before is multiplied; W read once a block */
+		fwd_ws_smem<T> L(a.in, a.out);
+		unsigned res = resident_by_smem(L.bytes);
+		size_t grid = (size_t)res * g_sms < nb ? (size_t)res * g_sms : nb;
+		double stage = (double)FUSED_BM * L.ld * es;
+		cost_shape sh = cost_shape_for(mlp_facts, (double)grid, res,
+					       stage / FUSED_THREADS, ceil((double)nb / grid));
+		sh.mma = 1, sh.issue = issue, sh.reread = ((double)grid - 1) * a.in * a.out * es;
+		if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
+			return 0;
+		auto linear_fwd_ws = linear_fwd_ws_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+		NCF_LAUNCH_SYNC(linear_fwd_ws, (unsigned)grid, FUSED_THREADS, L.bytes, stream, a, v);
+		return CUDA_CHECK(cudaGetLastError());
+	}
+	/* W too big to stay: per chunk of KC of the reduction the block loads its
+	 * X rows and W's rows, then waits at a barrier and multiplies: one round
+	 * trip a chunk, in every wave; every block reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (a.out + 15) / 16 * 16, chunks = ceil(a.in / KC);
+	cost_shape sh = cost_shape_for(mlp_facts, (double)nb, mlp_facts.min_blocks,
+				       (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				       chunks * cost_waves((double)nb, mlp_facts.min_blocks));
+	sh.mma = 1, sh.issue = issue, sh.reread = ((double)nb - 1) * a.in * a.out * es;
+	if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
+		return 0;
+	auto linear_fwd = linear_fwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_fwd, (unsigned)nb, FUSED_THREADS, 0, stream, a, v);
+	return CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T> int linear_fwd_cuda(const layer_fwd<T> &a, int tf32, cudaStream_t stream)
+{
+	size_t nb;
+	int ok = layer_blocks(a.rows, a.in, a.out, a.out, FUSED_BM, &nb);
 	if (ok <= 0)
 		return ok;
 	double es = sizeof(T);
 	/* X and Y once, W once (it stays in L2), the positions when dropout
 	 * reads them */
-	double bytes = rows * ((double)in + out) * es + (double)in * out * es + out * 4.0 +
-		       (rowpos && dk.active ? rows * 4.0 : 0.0);
-	double flops = 2.0 * rows * in * out;
-	int vecx = in % 8 == 0 && aligned16(X), vecw = in % 8 == 0 && aligned16(W);
-	int vecy = out % 8 == 0 && aligned16(Y);
-	if (fwd_ws_fits<T>(in, out)) {
-		/* a persistent grid of what the SMs hold; a block's tiles one after
-		 * another, each tile's X (a stage: its bytes in flight) copied in
-		 * while the one before is multiplied; W read once a block */
-		size_t smem = fwd_ws_smem<T>(in, out).bytes;
-		unsigned res = resident_by_smem(smem, 2);
-		size_t grid = (size_t)res * g_sms < nb ? (size_t)res * g_sms : nb;
-		double stage = (double)FUSED_BM * fwd_ws_smem<T>(in, out).ld * es;
-		cost_shape sh = cost_shape_of((double)grid, FUSED_THREADS, res, stage / FUSED_THREADS,
-					      ceil((double)nb / grid), 1,
-					      ((double)grid - 1) * in * out * es);
-		if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
-			return 0;
-		if constexpr (sizeof(T) == 2)
-			return fwd_ws_launch<T, MMA_16>((unsigned)grid, smem, stream, rows, in, out, X, W,
-							b, dk, layer, rowpos, vecx, vecw, vecy, Y);
-		else if (tf32)
-			return fwd_ws_launch<T, MMA_TF32>((unsigned)grid, smem, stream, rows, in, out, X,
-							  W, b, dk, layer, rowpos, vecx, vecw, vecy, Y);
-		else
-			return fwd_ws_launch<T, MMA_F32>((unsigned)grid, smem, stream, rows, in, out, X,
-							 W, b, dk, layer, rowpos, vecx, vecw, vecy, Y);
-	}
-	/* W too big to stay: per chunk of KC of the reduction the block loads its
-	 * X rows and W's rows, then waits at a barrier and multiplies: one round
-	 * trip a chunk, in every wave; every block reads all of W (from L2) */
-	double KC = tile_dims<T>::KC, npad = (out + 15) / 16 * 16, chunks = ceil(in / KC);
-	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
-				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
-				      chunks * cost_waves((double)nb, 2), 1,
-				      ((double)nb - 1) * in * out * es);
-	if (NCF_COST_SHAPED("linear_fwd", bytes, flops, sh))
-		return 0;
+	double bytes = a.rows * ((double)a.in + a.out) * es + (double)a.in * a.out * es +
+		       a.out * 4.0 + (a.rowpos && a.dk.active ? a.rows * 4.0 : 0.0);
+	pieces v = {a.in % 8 == 0 && aligned16(a.X), a.in % 8 == 0 && aligned16(a.W),
+		    a.out % 8 == 0 && aligned16(a.Y)};
 	if constexpr (sizeof(T) == 2)
-		return fwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
-					     layer, rowpos, vecx, vecw, vecy, Y);
+		return fwd_mode<T, MMA_16>(a, v, bytes, stream);
 	else if (tf32)
-		return fwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
-					       layer, rowpos, vecx, vecw, vecy, Y);
+		return fwd_mode<T, MMA_TF32>(a, v, bytes, stream);
 	else
-		return fwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, X, W, b, dk,
-					      layer, rowpos, vecx, vecw, vecy, Y);
-}
-
-template <typename T>
-int linear_bwd_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
-		    const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
-		    cudaStream_t stream)
-{
-	size_t nb;
-	int ok = layer_blocks(rows, in, out, in, BWD_ROWS, &nb);
-	if (ok <= 0)
-		return ok;
-	double es = sizeof(T);
-	/* dZ, H and dX once, W once (L2), the partials */
-	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
-		       nb * (double)in * 4.0;
-	/* two row tiles a block, each a round trip per chunk of KC of out;
-	 * every row tile reads all of W (from L2) */
-	double KC = tile_dims<T>::KC, npad = (in + 15) / 16 * 16, tiles = 2.0 * nb;
-	cost_shape sh = cost_shape_of((double)nb, FUSED_THREADS, 2,
-				      (FUSED_BM + npad) * KC * es / FUSED_THREADS,
-				      2 * (ceil(out / KC) + 1) * cost_waves((double)nb, 2), 1,
-				      (tiles - 1) * in * out * es);
-	if (NCF_COST_SHAPED("linear_bwd", bytes, 2.0 * rows * in * out, sh))
-		return 0;
-	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
-	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
-	if constexpr (sizeof(T) == 2)
-		return bwd_launch<T, MMA_16>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
-					     vecz, vecw, vech, dX, part, part_ld);
-	else if (tf32)
-		return bwd_launch<T, MMA_TF32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
-					       vecz, vecw, vech, dX, part, part_ld);
-	else
-		return bwd_launch<T, MMA_F32>((unsigned)nb, stream, rows, in, out, dZ, W, H, scale,
-					      vecz, vecw, vech, dX, part, part_ld);
+		return fwd_mode<T, MMA_F32>(a, v, bytes, stream);
 }
 
 template <typename T, int MODE>
-static int bwdw_launch(unsigned nb, size_t smem, cudaStream_t stream, size_t rows, uint32_t in,
-		       uint32_t out, const T *dZ, const T *W, const T *H, float scale, uint32_t G,
-		       int vecz, int vecw, int vech, T *dX, float *part, uint32_t part_ld,
-		       float *partw)
+static int bwd_mode(const layer_bwd<T> &a, pieces v, size_t nb, cudaStream_t stream)
 {
-	auto linear_bwdw = linear_bwdw_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
-	NCF_LAUNCH_SYNC(linear_bwdw, nb, FUSED_THREADS, smem, stream, rows, in, out, dZ, W, H,
-			scale, G, vecz, vecw, vech, dX, part, part_ld, partw);
+	double es = sizeof(T), flops = 2.0 * a.rows * a.in * a.out;
+	/* dZ, H and dX once, W once (L2), the partials */
+	double bytes = a.rows * ((double)a.out + 2.0 * a.in) * es + (double)a.in * a.out * es +
+		       nb * (double)a.in * 4.0;
+	/* two row tiles a block, each a round trip per chunk of KC of out;
+	 * every row tile reads all of W (from L2) */
+	double KC = tile_dims<T>::KC, npad = (a.in + 15) / 16 * 16, tiles = 2.0 * nb;
+	cost_shape sh = cost_shape_for(mlp_facts, (double)nb, mlp_facts.min_blocks,
+				       (FUSED_BM + npad) * KC * es / FUSED_THREADS,
+				       2 * (ceil(a.out / KC) + 1) *
+					       cost_waves((double)nb, mlp_facts.min_blocks));
+	sh.mma = 1, sh.issue = issue_of<T, MODE>(flops, issue_bwd);
+	sh.reread = (tiles - 1) * a.in * a.out * es;
+	if (NCF_COST_SHAPED("linear_bwd", bytes, flops, sh))
+		return 0;
+	auto linear_bwd = linear_bwd_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_bwd, (unsigned)nb, FUSED_THREADS, 0, stream, a, v);
 	return CUDA_CHECK(cudaGetLastError());
+}
+
+/* 16-byte pieces of a backward pass: dZ, W, and H with dX. */
+template <typename T> static pieces bwd_pieces(const layer_bwd<T> &a)
+{
+	pieces v = {a.out % 8 == 0 && aligned16(a.dZ), a.in % 8 == 0 && aligned16(a.W),
+		    a.in % 8 == 0 && aligned16(a.H) && aligned16(a.dX)};
+	return v;
+}
+
+template <typename T> int linear_bwd_cuda(const layer_bwd<T> &a, int tf32, cudaStream_t stream)
+{
+	size_t nb;
+	int ok = layer_blocks(a.rows, a.in, a.out, a.in, BWD_ROWS, &nb);
+	if (ok <= 0)
+		return ok;
+	pieces v = bwd_pieces(a);
+	if constexpr (sizeof(T) == 2)
+		return bwd_mode<T, MMA_16>(a, v, nb, stream);
+	else if (tf32)
+		return bwd_mode<T, MMA_TF32>(a, v, nb, stream);
+	else
+		return bwd_mode<T, MMA_F32>(a, v, nb, stream);
 }
 
 /* Let the kernels of T and MODE that stage tiles in dynamic shared memory
@@ -711,64 +778,74 @@ uint32_t bwdw_groups(size_t rows)
 	return tiles < BWDW_GROUPS ? (uint32_t)(tiles ? tiles : 1) : (uint32_t)BWDW_GROUPS;
 }
 
-template <typename T>
-int linear_bwdw_cuda(size_t rows, uint32_t in, uint32_t out, const T *dZ, const T *W,
-		     const T *H, float scale, int tf32, T *dX, float *part, uint32_t part_ld,
-		     float *partw, cudaStream_t stream)
+template <typename T, int MODE>
+static int bwdw_mode(const layer_bwd<T> &a, pieces v, cudaStream_t stream)
 {
-	if (out > BWDW_MAX_OUT || in > FUSED_MAX_WIDTH || in == 0 || out == 0) {
-		ncf_error("cuda backend: a fused layer of %u x %u with its weight gradient (the "
-			  "limits are %u x %u)",
-			  out, in, (unsigned)BWDW_MAX_OUT, (unsigned)FUSED_MAX_WIDTH);
-		return -1;
-	}
-	if (rows == 0)
-		return 0;
-	uint32_t G = bwdw_groups(rows), Y = (in + BWDW_COLS - 1) / BWDW_COLS;
-	double es = sizeof(T);
+	uint32_t G = bwdw_groups(a.rows), Y = (a.in + BWDW_COLS - 1) / BWDW_COLS;
+	double es = sizeof(T), flops = 4.0 * a.rows * a.in * a.out;
 	/* dZ (once per column group: the groups of a row tile run side by
 	 * side, so the second read comes from L2) and H once, dX written; W
 	 * once (L2); the partials of the bias gradient and of dW */
-	double bytes = rows * ((double)out + 2.0 * in) * es + (double)in * out * es +
-		       G * ((double)in + (double)out * in) * 4.0;
+	double bytes = a.rows * ((double)a.out + 2.0 * a.in) * es + (double)a.in * a.out * es +
+		       G * ((double)a.in + (double)a.out * a.in) * 4.0;
 	/* a block's row tiles one after another, each tile's dZ and H (a stage:
 	 * its bytes in flight) copied in while the one before is multiplied;
 	 * a block's columns of W read once */
-	uint32_t qpad = (in < BWDW_COLS ? (in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
-	bwdw_smem<T> L(out, qpad);
-	size_t smem = L.bytes;
-	unsigned res = resident_by_smem(smem, 2);
-	double tiles = ceil((double)rows / FUSED_BM), nbd = (double)G * Y;
+	uint32_t qpad = (a.in < BWDW_COLS ? (a.in + 15) / 16 * 16 : (uint32_t)BWDW_COLS);
+	bwdw_smem<T> L(a.out, qpad);
+	unsigned res = resident_by_smem(L.bytes);
+	double tiles = ceil((double)a.rows / FUSED_BM), nbd = (double)G * Y;
 	double stage = (double)L.hs[0] - L.zs[0] + ((double)L.zs[1] - L.hs[0]);
-	cost_shape sh = cost_shape_of(nbd, FUSED_THREADS, res, stage / FUSED_THREADS,
-				      ceil(tiles / G) * cost_waves(nbd, res), 1,
-				      (nbd - 1) * (double)out * qpad * es);
-	if (NCF_COST_SHAPED("linear_bwdw", bytes, 4.0 * rows * in * out, sh))
+	cost_shape sh = cost_shape_for(mlp_facts, nbd, res, stage / FUSED_THREADS,
+				       ceil(tiles / G) * cost_waves(nbd, res));
+	sh.mma = 1, sh.issue = issue_of<T, MODE>(flops, issue_bwdw);
+	sh.reread = (nbd - 1) * (double)a.out * qpad * es;
+	if (NCF_COST_SHAPED("linear_bwdw", bytes, flops, sh))
 		return 0;
-	int vecz = out % 8 == 0 && aligned16(dZ), vecw = in % 8 == 0 && aligned16(W);
-	int vech = in % 8 == 0 && aligned16(H) && aligned16(dX);
-	unsigned nb = G * Y;
-	if constexpr (sizeof(T) == 2)
-		return bwdw_launch<T, MMA_16>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
-					      vecz, vecw, vech, dX, part, part_ld, partw);
-	else if (tf32)
-		return bwdw_launch<T, MMA_TF32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
-						vecz, vecw, vech, dX, part, part_ld, partw);
-	else
-		return bwdw_launch<T, MMA_F32>(nb, smem, stream, rows, in, out, dZ, W, H, scale, G,
-					       vecz, vecw, vech, dX, part, part_ld, partw);
+	auto linear_bwdw = linear_bwdw_kernel<T, MODE>; /* the name NCF_CUDA_SYNC reports */
+	NCF_LAUNCH_SYNC(linear_bwdw, G * Y, FUSED_THREADS, L.bytes, stream, a, v, G);
+	return CUDA_CHECK(cudaGetLastError());
 }
 
-#define NCF_INSTANTIATE(T)                                                                     \
-	template int linear_fwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
-					const float *, const dropout_k &, uint32_t,            \
-					const uint32_t *, int, T *, cudaStream_t);             \
-	template int linear_bwd_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,      \
-					const T *, float, int, T *, float *, uint32_t,         \
-					cudaStream_t);                                         \
-	template int linear_bwdw_cuda<T>(size_t, uint32_t, uint32_t, const T *, const T *,     \
-					 const T *, float, int, T *, float *, uint32_t,        \
-					 float *, cudaStream_t);
+template <typename T> int linear_bwdw_cuda(const layer_bwd<T> &a, int tf32, cudaStream_t stream)
+{
+	if (a.out > BWDW_MAX_OUT || a.in > FUSED_MAX_WIDTH || a.in == 0 || a.out == 0) {
+		ncf_error("cuda backend: a fused layer of %u x %u with its weight gradient (the "
+			  "limits are %u x %u)",
+			  a.out, a.in, (unsigned)BWDW_MAX_OUT, (unsigned)FUSED_MAX_WIDTH);
+		return -1;
+	}
+	if (a.rows == 0)
+		return 0;
+	pieces v = bwd_pieces(a);
+	if constexpr (sizeof(T) == 2)
+		return bwdw_mode<T, MMA_16>(a, v, stream);
+	else if (tf32)
+		return bwdw_mode<T, MMA_TF32>(a, v, stream);
+	else
+		return bwdw_mode<T, MMA_F32>(a, v, stream);
+}
+
+/* The issue notes' table, for the cost model's description (cost.cu) and
+ * tests/gpu/sass.t, which checks it against the SASS. */
+void mlp_issue_describe(FILE *out)
+{
+	static const struct {
+		const char *kernel;
+		const mma_issue *per;
+	} k[] = {{"linear_fwd_kernel", &issue_fwd},
+		 {"linear_fwd_ws_kernel", &issue_fwd_ws},
+		 {"linear_bwd_kernel", &issue_bwd},
+		 {"linear_bwdw_kernel", &issue_bwdw}};
+	for (const auto &x : k)
+		fprintf(out, "model_issue_per_mma\t%s\tbf16 %.2f fp16 %.2f tf32 %.2f\n", x.kernel,
+			(double)x.per->bf16, (double)x.per->f16, (double)x.per->tf32);
+}
+
+#define NCF_INSTANTIATE(T)                                                                   \
+	template int linear_fwd_cuda<T>(const layer_fwd<T> &, int, cudaStream_t);             \
+	template int linear_bwd_cuda<T>(const layer_bwd<T> &, int, cudaStream_t);             \
+	template int linear_bwdw_cuda<T>(const layer_bwd<T> &, int, cudaStream_t);
 
 NCF_INSTANTIATE(float)
 NCF_INSTANTIATE(bf16)

@@ -18,10 +18,10 @@ template <typename T> int params_tables(struct ncf_backend *be, struct cu *c)
 	}
 	const T *w = lowp<T>(c);
 	cudaDataType dt = dtype_of<T>();
-	NCF_TRY(lin_fwd(&c->blas, "gemm_table_user", s->users, M, H1, w + L->mlp_user, dt, M,
-			w + L->w[1], dt, 2 * M, c->AU, dt, H1));
-	NCF_TRY(lin_fwd(&c->blas, "gemm_table_item", s->items, M, H1, w + L->mlp_item, dt, M,
-			w + L->w[1] + M, dt, 2 * M, c->AI, dt, H1));
+	NCF_TRY(lin_fwd(&c->blas, {"gemm_table_user", s->users, M, H1}, {w + L->mlp_user, dt, M},
+			{w + L->w[1], dt, 2 * M}, {c->AU, dt, H1}));
+	NCF_TRY(lin_fwd(&c->blas, {"gemm_table_item", s->items, M, H1}, {w + L->mlp_item, dt, M},
+			{w + L->w[1] + M, dt, 2 * M}, {c->AI, dt, H1}));
 	c->tables_valid = 1;
 	return 0;
 }

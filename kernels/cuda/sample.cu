@@ -16,29 +16,22 @@ namespace NCF_CUDA_NS {
 
 /* ---- sample stream ------------------------------------------------------ */
 
-__global__ void NCF_PLAIN(6) sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
-			      uint32_t epoch, int64_t P, uint32_t n_items, int true_neg,
-			      const uint32_t *__restrict__ entry_user,
-			      const int64_t *__restrict__ offsets, const uint32_t *__restrict__ items,
-			      uint32_t *__restrict__ su, uint32_t *__restrict__ si,
-			      uint8_t *__restrict__ lab)
+static constexpr launch_facts sample_facts = {BLOCK, 6};
+__global__ void NCF_BOUNDS(sample_facts) sample_kernel(sample_src a, size_t n, sample_out o)
 {
 	size_t j = NCF_TID;
 	if (j >= n)
 		return;
 	uint32_t u = 0, it = 0;
-	const ncf_stream st = {perm, seed, epoch, n_items, P, true_neg, entry_user, offsets, items};
-	int y = ncf_sample_at(&st, pos0 + j, &u, &it);
-	su[j] = u;
-	si[j] = it;
-	lab[j] = (uint8_t)y;
+	int y = ncf_sample_at(&a.stream, a.pos0 + j, &u, &it);
+	o.users[j] = u;
+	o.items[j] = it;
+	o.labels[j] = (uint8_t)y;
 }
 
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
-		uint8_t *lab, cudaStream_t stream)
+int sample_cuda(const sample_src &a, size_t n, const sample_out &o, cudaStream_t stream)
 {
+	int true_neg = a.stream.true_neg;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
@@ -48,17 +41,17 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 	 * positives; the user's CSR row with --true-negatives) */
 	/* the entry's user and item at once; with --true-negatives a search of the
 	 * user's CSR row, one round trip a step */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 8, true_neg ? 12 : 1);
+	cost_shape sh = cost_shape_for(sample_facts, blocks, 8, true_neg ? 12 : 1);
 	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0, sh))
 		return 0;
-	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
-		   true_neg, entry_user, offsets, items, su, si, lab);
+	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, a, n, o);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
 /* ---- evaluation ---------------------------------------------------------- */
 
-__global__ void NCF_PLAIN(8) eval_pairs_kernel(uint32_t u0, uint32_t nu, uint32_t N,
+static constexpr launch_facts eval_pairs_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(eval_pairs_facts) eval_pairs_kernel(uint32_t u0, uint32_t nu, uint32_t N,
 				  const uint32_t *__restrict__ test, const uint32_t *__restrict__ neg,
 				  uint32_t *__restrict__ su, uint32_t *__restrict__ si)
 {
@@ -78,14 +71,15 @@ int eval_pairs_cuda(uint32_t u0, uint32_t nu, uint32_t N, const uint32_t *test,
 		return -1;
 	if (!blocks)
 		return 0;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, 1);
+	cost_shape sh = cost_shape_for(eval_pairs_facts, blocks, 4, 1);
 	if (NCF_COST_SHAPED("eval_pairs", (double)nu * ((double)N + 1) * 12.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(eval_pairs_kernel, blocks, BLOCK, 0, stream, u0, nu, N, test, neg, su, si);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void NCF_PLAIN(8) rank_kernel(const float *__restrict__ logit, const uint8_t *__restrict__ counted,
+static constexpr launch_facts rank_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(rank_facts) rank_kernel(const float *__restrict__ logit, const uint8_t *__restrict__ counted,
 			    uint32_t u0, uint32_t nu, uint32_t N, uint32_t *__restrict__ ranks)
 {
 	size_t k = NCF_TID;
@@ -104,7 +98,7 @@ int rank_cuda(const float *logit, const uint8_t *counted, uint32_t u0, uint32_t 
 	if (!blocks)
 		return 0;
 	/* a user's N + 1 logits, one after another */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 4, N + 1.0);
+	cost_shape sh = cost_shape_for(rank_facts, blocks, 4, N + 1.0);
 	if (NCF_COST_SHAPED("rank", (double)nu * (((double)N + 1) * 4.0 + N + 4.0), 0, sh))
 		return 0;
 	NCF_LAUNCH(rank_kernel, blocks, BLOCK, 0, stream, logit, counted, u0, nu, N, ranks);

@@ -56,10 +56,10 @@ static int mlp_forward(struct ncf_backend *be, struct cu *c, size_t n, const dro
 	cudaDataType dt = dtype_of<T>();
 	for (uint32_t k = 2; k < s->n_layers; k++) {
 		size_t in = s->layers[k - 1], out = s->layers[k];
-		NCF_TRY(lin_fwd(&c->blas, "gemm_fwd", n, in, out, c->h[k - 1], dt, in, w + L->w[k], dt,
-				in, c->h[k], dt, out));
+		NCF_TRY(lin_fwd(&c->blas, {"gemm_fwd", n, in, out}, {c->h[k - 1], dt, in},
+				{w + L->w[k], dt, in}, {c->h[k], dt, out}));
 		NCF_TRY(bias_relu_dropout_cuda<T>(n, (uint32_t)out, (T *)c->h[k],
-						  c->params + L->b[k], none, k - 1, c->s));
+						  c->params + L->b[k], none, k - 1, NULL, c->s));
 	}
 	return 0;
 }
@@ -75,12 +75,13 @@ static int forward(struct ncf_backend *be, struct cu *c, size_t n, float *out, i
 	dropout_k none;
 	memset(&none, 0, sizeof none);
 	uint32_t last = s->n_layers - 1;
-	NCF_TRY(layer1_cuda<T>(n, s->layers[1], c->su, c->si, (const T *)c->AU, (const T *)c->AI,
-			       c->params + L->b[1], 1, none, (T *)c->h[1], c->s));
+	layer1_rows<T> l1 = {n, s->layers[1], c->su, c->si, (const T *)c->AU, (const T *)c->AI,
+			     c->params + L->b[1], (T *)c->h[1]};
+	NCF_TRY(layer1_cuda<T>(l1, c->s));
 	NCF_TRY(mlp_forward<T>(be, c, n, none));
-	return head_logits_cuda<T>(n, s->factors, s->layers[last], c->su, c->si,
-				   c->params + L->gmf_user, c->params + L->gmf_item,
-				   c->params + L->head_w, (const T *)c->h[last], prob, out, c->s);
+	head_rows<T> a = {n, s->factors, s->layers[last], c->su, c->si, c->params + L->gmf_user,
+			  c->params + L->gmf_item, c->params + L->head_w, (const T *)c->h[last]};
+	return head_logits_cuda<T>(a, prob, out, c->s);
 }
 
 static int forward_any(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
@@ -107,42 +108,44 @@ static size_t host_chunk(size_t n)
 
 /* ---- the id check --------------------------------------------------------- */
 
-/* u_out[j], i_out[j] = u_in[j], i_in[j] when inside the model (U users, I
- * items), else (0, 0) and *bad = min(*bad, j). */
-__global__ void NCF_PLAIN(8) check_ids_kernel(size_t n, const uint32_t *__restrict__ u_in,
-				 const uint32_t *__restrict__ i_in, uint32_t U, uint32_t I,
-				 uint32_t *__restrict__ u_out, uint32_t *__restrict__ i_out,
-				 unsigned long long *bad)
+/* u_out[j], i_out[j] = the chunk's pair j when inside the model (U users,
+ * I items), else (0, 0) and *k.bad = min(*k.bad, j). */
+struct id_check {
+	size_t n;
+	const uint32_t *u_in, *i_in; /* (n) */
+	uint32_t U, I;
+	uint32_t *u_out, *i_out;     /* (n) */
+	unsigned long long *bad;
+};
+static constexpr launch_facts check_ids_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(check_ids_facts) check_ids_kernel(id_check a)
 {
 	size_t j = NCF_TID;
-	if (j >= n)
+	if (j >= a.n)
 		return;
-	uint32_t u = u_in[j], it = i_in[j];
-	if (u >= U || it >= I) {
-		atomicMin(bad, (unsigned long long)j); /* integer: the result is the minimum */
+	uint32_t u = a.u_in[j], it = a.i_in[j];
+	if (u >= a.U || it >= a.I) {
+		atomicMin(a.bad, (unsigned long long)j); /* integer: the result is the minimum */
 		u = 0;
 		it = 0;
 	}
-	u_out[j] = u;
-	i_out[j] = it;
+	a.u_out[j] = u;
+	a.i_out[j] = it;
 }
 
-static int check_ids_cuda(size_t n, const uint32_t *u_in, const uint32_t *i_in, uint32_t U,
-			  uint32_t I, uint32_t *u_out, uint32_t *i_out, unsigned long long *bad,
-			  cudaStream_t stream)
+static int check_ids_cuda(const id_check &a, cudaStream_t stream)
 {
 	unsigned blocks;
-	if (grid_1d(n, &blocks))
+	if (grid_1d(a.n, &blocks))
 		return -1;
 	if (!blocks)
 		return 0;
 	/* ids read and written (cost.cuh; scoring is not run dry, but every
 	 * launcher notes what it moves) */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
-	if (NCF_COST_SHAPED("check_ids", 16.0 * n, 0, sh))
+	cost_shape sh = cost_shape_for(check_ids_facts, blocks, 8, 1);
+	if (NCF_COST_SHAPED("check_ids", 16.0 * a.n, 0, sh))
 		return 0;
-	NCF_LAUNCH(check_ids_kernel, blocks, BLOCK, 0, stream, n, u_in, i_in, U, I, u_out, i_out,
-		   bad);
+	NCF_LAUNCH(check_ids_kernel, blocks, BLOCK, 0, stream, a);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
@@ -173,8 +176,9 @@ static int chunk_work(void *arg)
 	const struct chunk *k = a->k;
 	if (!NCF_COST(COST_MEMSET, "set_bad", (double)sizeof *k->bad, 0))
 		CUDA_TRY(cudaMemsetAsync(k->bad, 0xFF, sizeof *k->bad, c->s));
-	NCF_TRY(check_ids_cuda(k->n, k->in_u, k->in_i, be->shape.users, be->shape.items, c->su,
-			       c->si, k->bad, c->s));
+	id_check ids = {k->n, k->in_u, k->in_i, be->shape.users, be->shape.items, c->su, c->si,
+			k->bad};
+	NCF_TRY(check_ids_cuda(ids, c->s));
 	return forward_any(be, c, k->n, k->out, k->prob);
 }
 
@@ -378,11 +382,23 @@ static int retire(struct slot *sl, float *out, uint64_t *first_bad)
 	return 0;
 }
 
-static int host_pipeline(struct ncf_backend *be, struct cu *c, const uint32_t *users,
-			 const uint32_t *items, size_t n, float *out, int prob, size_t chunk,
+/* The pairs of a host call: users, items (n), the results out (n). */
+struct host_pairs {
+	const uint32_t *users, *items;
+	size_t n;
+	float *out;
+	int prob;
+};
+
+static int host_pipeline(struct ncf_backend *be, const host_pairs &hp, size_t chunk,
 			 uint64_t *first_bad)
 {
+	struct cu *c = impl(be);
 	struct scorer *sc = c->sc;
+	const uint32_t *users = hp.users, *items = hp.items;
+	size_t n = hp.n;
+	float *out = hp.out;
+	int prob = hp.prob;
 	size_t chunks = (n + chunk - 1) / chunk;
 	for (size_t q = 0; q < chunks + 2; q++) {
 		struct slot *sl = &sc->sl[q % 2];
@@ -408,7 +424,8 @@ int score_host(struct ncf_backend *be, struct cu *c, const uint32_t *users, cons
 	size_t chunk = host_chunk(n);
 	NCF_TRY(scorer_ready(be, c, chunk));
 	uint64_t bad = UINT64_MAX;
-	if (host_pipeline(be, c, users, items, n, out, prob, chunk, &bad) != 0) {
+	host_pairs hp = {users, items, n, out, prob};
+	if (host_pipeline(be, hp, chunk, &bad) != 0) {
 		scorer_quiesce(c);
 		return -1;
 	}

@@ -1,7 +1,7 @@
 /*
  * sort.cu - the stable sort of a batch's sample numbers by user (or
- * item) id, which the segment sums of the first layer's and the GMF
- * embeddings' backward pass need (kernels.cuh, segsum_*).
+ * item) id, which the per-key sums of the first layer's and the GMF
+ * embeddings' backward pass need (kernels.cuh, key_grad_cuda).
  *
  * On the GPU this is CUB's LSD radix sort (DeviceRadixSort::SortPairs): it
  * is stable, deterministic and about as fast as a sort gets, but it relies on
@@ -29,23 +29,26 @@ namespace NCF_CUDA_NS {
  * CUDA 13) launches for 32-bit keys and values: two memsets (counters,
  * histograms), the histogram kernel (reads the keys), the exclusive sum
  * (tiny), then per pass of 8 bits a memset of the look-back tiles and one
- * onesweep kernel that reads and writes keys and values.  Returns 1 in a dry
- * run.
+ * onesweep kernel that reads and writes keys and values.  CUB issues all of
+ * them inside one call, so they are noted as launches of that call
+ * ("cub_sort"): the model counts each, the profile times the call as one
+ * row.  Returns 1 in a dry run.
  */
 static int sort_cost(size_t n, int bits)
 {
 	if (!cost_active)
 		return 0;
+	static const char *const call = "cub_sort";
 	double N = (double)n;
 	int passes = (bits + 7) / 8, dry = 0;
 	dry |= NCF_COST(COST_SORT, "sort_iota", 4.0 * N, 0);
-	dry |= NCF_COST(COST_SORT, "cub_memset", 64.0, 0);
-	dry |= NCF_COST(COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
-	dry |= NCF_COST(COST_SORT, "cub_histogram", 4.0 * N, 0);
-	dry |= NCF_COST(COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_memset", 64.0, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_memset", passes * 256.0 * 4, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_histogram", 4.0 * N, 0);
+	dry |= cost_note_in(call, COST_SORT, "cub_exclusive_sum", passes * 256.0 * 8, 0);
 	for (int p = 0; p < passes; p++) {
-		dry |= NCF_COST(COST_SORT, "cub_memset", N / 16, 0);
-		dry |= NCF_COST(COST_SORT, "cub_onesweep", 16.0 * N, 0);
+		dry |= cost_note_in(call, COST_SORT, "cub_memset", N / 16, 0);
+		dry |= cost_note_in(call, COST_SORT, "cub_onesweep", 16.0 * N, 0);
 	}
 	return dry;
 }
@@ -87,19 +90,18 @@ int sort_temp_bytes(size_t n, int bits, size_t *bytes)
 }
 
 int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
-		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
-		     cudaStream_t stream)
+		     uint32_t *idx_out, const sort_scratch &tmp, cudaStream_t stream)
 {
 	if (n == 0 || sort_cost(n, bits))
 		return 0;
 	unsigned blocks;
 	if (grid_1d(n, &blocks))
 		return -1;
-	NCF_LAUNCH(iota_kernel, blocks, BLOCK, 0, stream, idx_tmp, n);
+	NCF_LAUNCH(iota_kernel, blocks, BLOCK, 0, stream, tmp.idx_tmp, n);
 	if (CUDA_CHECK(cudaGetLastError()))
 		return -1;
-	size_t bytes = temp_bytes;
-	if (CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, keys_out, idx_tmp,
+	size_t bytes = tmp.temp_bytes;
+	if (CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.temp, bytes, keys, keys_out, tmp.idx_tmp,
 							idx_out, (int)n, 0, bits, stream)))
 		return -1;
 	return launch_done("cub::DeviceRadixSort::SortPairs", __FILE__, __LINE__, stream);
@@ -114,9 +116,9 @@ int sort_temp_bytes(size_t n, int bits, size_t *bytes)
 }
 
 int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_out,
-		     uint32_t *idx_tmp, uint32_t *idx_out, void *temp, size_t temp_bytes,
-		     cudaStream_t stream)
+		     uint32_t *idx_out, const sort_scratch &tmp, cudaStream_t stream)
 {
+	(void)tmp;
 	if (n == 0 || sort_cost(n, bits))
 		return 0;
 	/* on the stream, after the work that made the keys (emu.h) */
@@ -126,7 +128,7 @@ int sort_by_key_cuda(const uint32_t *keys, size_t n, int bits, uint32_t *keys_ou
 
 #endif
 
-/* ---- the fused step's rows (kernels.cuh) ---------------------------------- */
+/* ---- the step's rows (kernels.cuh) ------------------------------------- */
 
 /* off[k] for the keys that position t of sorted keys (n) begins: every k in
  * (keys[t - 1], keys[t]] gets t (the first position of a key >= k), and
@@ -142,41 +144,36 @@ NCF_DI void offsets_at(size_t t, size_t n, uint32_t K, const uint32_t *__restric
 
 /* Thread t < n: row t's item and label from sample rowpos[t]; t <= n: the
  * offsets of the keys it begins. */
-__global__ void NCF_PLAIN(8) rows_by_user_kernel(size_t n, uint32_t K,
-						  const uint32_t *__restrict__ keys,
-						  const uint32_t *__restrict__ rowpos,
-						  const uint32_t *__restrict__ si,
-						  const uint8_t *__restrict__ lab, uint32_t *__restrict__ ri,
-						  uint8_t *__restrict__ rlab, uint32_t *__restrict__ off)
+static constexpr launch_facts rows_by_user_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(rows_by_user_facts)
+	rows_by_user_kernel(size_t n, uint32_t K, rows_by_user r)
 {
 	size_t t = NCF_TID;
 	if (t < n) {
-		uint32_t j = rowpos[t];
-		ri[t] = si[j];
-		rlab[t] = lab[j];
+		uint32_t j = r.rowpos[t];
+		r.ri[t] = r.si[j];
+		r.rlab[t] = r.lab[j];
 	}
 	if (t <= n)
-		offsets_at(t, n, K, keys, off);
+		offsets_at(t, n, K, r.keys, r.off);
 }
 
-int rows_by_user_cuda(size_t n, uint32_t K, const uint32_t *keys, const uint32_t *rowpos,
-		      const uint32_t *si, const uint8_t *lab, uint32_t *ri, uint8_t *rlab,
-		      uint32_t *off, cudaStream_t stream)
+int rows_by_user_cuda(size_t n, uint32_t K, const rows_by_user &r, cudaStream_t stream)
 {
 	unsigned blocks;
 	if (grid_1d(n + 1, &blocks))
 		return -1;
 	/* rows: rowpos, then one item and label each, read and written; the
 	 * sorted keys read (twice, from cache) and every offset written once */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 2);
+	cost_shape sh = cost_shape_for(rows_by_user_facts, blocks, 8, 2);
 	if (NCF_COST_SHAPED("rows_by_user", n * (4.0 + 4.0 + 10.0) + (K + 1.0) * 4.0, 0, sh))
 		return 0;
-	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, keys, rowpos, si, lab, ri,
-		   rlab, off);
+	NCF_LAUNCH(rows_by_user_kernel, blocks, BLOCK, 0, stream, n, K, r);
 	return CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void NCF_PLAIN(8) seg_offsets_kernel(size_t n, uint32_t K,
+static constexpr launch_facts seg_offsets_facts = {BLOCK, 8};
+__global__ void NCF_BOUNDS(seg_offsets_facts) seg_offsets_kernel(size_t n, uint32_t K,
 						 const uint32_t *__restrict__ keys,
 						 uint32_t *__restrict__ off)
 {
@@ -191,7 +188,7 @@ int seg_offsets_cuda(size_t n, uint32_t K, const uint32_t *keys, uint32_t *off,
 	unsigned blocks;
 	if (grid_1d(n + 1, &blocks))
 		return -1;
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 8, 8, 1);
+	cost_shape sh = cost_shape_for(seg_offsets_facts, blocks, 8, 1);
 	if (NCF_COST_SHAPED("seg_offsets", n * 4.0 + (K + 1.0) * 4.0, 0, sh))
 		return 0;
 	NCF_LAUNCH(seg_offsets_kernel, blocks, BLOCK, 0, stream, n, K, keys, off);

@@ -4,17 +4,17 @@
  * writes what: device.cu the device, stream and cuBLAS; backend.cu the
  * parameters, Adam state and data; rows.cu the per-row buffers; params.cu
  * the 16-bit copy and the first-layer tables, and the flags saying whether
- * they are current (no other file writes those); step_fused.cu its own
- * buffers; graphs.cu, score.cu, nccl.cu, cost.cu their own structs.
+ * they are current (no other file writes those); step.cu the step's
+ * buffers; dense.cu the dense layers' choice; graphs.cu, score.cu,
+ * nccl.cu, lt.cu, cost.cu their own structs.
  *
  * The files and who calls whom (downward only):
  *
  *   backend.cu            the interface (ncf_backend_cuda), the module's entry,
  *    |                    the training step's driver, the cost model's dry run
- *    +- step_fused.cu     one function: the fused step's launches in order
- *    +- step_unfused.cu   one function: the unfused step's launches in order
- *    +- step_lt.cu        one function: the fused step with cuBLASLt's layers
- *    |   +- step.cu       what both paths share: the slice, the update
+ *    +- step.cu           one function: a step's launches in order
+ *    |   +- dense.cu      a dense layer's forward and backward, one call each,
+ *    |                    its implementation chosen per layer (fused, lt, plain)
  *    +- score.cu          scoring and evaluation (the forward pass of pairs)
  *    +- graphs.cu         capture and replay of a function's launches
  *    +- device.cu nccl.cu the device; the all-reduce across ranks
@@ -48,7 +48,8 @@ namespace NCF_CUDA_NS {
 struct graphs;	/* graphs.cu */
 struct scorer;	/* score.cu */
 struct nccl;	/* nccl.cu */
-struct fused;	/* step_fused.cu */
+struct step_buffers; /* step.cu */
+struct dense;	/* dense.cu */
 struct profile; /* cost.cu */
 struct lt;	/* lt.cu */
 
@@ -75,7 +76,6 @@ struct cu {
 	uint8_t *counted;
 	uint32_t N;
 	int have_ed;
-	int path;		 /* the step's path: PATH_FUSED or PATH_UNFUSED (step.cuh) */
 	double *loss_dev;	 /* (1) this step's loss sum */
 	double *loss_acc;	 /* (1) losses of steps given no loss_sum (take_loss reads it) */
 	double loss_host;	 /* the same, of such steps whose loss came to the host */
@@ -94,20 +94,15 @@ struct cu {
 	unsigned rows_gen; /* bumped when the row buffers move (graphs on them go stale) */
 	uint32_t *su, *si; /* (cap) user, item */
 	uint8_t *lab;	   /* (cap) */
-	float *dl, *loss;  /* (cap) dlogit (logits when scoring), loss */
+	float *dl;	   /* (cap) dlogit (logits when scoring) */
 	void *h[NCF_MAX_LAYERS], *d[NCF_MAX_LAYERS]; /* (cap, H_k), k = 1..L */
 	uint32_t *ku, *ju, *ki, *ji, *itmp;	      /* (cap) sorted keys and rows */
 	void *sort_tmp;
 	size_t sort_tmp_bytes;
-	float *seg_head, *seg_tail; /* seg_scratch(cap, max(H1, F)) each */
-	float *red;		    /* column-sum scratch */
-	size_t red_cap;
-	double *dred; /* loss-sum scratch (sum_scratch(cap)) */
 
-	struct fused *fused;	 /* the fused path's buffers (step_fused.cu, step_lt.cu) */
-	struct lt *lt;		 /* cuBLASLt (lt.cu), NULL until the lt path runs */
-	void *aux[NCF_MAX_LAYERS]; /* (lt path) the ReLU masks of layers 2..L (lt.cuh) */
-	size_t aux_cap;		 /* rows they hold */
+	struct step_buffers *sb; /* the step's buffers (step.cu) */
+	struct dense *dense;	 /* the dense layers' implementations (dense.cu) */
+	struct lt *lt;		 /* cuBLASLt (lt.cu), NULL until a layer may take it */
 	struct graphs *graphs;	 /* captured graphs (graphs.cu) */
 	struct scorer *sc;	 /* scoring streams and buffers, NULL until first used */
 	uint32_t *ranks;	 /* evaluation ranks (score.cu) */

@@ -1,35 +1,24 @@
 /*
- * step.cuh - a training step of the cuda backend: its arguments, the
- * code paths that run it, and what the paths share (step.cu).  A path is
- * one function that issues the step's launches in order, on c->s, without
- * waiting for the device (forward, loss, backward, reductions, the
+ * step.cuh - a training step of the cuda backend (step.cu): its arguments
+ * and the one function that issues its launches in order, on c->s,
+ * without waiting for the device (forward, loss, backward, reductions, the
  * all-reduce and Adam), so that a reader sees a whole step in one screen
- * and graphs.cu can capture it as one CUDA graph; and a prepare function
- * that allocates its buffers first (nothing allocates, synchronises or
- * sets a kernel attribute inside a capture).
+ * and graphs.cu can capture it as one CUDA graph.  The hidden dense layers
+ * are one call each way (dense.cuh), whose implementation each layer took
+ * on the first step; step_prepare allocates what the step needs first
+ * (nothing allocates, synchronises or sets a kernel attribute inside a
+ * capture).
  *
- *   step_fused.cu    the default (NCF_CUDA_PATH=fused): fused dense layers,
- *                    head and reductions, rows sorted by user;
- *   step_unfused.cu  NCF_CUDA_PATH=unfused: cuBLAS for every product and a
- *                    kernel per elementwise pass, for comparison;
- *   step_lt.cu       NCF_CUDA_PATH=lt: the fused step with the dense layers
- *                    as cuBLASLt products and their epilogues (lt.cuh), to
- *                    compare NVIDIA's tuned kernels with ours.
- *
- * Both compute the gradient of the mean loss over the global batch (times
- * the fp16 loss scale), as reference.c does, then the update.
+ * The step computes the gradient of the mean loss over the global batch
+ * (times the fp16 loss scale), as reference.c does, then the update.
  */
 #ifndef NCF_CUDA_STEP_CUH
 #define NCF_CUDA_STEP_CUH
 
+#include "dense.cuh"
 #include "params.cuh"
 
 namespace NCF_CUDA_NS {
-
-enum { PATH_FUSED = 0, PATH_UNFUSED = 1, PATH_LT = 2, PATHS = 3 };
-/* *path for a name: "fused", "unfused", "lt", NULL or "" (the default, fused).
- * Returns 0, or -1 (reported) for another name. */
-int path_parse(const char *name, int *path);
 
 /* One training step: the global batch at epoch positions [first, first + n)
  * and this rank's slice of it, B rows from position pos0. */
@@ -47,58 +36,33 @@ struct step {
 	double *loss_acc;  /* the loss sum is also added to *loss_acc (device), or NULL */
 };
 
+/* The step's buffers beyond the rows (rows.cu), for cap rows: the rows
+ * sorted by user and where each user's and item's rows start, the
+ * partial sums of the head and the dense layers' backward, the per-block
+ * losses. */
+struct step_buffers {
+	size_t cap;
+	uint32_t *row_item;	/* (cap) the item of each row, rows sorted by user */
+	uint8_t *row_label;	/* (cap) the label of each row */
+	uint32_t *user_first;	/* (U + 1) the first row of each user */
+	uint32_t *item_first;	/* (I + 1) the first position of each item in the item order */
+	float *part;		/* partial sums of the head and the backward */
+	double *loss;		/* (ceil(cap / HEAD_ROWS)) per-block loss sums */
+};
+
 /* st for the step of positions [first, first + n) of epoch, after checking
  * them against the epoch and making room for the slice's rows.  Returns 0
  * or -1 (reported). */
 int step_init(struct step *st, struct ncf_backend *be, uint32_t epoch, uint64_t first,
 	      uint64_t n, int update, double *loss_acc);
-
-struct step_path {
-	const char *name;
-	int graph;	/* may run as one CUDA graph (graphs.cu) */
-	int keeps_loss; /* run adds the loss to st->loss_acc itself (else that is NULL) */
-	/* its buffers for st (before any launch, never inside a capture) */
-	int (*prepare)(const struct step *st);
-	/* the step's launches in order; the loss sum into c->loss_dev */
-	int (*run)(const struct step *st);
-	/* (optional) free what prepare allocated */
-	void (*close)(struct cu *c);
-};
-extern const struct step_path step_fused, step_unfused, step_lt;
-/* The path c->path names, or the unfused one for a shape the fused
- * kernels do not take (said once at -v). */
-const struct step_path *step_path_of(struct ncf_backend *be, struct cu *c);
-
-/* ---- what the paths share (step.cu) ------------------------------------ */
-
-/* The buffers of the paths whose rows are sorted by user (step_fused.cu
- * makes them; the lt path takes them too), for cap rows. */
-struct fused {
-	size_t cap;
-	uint32_t *ri;		/* (cap) item of each row, rows sorted by user */
-	uint8_t *rlab;		/* (cap) label of each row */
-	uint32_t *uoff, *ioff;	/* (U + 1), (I + 1) first row (position) of each user (item) */
-	float *part;		/* per-block partial sums of the head and the backward */
-	double *loss;		/* (ceil(cap / HEAD_ROWS)) per-block loss sums */
-};
-/* Make them for st's rows (step_fused.cu); free them. */
-int fused_prepare(const struct step *st);
-void fused_free(struct cu *c);
-
-/* A rank without rows: a zero gradient and loss, then the update (the
- * other ranks' gradients still arrive through the all-reduce); copy as
- * step_adam's. */
-int step_idle(const struct step *st, int copy);
-/* The first layer's and the MLP tables' gradients from dAU and dAI:
- * dW1 = [dAU^T mlp_user, dAI^T mlp_item], dmlp_user = dAU W1u,
- * dmlp_item = dAI W1i, over whole tables (an absent id has a zero row, so
- * its gradient is exactly 0); user_w 0: all but dAU^T mlp_user (the lt
- * path makes that one with db1). */
-int step_tables_backward(const struct step *st, int user_w);
-/* Adam on the summed gradient (skipped on the device when fp16 found an
- * inf or NaN); copy: also write the 16-bit copy, which the next step's
- * products read. */
-int step_adam(const struct step *st, int copy);
+/* The step's buffers for st (before any launch, never inside a capture),
+ * the dense layers' too.  Returns 0 or -1. */
+int step_prepare(const struct step *st);
+/* The step's launches in order; the loss sum into c->loss_dev (also added
+ * to st->loss_acc).  Returns 0 or -1. */
+int step_run(const struct step *st);
+/* Free what step_prepare allocated. */
+void step_close(struct cu *c);
 
 } /* namespace NCF_CUDA_NS */
 

@@ -5,6 +5,7 @@
  * libncf.a.  Each hook allocates what it needs, runs one launcher of
  * kernels.cuh on the backend's stream, copies the result back and frees.
  */
+#include "dense.cuh"
 #include "graphs.cuh"
 #include "test_hooks.h"
 
@@ -25,10 +26,10 @@ static void bufs_free(struct bufs *x)
 	dfree(x->b), dfree(x->temp);
 }
 
-static int samples_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uint32_t epoch,
-		       uint64_t first, uint64_t n, uint32_t *users, uint32_t *items,
-		       uint8_t *labels)
+static int samples_run(struct ncf_backend *be, struct bufs *x, uint32_t epoch, uint64_t first,
+		       uint64_t n, uint32_t *users, uint32_t *items, uint8_t *labels)
 {
+	struct cu *c = impl(be);
 	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
 	if (S == 0)
 		return -1;
@@ -36,9 +37,11 @@ static int samples_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uin
 	NCF_TRY(DALLOC(x->u[0], n));
 	NCF_TRY(DALLOC(x->u[1], n));
 	NCF_TRY(DALLOC(x->b, n));
-	NCF_TRY(sample_cuda(perm, first, n, be->hp.seed, epoch, c->P, be->shape.items,
-			    (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr, x->u[0],
-			    x->u[1], x->b, c->s));
+	sample_src src = {{perm, be->hp.seed, epoch, be->shape.items, c->P, (int)be->hp.true_neg,
+			   c->entry_user, c->offsets, c->items_csr},
+			  first};
+	sample_out so = {x->u[0], x->u[1], x->b};
+	NCF_TRY(sample_cuda(src, n, so, c->s));
 	CUDA_TRY(cudaMemcpyAsync(users, x->u[0], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(items, x->u[1], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(labels, x->b, n, cudaMemcpyDeviceToHost, c->s));
@@ -55,22 +58,21 @@ int ncf_cuda_debug_samples(struct ncf_backend *be, uint32_t epoch, uint64_t firs
 	}
 	struct bufs x;
 	memset(&x, 0, sizeof x);
-	int rc = samples_run(be, c, &x, epoch, first, n, users, items, labels);
+	int rc = samples_run(be, &x, epoch, first, n, users, items, labels);
 	bufs_free(&x);
 	return rc ? -1 : 0;
 }
 
-static int dropout_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uint32_t epoch,
-		       uint64_t pos0, uint32_t layer, size_t n, uint32_t H, const float *z,
-		       float *out)
+static int dropout_run(struct ncf_backend *be, struct bufs *x, const dropout_k &dk,
+		       uint32_t layer, size_t n, uint32_t H, const float *z, float *out)
 {
-	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
+	struct cu *c = impl(be);
 	size_t nh = n * H;
 	NCF_TRY(DALLOC(x->f[0], nh));
 	NCF_TRY(DALLOC(x->f[1], H));
 	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)H * sizeof(float), c->s));
 	CUDA_TRY(cudaMemcpyAsync(x->f[0], z, nh * sizeof(float), cudaMemcpyHostToDevice, c->s));
-	NCF_TRY(bias_relu_dropout_cuda<float>(n, H, x->f[0], x->f[1], dk, layer, c->s));
+	NCF_TRY(bias_relu_dropout_cuda<float>(n, H, x->f[0], x->f[1], dk, layer, NULL, c->s));
 	CUDA_TRY(cudaMemcpyAsync(out, x->f[0], nh * sizeof(float), cudaMemcpyDeviceToHost, c->s));
 	return CUDA_CHECK(cudaStreamSynchronize(c->s));
 }
@@ -80,14 +82,15 @@ int ncf_cuda_debug_dropout(struct ncf_backend *be, uint32_t epoch, uint64_t pos0
 {
 	struct bufs x;
 	memset(&x, 0, sizeof x);
-	int rc = dropout_run(be, impl(be), &x, epoch, pos0, layer, n, H, z, out);
+	int rc = dropout_run(be, &x, dropout_of(&be->hp, epoch, pos0), layer, n, H, z, out);
 	bufs_free(&x);
 	return rc ? -1 : 0;
 }
 
-static int adam_run(struct ncf_backend *be, struct cu *c, struct bufs *x, float *p, float *m,
-		    float *v, const float *g, size_t n, uint64_t step)
+static int adam_run(struct ncf_backend *be, struct bufs *x, float *p, float *m, float *v,
+		    const float *g, size_t n, uint64_t step)
 {
+	struct cu *c = impl(be);
 	const float *host[4] = {p, m, v, g};
 	struct ncf_adam_k k;
 	ncf_adam_constants(&be->hp, step, &k);
@@ -96,7 +99,8 @@ static int adam_run(struct ncf_backend *be, struct cu *c, struct bufs *x, float 
 		CUDA_TRY(cudaMemcpyAsync(x->f[i], host[i], n * sizeof(float),
 					 cudaMemcpyHostToDevice, c->s));
 	}
-	NCF_TRY(adam_cuda(x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL, c->s));
+	adam_pass a = {x->f[0], x->f[1], x->f[2], x->f[3], n, k, 1.0f, NULL};
+	NCF_TRY(adam_cuda(a, c->s));
 	float *back[3] = {p, m, v};
 	for (int i = 0; i < 3; i++)
 		CUDA_TRY(cudaMemcpyAsync(back[i], x->f[i], n * sizeof(float),
@@ -109,42 +113,7 @@ int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, co
 {
 	struct bufs x;
 	memset(&x, 0, sizeof x);
-	int rc = adam_run(be, impl(be), &x, p, m, v, g, n, step);
-	bufs_free(&x);
-	return rc ? -1 : 0;
-}
-
-static int segsum_run(struct cu *c, struct bufs *x, const uint32_t *keys, size_t n, uint32_t K,
-		      const float *src, uint32_t H, float *out)
-{
-	size_t tb = 0;
-	int bits = id_bits(K);
-	for (int i = 0; i < 4; i++)
-		NCF_TRY(DALLOC(x->u[i], n)); /* keys, sorted keys, scratch, rows */
-	NCF_TRY(DALLOC(x->f[0], n * H));
-	NCF_TRY(DALLOC(x->f[1], (size_t)K * H));
-	NCF_TRY(DALLOC(x->f[2], seg_scratch(n, H)));
-	NCF_TRY(DALLOC(x->f[3], seg_scratch(n, H)));
-	NCF_TRY(sort_temp_bytes(n, bits, &tb));
-	NCF_TRY(DALLOC_BYTES(&x->temp, tb));
-	CUDA_TRY(cudaMemcpyAsync(x->u[0], keys, n * 4, cudaMemcpyHostToDevice, c->s));
-	CUDA_TRY(cudaMemcpyAsync(x->f[0], src, n * H * sizeof(float), cudaMemcpyHostToDevice,
-				 c->s));
-	CUDA_TRY(cudaMemsetAsync(x->f[1], 0, (size_t)K * H * sizeof(float), c->s));
-	NCF_TRY(sort_by_key_cuda(x->u[0], n, bits, x->u[1], x->u[2], x->u[3], x->temp, tb, c->s));
-	NCF_TRY(segsum_rows_cuda<float>(x->u[1], x->u[3], n, x->f[0], H, K, x->f[1], x->f[2],
-					x->f[3], c->s));
-	CUDA_TRY(cudaMemcpyAsync(out, x->f[1], (size_t)K * H * sizeof(float),
-				 cudaMemcpyDeviceToHost, c->s));
-	return CUDA_CHECK(cudaStreamSynchronize(c->s));
-}
-
-int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
-			  const float *src, uint32_t H, float *out)
-{
-	struct bufs x;
-	memset(&x, 0, sizeof x);
-	int rc = segsum_run(impl(be), &x, keys, n, K, src, H, out);
+	int rc = adam_run(be, &x, p, m, v, g, n, step);
 	bufs_free(&x);
 	return rc ? -1 : 0;
 }
@@ -269,104 +238,132 @@ template <typename T> static int download_as(float *x, const T *src, size_t n, c
 	return rc;
 }
 
-template <typename T>
-static int linear_run(struct ncf_backend *be, struct cu *c, int backward, int tf32,
-		      uint32_t epoch, uint64_t pos0, uint32_t layer, size_t rows, uint32_t in,
-		      uint32_t out, const float *A, const float *W, const float *bh, float *res,
-		      float *part)
+/* The device copies of a layer case: A, W, bh in T, the outputs. */
+template <typename T> struct layer_bufs {
+	T *a, *w, *h, *y;
+	float *b, *pt, *pw, *odb, *odw;
+	double *ls, *lo;
+};
+template <typename T> static void layer_bufs_free(layer_bufs<T> *x)
 {
-	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
-	float *b = NULL, *pt = NULL;
-	size_t nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
-	int rc = -1;
-	dropout_k dk = dropout_of(&be->hp, epoch, pos0);
-	if (mlp_setup() || upload_as(&a, A, rows * (backward ? out : in), c->s) ||
-	    upload_as(&w, W, (size_t)out * in, c->s))
-		goto done;
-	if (!backward) {
-		if (upload_as(&b, bh, out, c->s) || DALLOC(y, rows * out) ||
-		    linear_fwd_cuda<T>(rows, in, out, a, w, b, dk, layer, NULL, tf32, y, c->s) ||
-		    download_as(res, y, rows * out, c->s))
-			goto done;
-	} else {
-		if (upload_as(&h, bh, rows * in, c->s) || DALLOC(y, rows * in) ||
-		    DALLOC(pt, nb * in) ||
-		    linear_bwd_cuda<T>(rows, in, out, a, w, h, dk.scale, tf32, y, pt, in, c->s) ||
-		    download_as(res, y, rows * in, c->s) || download_as(part, pt, nb * in, c->s))
-			goto done;
-	}
-	rc = 0;
-done:
-	dfree(a), dfree(w), dfree(h), dfree(y), dfree(b), dfree(pt);
-	return rc;
+	dfree(x->a), dfree(x->w), dfree(x->h), dfree(x->y), dfree(x->b), dfree(x->pt);
+	dfree(x->pw), dfree(x->odb), dfree(x->odw), dfree(x->ls), dfree(x->lo);
 }
 
-int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
-			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
-			  const float *A, const float *W, const float *bh, float *res, float *part)
+template <typename T>
+static int linear_run(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc, int backward,
+		      float *res, float *part, layer_bufs<T> *x)
 {
 	struct cu *c = impl(be);
-	switch (mode) {
-	case 2:
-		return linear_run<bf16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
-					bh, res, part);
-	case 3:
-		return linear_run<f16>(be, c, backward, 0, epoch, pos0, layer, rows, in, out, A, W,
-				       bh, res, part);
-	default:
-		return linear_run<float>(be, c, backward, mode == 1, epoch, pos0, layer, rows, in,
-					 out, A, W, bh, res, part);
+	size_t rows = lc->rows, nb = (rows + BWD_ROWS - 1) / BWD_ROWS;
+	uint32_t in = lc->in, out = lc->out;
+	int tf32 = lc->mode == 1;
+	dropout_k dk = dropout_of(&be->hp, lc->epoch, lc->pos0);
+	NCF_TRY(mlp_setup());
+	NCF_TRY(upload_as(&x->a, lc->A, rows * (backward ? out : in), c->s));
+	NCF_TRY(upload_as(&x->w, lc->W, (size_t)out * in, c->s));
+	if (!backward) {
+		NCF_TRY(upload_as(&x->b, lc->bh, out, c->s));
+		NCF_TRY(DALLOC(x->y, rows * out));
+		layer_fwd<T> f = {rows, in, out, x->a, x->w, x->b, dk, lc->layer, NULL, x->y};
+		NCF_TRY(linear_fwd_cuda<T>(f, tf32, c->s));
+		return download_as(res, x->y, rows * out, c->s);
 	}
+	NCF_TRY(upload_as(&x->h, lc->bh, rows * in, c->s));
+	NCF_TRY(DALLOC(x->y, rows * in));
+	NCF_TRY(DALLOC(x->pt, nb * in));
+	layer_bwd<T> b = {rows, in, out, x->a, x->w, x->h, dk.scale, x->y, x->pt, in, NULL};
+	NCF_TRY(linear_bwd_cuda<T>(b, tf32, c->s));
+	NCF_TRY(download_as(res, x->y, rows * in, c->s));
+	return download_as(part, x->pt, nb * in, c->s);
 }
 
 template <typename T>
-static int linear_w_run(struct ncf_backend *be, struct cu *c, int tf32, size_t rows, uint32_t in,
-			uint32_t out, const float *dZ, const float *W, const float *H, float *dX,
-			float *db, float *dW)
+static int linear_of(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc, int backward,
+		     float *res, float *part)
 {
-	T *a = NULL, *w = NULL, *h = NULL, *y = NULL;
-	float *pt = NULL, *pw = NULL, *odb = NULL, *odw = NULL;
-	double *ls = NULL, *lo = NULL;
-	uint32_t G = bwdw_groups(rows);
+	layer_bufs<T> x;
+	memset(&x, 0, sizeof x);
+	int rc = linear_run<T>(be, lc, backward, res, part, &x);
+	layer_bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+int ncf_cuda_debug_linear(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
+			  int backward, float *res, float *part)
+{
+	switch (lc->mode) {
+	case 2:
+		return linear_of<bf16>(be, lc, backward, res, part);
+	case 3:
+		return linear_of<f16>(be, lc, backward, res, part);
+	default:
+		return linear_of<float>(be, lc, backward, res, part);
+	}
+}
+
+/* linear_bwdw_cuda, then reduce_partials_cuda on its partials. */
+template <typename T>
+static int linear_w_run(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
+			float *const out3[3], layer_bufs<T> *x)
+{
+	struct cu *c = impl(be);
+	size_t rows = lc->rows;
+	uint32_t in = lc->in, out = lc->out, G = bwdw_groups(rows);
 	float scale = dropout_of(&be->hp, 0, 0).scale;
-	int rc = -1;
 	part_map m;
 	memset(&m, 0, sizeof m);
-	if (mlp_setup() || upload_as(&a, dZ, rows * out, c->s) ||
-	    upload_as(&w, W, (size_t)out * in, c->s) ||
-	    upload_as(&h, H, rows * in, c->s) || DALLOC(y, rows * in) || DALLOC(pt, G * in) ||
-	    DALLOC(pw, (size_t)G * out * in) || DALLOC(odb, in) || DALLOC(odw, (size_t)out * in) ||
-	    DALLOC(ls, 1) || DALLOC(lo, 1))
-		goto done;
-	if (CUDA_CHECK(cudaMemsetAsync(ls, 0, sizeof(double), c->s)))
-		goto done;
-	m.seg[m.n++] = {pt, odb, G, in, in};
-	m.seg[m.n++] = {pw, odw, G, out * in, out * in};
-	m.loss = ls;
+	NCF_TRY(mlp_setup());
+	NCF_TRY(upload_as(&x->a, lc->A, rows * out, c->s));
+	NCF_TRY(upload_as(&x->w, lc->W, (size_t)out * in, c->s));
+	NCF_TRY(upload_as(&x->h, lc->bh, rows * in, c->s));
+	NCF_TRY(DALLOC(x->y, rows * in));
+	NCF_TRY(DALLOC(x->pt, G * in));
+	NCF_TRY(DALLOC(x->pw, (size_t)G * out * in));
+	NCF_TRY(DALLOC(x->odb, in));
+	NCF_TRY(DALLOC(x->odw, (size_t)out * in));
+	NCF_TRY(DALLOC(x->ls, 1));
+	NCF_TRY(DALLOC(x->lo, 1));
+	CUDA_TRY(cudaMemsetAsync(x->ls, 0, sizeof(double), c->s));
+	m.seg[m.n++] = {x->pt, x->odb, G, in, in};
+	m.seg[m.n++] = {x->pw, x->odw, G, out * in, out * in};
+	m.loss = x->ls;
 	m.loss_rows = 1;
-	m.loss_out = lo;
-	if (linear_bwdw_cuda<T>(rows, in, out, a, w, h, scale, tf32, y, pt, in, pw, c->s) ||
-	    reduce_partials_cuda(m, c->s) || download_as(dX, y, rows * in, c->s) ||
-	    download_as(db, odb, in, c->s) || download_as(dW, odw, (size_t)out * in, c->s))
-		goto done;
-	rc = 0;
-done:
-	dfree(a), dfree(w), dfree(h), dfree(y), dfree(pt), dfree(pw), dfree(odb), dfree(odw);
-	dfree(ls), dfree(lo);
-	return rc;
+	m.loss_out = x->lo;
+	layer_bwd<T> b = {rows, in, out, x->a, x->w, x->h, scale, x->y, x->pt, in, x->pw};
+	NCF_TRY(linear_bwdw_cuda<T>(b, lc->mode == 1, c->s));
+	NCF_TRY(reduce_partials_cuda(m, c->s));
+	NCF_TRY(download_as(out3[0], x->y, rows * in, c->s));
+	NCF_TRY(download_as(out3[1], x->odb, in, c->s));
+	return download_as(out3[2], x->odw, (size_t)out * in, c->s);
 }
 
-int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
-			    uint32_t out, const float *dZ, const float *W, const float *H,
+template <typename T>
+static int linear_w_of(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
+		       float *const out3[3])
+{
+	layer_bufs<T> x;
+	memset(&x, 0, sizeof x);
+	int rc = linear_w_run<T>(be, lc, out3, &x);
+	layer_bufs_free(&x);
+	return rc ? -1 : 0;
+}
+
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
 			    float *dX, float *db, float *dW)
 {
-	struct cu *c = impl(be);
-	switch (mode) {
+	float *const out3[3] = {dX, db, dW};
+	switch (lc->mode) {
 	case 2:
-		return linear_w_run<bf16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+		return linear_w_of<bf16>(be, lc, out3);
 	case 3:
-		return linear_w_run<f16>(be, c, 0, rows, in, out, dZ, W, H, dX, db, dW);
+		return linear_w_of<f16>(be, lc, out3);
 	default:
-		return linear_w_run<float>(be, c, mode == 1, rows, in, out, dZ, W, H, dX, db, dW);
+		return linear_w_of<float>(be, lc, out3);
 	}
+}
+
+void ncf_cuda_debug_dense(const struct ncf_backend *be, const char **names)
+{
+	dense_names(impl(be), &be->shape, names);
 }

@@ -13,12 +13,12 @@
 #define ncf_cuda_debug_samples ncf_cuda_debug_samples_emu
 #define ncf_cuda_debug_dropout ncf_cuda_debug_dropout_emu
 #define ncf_cuda_debug_adam ncf_cuda_debug_adam_emu
-#define ncf_cuda_debug_segsum ncf_cuda_debug_segsum_emu
 #define ncf_cuda_debug_graphs ncf_cuda_debug_graphs_emu
 #define ncf_cuda_debug_step_graph ncf_cuda_debug_step_graph_emu
 #define ncf_cuda_debug_fault ncf_cuda_debug_fault_emu
 #define ncf_cuda_debug_step_cost ncf_cuda_debug_step_cost_emu
 #define ncf_cuda_debug_emu_counts ncf_cuda_debug_emu_counts_emu
+#define ncf_cuda_debug_dense ncf_cuda_debug_dense_emu
 #define ncf_cuda_debug_linear ncf_cuda_debug_linear_emu
 #define ncf_cuda_debug_linear_w ncf_cuda_debug_linear_w_emu
 #endif
@@ -44,11 +44,6 @@ int ncf_cuda_debug_dropout(struct ncf_backend *be, uint32_t epoch, uint64_t pos0
  * Returns 0 or -1. */
 int ncf_cuda_debug_adam(struct ncf_backend *be, float *p, float *m, float *v, const float *g,
 			size_t n, uint64_t step);
-/* out (K, H) = sums of src (n, H) rows by key (n keys < K), through the
- * device sort and segment sums; out rows of absent keys are 0.  Returns 0
- * or -1. */
-int ncf_cuda_debug_segsum(struct ncf_backend *be, const uint32_t *keys, size_t n, uint32_t K,
-			  const float *src, uint32_t H, float *out);
 /* The scoring graphs be has captured and launched so far (graphs.cu). */
 void ncf_cuda_debug_graphs(const struct ncf_backend *be, uint64_t *captured, uint64_t *launched);
 /* The training step's graph (graphs.cu, graph_step) so far: steps captured,
@@ -73,30 +68,39 @@ void ncf_cuda_emu_reset_faults(void);
 #endif
 
 /*
- * A fused dense layer (mlp.cu) on host data, with be's dropout and seed;
- * mode 0: fp32 (exact), 1: tf32, 2: bf16, 3: fp16 (inputs rounded to it on
- * the host, results widened back).  Forward (backward 0): res (rows, out) =
- * dropout(relu(A W^T + bh)) of hidden layer `layer` at positions pos0 + r;
- * A (rows, in), W (out, in), bh (out).  Backward: res (rows, in) = bh > 0 ?
- * (A W) * scale : 0, A (rows, out), bh = H (rows, in); part
- * (ceil(rows / 128), in) the column sums of res per 128 rows.  Returns 0 or
- * -1.
+ * A fused dense layer (mlp.cu) on host data, with be's dropout and seed:
+ * mode 0 fp32 (exact), 1 tf32, 2 bf16, 3 fp16 (inputs rounded to it on the
+ * host, results widened back).  Forward: A (rows, in), W (out, in), bh the
+ * bias (out), dropout of hidden layer `layer` at positions pos0 + r of
+ * epoch.  Backward: A = dZ (rows, out), W (out, in), bh = H (rows, in).
  */
-int ncf_cuda_debug_linear(struct ncf_backend *be, int backward, int mode, uint32_t epoch,
-			  uint64_t pos0, uint32_t layer, size_t rows, uint32_t in, uint32_t out,
-			  const float *A, const float *W, const float *bh, float *res, float *part);
-/* The backward of a fused dense layer with its weight gradient
- * (linear_bwdw_cuda, then reduce_partials_cuda), modes as above: dX (rows,
- * in) = H > 0 ? (dZ W) * scale : 0, db (in) its column sums, dW (out, in)
- * = dZ^T H.  Returns 0 or -1. */
-int ncf_cuda_debug_linear_w(struct ncf_backend *be, int mode, size_t rows, uint32_t in,
-			    uint32_t out, const float *dZ, const float *W, const float *H,
+struct ncf_cuda_layer_case {
+	int mode;
+	uint32_t epoch, layer;
+	uint64_t pos0;
+	size_t rows;
+	uint32_t in, out;
+	const float *A, *W, *bh;
+};
+/* Forward (backward 0): res (rows, out) = dropout(relu(A W^T + bh)).
+ * Backward: res (rows, in) = bh > 0 ? (A W) * scale : 0; part
+ * (ceil(rows / 128), in) the column sums of res per 128 rows.  Returns 0
+ * or -1. */
+int ncf_cuda_debug_linear(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
+			  int backward, float *res, float *part);
+/* The backward with the weight gradient (linear_bwdw_cuda, then
+ * reduce_partials_cuda): dX (rows, in) = H > 0 ? (dZ W) * scale : 0, db
+ * (in) its column sums, dW (out, in) = dZ^T H.  Returns 0 or -1. */
+int ncf_cuda_debug_linear_w(struct ncf_backend *be, const struct ncf_cuda_layer_case *lc,
 			    float *dX, float *db, float *dW);
 /* One ncf_backend_train_step with the cost recorder on (cost.cuh, live:
  * the work runs and is recorded): out gets what it noted.  Returns the
  * step's result. */
 int ncf_cuda_debug_step_cost(struct ncf_backend *be, uint32_t epoch, uint64_t first, uint64_t n,
 			     double *loss_sum, struct ncf_cuda_cost *out);
+/* names[k]: the implementation dense layer k (2..L) took ("fused", "lt",
+ * "plain"; dense.cuh), NULL where none (no layer, no step yet). */
+void ncf_cuda_debug_dense(const struct ncf_backend *be, const char **names);
 /* Under emulation: what emu.h has counted so far (kernel launches, GEMMs,
  * memsets, copies) into c[0..4); returns 0.  Elsewhere: -1. */
 int ncf_cuda_debug_emu_counts(unsigned long c[4]);

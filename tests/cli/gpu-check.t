@@ -1,16 +1,25 @@
 #!/bin/sh
 # gpu-check.t - scripts/gpu-check.sh, the one call a session with a GPU
 # makes, checked where there is none, with a fake nvidia-smi and nvcc first
-# on PATH: the dry-run plans of both modes fit their budgets (the sum
-# printed and checked) and a plan over its budget is refused (exit 2); the
-# driver check refuses with one line and exit 3 when there is no driver,
-# an old one, no nvcc or a GPU nvcc cannot build for, and nothing else
-# runs; past it, without a usable GPU every GPU stage is "skipped: no GPU"
-# and the exit status is 3; with the GPU stages forced on
-# (NCF_GPU_CHECK_ASSUME_GPU=1) failing stages are recorded as FAIL, a stage
-# cut by its limit as FAIL (time limit), and the next ones still run; the
-# five slowest launches of a real NCF_CUDA_PROFILE table (the emulated
-# module's) reach the summary.  --no-build throughout: the build is make's.
+# on PATH: the dry-run plans of both modes, built or from the bundle, fit
+# their budgets (the sum printed and checked; --quick --bundle in 300 s)
+# with the sanitizer before any stage that times ncf, and a plan over its
+# budget is refused (exit 2); the driver check refuses with one line and
+# exit 3 when there is no driver, an old one, no nvcc or a GPU nvcc cannot
+# build for, and nothing else runs; with --bundle it needs no nvcc and
+# refuses, the same way, a GPU the bundle has no code for, a driver too old
+# for the bundle's CUDA, a damaged bundle, a glibc older than it needs, a
+# program whose library is not in it and a CUDA library found nowhere (one
+# that the module's run path misses is looked for in CUDA_HOME, and the
+# check passes), and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
+# and skips the GPU stages as such, never "no GPU"; past the driver check,
+# without a usable GPU every GPU stage is "skipped: no GPU" and the exit
+# status is 3; with the GPU stages forced on (NCF_GPU_CHECK_ASSUME_GPU=1)
+# failing stages are recorded as FAIL, a stage cut by its limit as FAIL
+# (time limit), the next ones still run, and a variant of the dense layers whose speed run
+# fails is run once more with NCF_CUDA_SYNC=1; the five slowest launches of
+# a real NCF_CUDA_PROFILE table (the emulated module's) reach the summary.
+# (tests/cli/gpu-rehearse.t runs the whole check on the emulated module.)
 . "$(dirname "$0")/../lib.sh"
 script=$NCF_ROOT/scripts/gpu-check.sh
 OUT=$T/out # the script's logs go there (else to a kept temporary directory)
@@ -60,30 +69,46 @@ unset NVCC
 with_fakes() { PATH=$T/fake:$T/nvcc:$bare "$@"; }
 
 # --- the plans ---
+# (a bundle for the plans and the driver checks: a MANIFEST and its sums)
+mkdir -p fb/bin fb/lib
+printf 'commit\tabc\ncuda\t13.0\ngpu_arch\tsm_80 sm_90\nx86_64_level\tx86-64-v3\nglibc_needed\t2.17\n' >fb/MANIFEST
+(cd fb && sha256sum MANIFEST >SHA256SUMS)
+NCF_GPU_BUNDLE=$T/fb
+export NCF_GPU_BUNDLE
 for m in quick full; do
-	[ $m = quick ] && b=240 || b=420
-	run sh "$script" --dry-run $([ $m = quick ] && echo --quick)
-	is "$status" 0 "--dry-run ($m): exit 0"
-	like "$out" "^gpu-check: $m, budget $b s, dry run" "--dry-run ($m): the mode and budget"
-	awk -v b=$b '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { s += $2; n++ }
-		$1 == "total" { t = $2 } END { exit !(n > 0 && s == t && t <= b) }' "$out"
-	ok $? "--dry-run ($m): the limits add up to the total printed, within $b s"
+	for src in build bundle; do
+		[ $m = quick ] && b=300 || b=480
+		[ $src = build ] && b=$((b + 60))
+		run sh "$script" --dry-run $([ $m = quick ] && echo --quick) $([ $src = bundle ] && echo --bundle)
+		is "$status" 0 "--dry-run ($m, $src): exit 0"
+		like "$out" "^gpu-check: $m, budget $b s, dry run" "--dry-run ($m, $src): the mode and budget"
+		awk -v b=$b '$3 == "s" && ($4 == "gpu" || $4 == "cpu") { s += $2; n++ }
+			$1 == "total" { t = $2 } END { exit !(n > 0 && s == t && t <= b) }' "$out"
+		ok $? "--dry-run ($m, $src): the limits add up to the total printed, within $b s"
+	done
 done
+like "$out" '^  programs: the bundle .*fb \(commit abc, sm_80 sm_90, x86-64-v3\); nothing built' \
+	"--bundle: the plan names the bundle"
+unlike "$out" '^  build ' "--bundle: no build stage"
 like "$out" '^  driver +10 s  cpu  ' "the driver check is first"
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
-is "$(cat order)" "driver build data sanitizer parity step_paths epochs inference bench_gpu target gpu_tests mpi total " \
-	"the full plan's order"
+is "$(cat order)" "driver device data sanitizer parity dense epochs inference peer bench_gpu target gpu_tests mpi total " \
+	"the full plan's order (--bundle)"
 run sh "$script" --dry-run --quick
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
-is "$(cat order)" "driver build data sanitizer parity step_paths epochs inference total " \
-	"the quick plan's order: the sanitizer right after the data"
+is "$(cat order)" "driver build device data sanitizer parity dense epochs inference peer total " \
+	"the quick plan's order: the sanitizer right after the data, before any stage that times ncf"
+run sh "$script" --dry-run --quick --bundle
+like "$out" '^  total +(2[0-9][0-9]|300) s  of a budget of 300 s' "--quick --bundle: 300 s at most, all in"
+like "$out" '^  peer .*ncf.py -e 1 \(TF32, --amp\) beside ncf-train' "... NVIDIA's NCF included"
+like "$out" 'once more with NCF_CUDA_SYNC=1 --steps 1' "... saying that a failing variant is rerun"
 
 NCF_GPU_CHECK_BUDGET=200 run sh "$script" --quick --no-build
 is "$status" 2 "a plan over its budget is refused: exit 2"
 expect gpu-check-over-budget "$err" "... saying so"
 NCF_GPU_CHECK_LIMITS=sanitizer=40,epochs=12 run sh "$script" --dry-run --quick
 like "$out" '^  sanitizer +40 s' "NCF_GPU_CHECK_LIMITS sets a stage's limit"
-like "$out" '^  total +232 s' "... and the sum follows"
+like "$out" '^  total +342 s' "... and the sum follows"
 NCF_GPU_CHECK_LIMITS=sanity=40 run sh "$script" --dry-run --quick
 is "$status" 2 "NCF_GPU_CHECK_LIMITS naming no stage: exit 2"
 expect gpu-check-bad-limit "$err" "... saying so"
@@ -116,6 +141,77 @@ driver_refused gpu-check-arch "a GPU nvcc cannot build for"
 FAKE_DRIVER=535.104.05 FAKE_CUDA=12.4 with_fakes run sh "$script" --quick --no-build
 unlike "$err" 'too old' "driver 535 with CUDA 12.4 passes (12.x needs 525.60.13)"
 
+# --- the driver check with --bundle: no nvcc needed, the bundle checked ---
+NCF_GPU_BUNDLE=$T/none run sh "$script" --quick --bundle
+is "$status" 2 "--bundle without a bundle: exit 2"
+like "$err" "^gpu-check: --bundle: no .*/none/MANIFEST: run make gpu-bundle on a build machine and carry" \
+	"... saying what to do: $(head -n 1 "$err")"
+FAKE_DRIVER=575.51.03 PATH=$T/fake:$bare run sh "$script" --quick --bundle
+driver_refused gpu-check-bundle-old-driver "--bundle, no nvcc: driver 575 with the bundle's CUDA 13.0"
+FAKE_CC=8.6 PATH=$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "--bundle on a GPU it has no code for: exit 3"
+like "$err" "^gpu-check: the bundle has no code for the NVIDIA H200: compute capability 8.6 \(sm_86\) is not among its sm_80 sm_90" \
+	"... saying so"
+cp -R fb bad && echo changed >>bad/MANIFEST
+NCF_GPU_BUNDLE=$T/bad PATH=$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "a damaged bundle: exit 3"
+like "$err" "^gpu-check: the bundle .*bad is damaged or incomplete: MANIFEST: FAILED" "... saying which file"
+rm -rf bad && cp -R fb bad && sed -i 's/^glibc_needed.*/glibc_needed	99.1/' bad/MANIFEST &&
+	(cd bad && sha256sum MANIFEST >SHA256SUMS)
+NCF_GPU_BUNDLE=$T/bad PATH=$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "a bundle that needs a newer glibc: exit 3"
+like "$err" "^gpu-check: this machine's glibc [0-9.]+ is older than the bundle's programs need \(99.1\)" \
+	"... saying so"
+rm -rf bad && cp -R fb bad && cp "$NCF_BIN/ncf-train" bad/bin/ &&
+	(cd bad && sha256sum MANIFEST bin/ncf-train >SHA256SUMS)
+NCF_GPU_BUNDLE=$T/bad PATH=$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "a bundle whose program needs a library it lacks: exit 3"
+like "$err" "^gpu-check: the bundle's programs need libraries this machine lacks: bin/ncf-train: not in the bundle: .*libzstd.so.1" \
+	"... naming the program and the library"
+# a module whose CUDA library is on no path the loader searches: found in CUDA_HOME
+mkdir -p cudah/lib64 cb/lib/ncf && cp fb/MANIFEST cb/
+echo 'int lt(void) { return 0; }' >lt.c && echo 'int lt(void); int f(void) { return lt(); }' >m.c
+if cc -shared -fPIC lt.c -Wl,-soname,libcublasLt.so.99 -o cudah/lib64/libcublasLt.so.99 2>/dev/null &&
+	cc -shared -fPIC m.c cudah/lib64/libcublasLt.so.99 -o cb/lib/ncf/ncf-cuda.so 2>/dev/null; then
+	(cd cb && sha256sum MANIFEST lib/ncf/ncf-cuda.so >SHA256SUMS)
+	NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	is "$status" 3 "a CUDA library found nowhere: exit 3"
+	like "$err" "^gpu-check: the bundle's programs need libraries this machine lacks: lib/ncf/ncf-cuda.so: not in the bundle: libcublasLt.so.99 \(not found\)" \
+		"... naming it"
+	CUDA_HOME=$T/cudah NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*cudah/lib64$" \
+		"... found in CUDA_HOME when it is there, and said"
+	like "$out" '^driver: NVIDIA H200' "... the driver check then passes"
+else
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+	skip "no C compiler for a module with a CUDA library"
+fi
+PATH=$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "--bundle, past the driver check, without a usable GPU: exit 3"
+like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), driver 580.82.07, CUDA 13.0 \(the bundle.s\): CUDA 13.x needs 580 or newer; bundle .*fb: commit abc, sm_80 sm_90, x86-64-v3$' \
+	"... the driver line names the bundle"
+like "$out" '^build +skipped: --bundle' "... and nothing is built"
+like "$out" "^gpu-check: no usable GPU here.* \(no .*fb/bin/ncf-train\)" "... the bundle's tools are the ones looked for"
+unset NCF_GPU_BUNDLE
+
+# --- a build that fails: "build failed", make's last lines, never "no GPU" ---
+mkdir -p fmake
+printf '#!/bin/sh\necho "libcsv                       not found"\necho "configure: libcsv is missing: apt-get install libcsv-dev"\nexit 2\n' \
+	>fmake/make
+chmod +x fmake/make
+NCF_GPU_CHECK_LIMITS=build=20 PATH=$T/fmake:$T/fake:$T/nvcc:$bare run sh "$script" --quick
+is "$status" 1 "a failed build: exit 1"
+like "$out" '^gpu-check: build failed \(make exit 2\); its last lines:' "the build stage says it failed"
+like "$out" '^  configure: libcsv is missing' "... with configure's last lines"
+like "$out" '^build +FAIL' "the table: build FAIL"
+like "$out" '^build failed: .*configure: libcsv is missing' "... and why, under the table"
+for s in device data sanitizer parity dense epochs inference peer; do
+	like "$out" "^$s +skipped: build failed" "$s: skipped: build failed"
+done
+unlike "$out" 'no GPU' "never 'no GPU'"
+
 # --- past the driver check, no usable GPU ---
 with_fakes run sh "$script" --quick --no-build
 is "$status" 3 "--quick without a usable GPU: exit 3"
@@ -124,13 +220,14 @@ like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), drive
 like "$out" '^=== summary: quick' "the summary follows"
 awk '/^=== summary/ { s = 1 } s && /^driver: / { f = 1 } END { exit !f }' "$out"
 ok $? "the summary has the driver check's line"
-for s in data sanitizer parity step_paths epochs inference; do
+for s in device data sanitizer parity dense epochs inference peer; do
 	like "$out" "^$s +skipped: no GPU" "$s: skipped: no GPU"
 done
 like "$out" '^build +skipped: --no-build' "build: skipped: --no-build"
-like "$out" '^skipped: build \(--no-build\), data \(no GPU\), sanitizer \(no GPU\), parity \(no GPU\), step_paths \(no GPU\), epochs \(no GPU\), inference \(no GPU\)$' \
+like "$out" '^skipped: build \(--no-build\), device \(no GPU\), data \(no GPU\), sanitizer \(no GPU\), parity \(no GPU\), dense \(no GPU\), epochs \(no GPU\), inference \(no GPU\), peer \(no GPU\)$' \
 	"the skipped stages in one line"
-like "$out" '^step paths: not run' "the table: step paths"
+like "$out" '^the dense layers: not run' "the table: the dense layers"
+like "$out" "^NVIDIA's NCF: not run" "... NVIDIA's NCF"
 like "$out" '^parity: not run' "... parity"
 like "$out" '^compute-sanitizer: not run' "... the sanitizer"
 
@@ -139,17 +236,20 @@ NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_LIMITS=data=2 with_fakes run sh "$scrip
 is "$status" 1 "GPU stages forced on without a GPU: exit 1"
 like "$out" '^=== data \(limit 2 s, at [0-9]+ s\)' "each stage prints its limit and start"
 like "$out" '^data +FAIL \(time limit\)' "data (ml-20m in 2 s): FAIL (time limit)"
-for s in parity step_paths epochs inference; do
+for s in device parity dense epochs inference; do
 	like "$out" "^$s +FAIL \(exit [0-9]+\)" "$s: FAIL, and the run goes on"
 done
+like "$out" '^  fused bf16 failed; once more with NCF_CUDA_SYNC=1 --steps 1: .*no usable GPU' \
+	"a variant whose speed run failed is run once more with NCF_CUDA_SYNC=1, its message in the table"
 like "$out" '^sanitizer +skipped: by itself' "sanitizer: skipped by itself (its test skips)"
 like "$out" '^=== epochs: FAIL \(exit 1\) in [0-9]+ s' "... with its time"
-like "$out" '^parity of the fused step \(gpu_parity, synthetic ml-1m\): FAIL, 0 of [0-9]+ checks' \
+like "$out" '^parity with NCF_CUDA_DENSE=fused \(gpu_parity, synthetic ml-1m\): FAIL, 0 of [0-9]+ checks' \
 	"the table says parity failed"
 # the cost model needs no GPU: its figures are in the table, the measured ones are not
-like "$out" '^  fused +bf16 +- +[0-9.M-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "step paths: fused, the model's figures"
-like "$out" '^  unfused +bf16 +- ' "... unfused"
-like "$out" '^  lt +bf16 +- +[0-9.M-]+ +[0-9.]+M +[0-9.]+ +[0-9]+$' "... lt (cuBLASLt's layers), the model's figures"
+for v in fused lt plain fused-nograph timed; do
+	like "$out" "^  $v +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+\$" \
+		"the dense layers $v: the model's figures (it needs no GPU), no measured ones"
+done
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so
@@ -167,7 +267,7 @@ else
 	cmp -s want got && [ "$(wc -l <got)" = 5 ]
 	ok $? "the five slowest launches, slowest first ($(tr '\n' ' ' <got)us)"
 	logs=$T/logs mode=quick budget=240 spent=0 sh "$script" --run-stage summary >sum.out
-	like sum.out '^the five slowest launches per path' "the summary lists them"
+	like sum.out '^the five slowest launches per variant' "the summary lists them"
 	first=$(awk -F'\t' 'NR == 1 { print $4 " +" $5 }' logs/metrics.tsv)
 	like sum.out "^  fused +1 $first +[0-9.]+ +[0-9.]+% +[0-9.]+ [a-z]+ " \
 		"... the slowest first ($first), with its share, the model's time and what binds it"

@@ -53,6 +53,16 @@ like v.out "^cuda module	.*ncf-cuda-emu.so \(cuda, emulated on the CPU, ABI [0-9
 	"-vV names the module it opened"
 run ncf-train --device cuda -e 2 -b 512 -s 3 t.ncfc -o g.ncfm --log g.log
 ok "$status" "ncf-train --device cuda trains on the emulated module"
+grep '"summary": true' g.log | grep -q '"dense_layer_2": "fused (' &&
+	grep '"summary": true' g.log | grep -q '"dense_layer_3": "fused ('
+ok $? "the log's summary says how each dense layer ran: $(grep -o '"dense_layer_2": "[^"]*"' g.log)"
+ncf-train --device cuda -v -e 1 -b 512 t.ncfc -o v.ncfm 2>v.err
+grep -q '^ncf-train: cuda backend: dense layer 2: fused (.*fixed order)$' v.err
+ok $? "-v says each dense layer's implementation and how it was chosen"
+NCF_CUDA_DENSE=plain,bogus ncf-train --device cuda -q -e 1 -b 512 t.ncfc -o b.ncfm 2>b.err
+st=$?
+[ $st -eq 1 ] && grep -q "NCF_CUDA_DENSE: 'bogus' is not fused, lt or plain" b.err
+ok $? "a bad NCF_CUDA_DENSE is refused (exit $st): $(head -n 1 b.err)"
 like "$err" "cuda backend" "and says it trains on the cuda backend"
 ncf-train --device cpu -q -e 2 -b 512 -s 3 t.ncfc -o p.ncfm
 ncf-eval --device cpu -m g.ncfm t.ncfc >g.cpu

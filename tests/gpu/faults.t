@@ -8,11 +8,11 @@
 . "$(dirname "$0")/../lib.sh"
 need_gpu
 "$NCF_BIN/ncf-prep" -q --synthetic tiny -o "$T/d.ncfc" || bail "ncf-prep failed"
-"$GPU_TESTS/gpu_parity" "$T/d.ncfc" --fault >"$T/f.out" 2>"$T/f.err"
+"$GPU_PARITY" "$T/d.ncfc" --fault >"$T/f.out" 2>"$T/f.err"
 grep -q '^ok 1 ' "$T/f.out" &&
 	grep -q 'a kernel launched before this call failed; NCF_CUDA_SYNC=1 names it' "$T/f.err"
 ok $? "a faulting kernel surfaces at the next synchronisation, with the hint: $(head -n 1 "$T/f.err")"
-NCF_CUDA_SYNC=1 "$GPU_TESTS/gpu_parity" "$T/d.ncfc" --fault >"$T/g.out" 2>"$T/g.err"
+NCF_CUDA_SYNC=1 "$GPU_PARITY" "$T/d.ncfc" --fault >"$T/g.out" 2>"$T/g.err"
 grep -q '^ok 1 ' "$T/g.out" &&
 	grep -q 'kernel fault_kernel (.*test_hooks.cu:[0-9]*) failed on the device' "$T/g.err"
 ok $? "NCF_CUDA_SYNC=1 names the faulting kernel: $(head -n 1 "$T/g.err")"

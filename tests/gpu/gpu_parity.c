@@ -16,8 +16,6 @@
  *    Philox bits; the kernels are built with -fmad=false);
  *  - the dense Adam pass: bit for bit against ncf_adam_update (IEEE sqrt
  *    and division on the device, no FMA contraction);
- *  - segment sums through the CUB radix sort: bit for bit where a key's
- *    rows lie in one chunk, within 1e-6 of the sum of magnitudes otherwise;
  *  - scores (sigmoid of the logits) of 2^18 random pairs: relative error
  *    <= 1e-5, logits |d| <= 1e-5 (1 + |x|).  cuBLAS and OpenBLAS add the
  *    K <= 256 products of each dot product in different orders (a typical
@@ -267,65 +265,6 @@ static void t_adam(struct ncf_backend *be)
 	tap_ok(ok && !memcmp(p, p2, na * 4) && !memcmp(m, m2, na * 4) && !memcmp(v, v2, na * 4),
 	       "p, m and v of step 5, bit for bit");
 	free(p), free(m), free(v), free(g), free(p2), free(m2), free(v2);
-}
-
-/* The segment sums out (K x H) of src (ns x H) by key against sums in
- * sample order: bit for bit (the float sums, as the cpu backend adds them)
- * where a key's sorted rows lie in one chunk of 32, 0 for absent keys,
- * within 1e-6 of the sum of magnitudes (the double sums) otherwise. */
-static void check_segsum(const uint32_t *key, const float *src, const float *out, size_t ns,
-			 uint32_t K, uint32_t H)
-{
-	double *want = calloc((size_t)K * H, sizeof(double)), *mag = calloc((size_t)K * H, 8);
-	size_t *cnt = calloc(K, sizeof(size_t)), *first = ncf_xmalloc(K * sizeof(size_t));
-	size_t *last = calloc(K, sizeof(size_t));
-	float *wf = calloc((size_t)K * H, sizeof(float));
-	for (size_t j = 0; j < ns; j++) {
-		cnt[key[j]]++;
-		for (uint32_t h = 0; h < H; h++) {
-			wf[(size_t)key[j] * H + h] += src[j * H + h];
-			want[(size_t)key[j] * H + h] += src[j * H + h];
-			mag[(size_t)key[j] * H + h] += fabs(src[j * H + h]);
-		}
-	}
-	/* sorted positions: keys in order, by counting */
-	size_t pos = 0;
-	for (uint32_t q = 0; q < K; q++) {
-		first[q] = pos;
-		pos += cnt[q];
-		last[q] = pos ? pos - 1 : 0;
-	}
-	int exact = 1, near = 1;
-	for (uint32_t q = 0; q < K; q++)
-		for (uint32_t h = 0; h < H; h++) {
-			size_t o = (size_t)q * H + h;
-			if (!cnt[q])
-				exact &= out[o] == 0.0f;
-			else if (first[q] / 32 == last[q] / 32)
-				exact &= out[o] == wf[o];
-			else
-				near &= fabs(out[o] - want[o]) <= 1e-6 * mag[o] + 1e-6;
-		}
-	tap_ok(exact, "bit-exact within a chunk, 0 for absent keys");
-	tap_ok(near, "within 1e-6 across chunks");
-	free(want), free(mag), free(cnt), free(first), free(last), free(wf);
-}
-
-static void t_segsum(struct ncf_backend *be)
-{
-	size_t ns = smoke ? 5000 : 1 << 20;
-	uint32_t K = smoke ? 700 : 100000, H = 7;
-	uint32_t *key = ncf_xmalloc(ns * 4);
-	float *src = ncf_xmalloc(ns * H * 4), *out = ncf_xmalloc((size_t)K * H * 4);
-	for (size_t j = 0; j < ns; j++) {
-		uint32_t r = rnd(6, j, 100);
-		key[j] = r < 10 ? 0 : r < 40 ? 1 + rnd(7, j, 50) : rnd(8, j, K / 2);
-		for (uint32_t h = 0; h < H; h++)
-			src[j * H + h] = ((float)rnd(9, j * H + h, 20001) - 10000.0f) * 1e-3f;
-	}
-	if (tap_ok(ncf_cuda_debug_segsum(be, key, ns, K, src, H, out) == 0, "the sums computed"))
-		check_segsum(key, src, out, ns, K, H);
-	free(key), free(src), free(out);
 }
 
 /* ---- forward, evaluation, a step ---------------------------------------- */
@@ -702,8 +641,6 @@ static void shared_cases(struct ncf_backend *cpu, struct ncf_backend *gpu, uint6
 {
 	TEST(t_dropout(gpu), "bias + ReLU + dropout bit-exact on the GPU (widths 256, 128, 64, 13)");
 	TEST(t_adam(gpu), "dense Adam pass bit-exact on the GPU against ncf_adam_update");
-	TEST(t_segsum(gpu),
-	     "segment sums through the CUB sort: bit-exact within a chunk, 1e-6 across chunks");
 	TEST(t_scores(cpu, gpu), "scores of random pairs: relative error <= 1e-5, logits |d| <= "
 				 "1e-5 (1 + |x|) (fp32)");
 	TEST(t_evaluation(cpu, gpu), "evaluation: HR@10 and NDCG@10 within 1e-3, at most 0.2%% of "

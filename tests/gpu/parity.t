@@ -8,4 +8,4 @@
 need_gpu
 tmp=$T
 "$NCF_BIN/ncf-prep" -q --synthetic ml-1m -o "$tmp/d.ncfc" || bail "ncf-prep failed"
-"$GPU_TESTS/gpu_parity" "$tmp/d.ncfc"
+"$GPU_PARITY" "$tmp/d.ncfc"

@@ -81,12 +81,14 @@
  *    block as fibers) against their definition: fp32 bit for bit, tf32,
  *    bf16 and fp16 within the bounds argued at t_linear and
  *    t_linear_w;
- *  - the three training steps (NCF_CUDA_PATH=fused, the default, unfused,
- *    and lt, whose cuBLASLt products the emulation stands in for): the step
- *    tests above run on each (training, ranks, low
- *    precision, a run, the reference, NCF_CUDA_SYNC and faults, the fp16
- *    NaN, the whole epoch and the resume), and fused and unfused against each other
- *    (t_paths); losses kept on the device and taken at once
+ *  - the step with each implementation of its dense layers (NCF_CUDA_DENSE=
+ *    fused, the one the fixed order takes here, lt, whose cuBLASLt
+ *    products the emulation stands in for, and plain): the step tests
+ *    above run on each (training, ranks, low precision, a run, the
+ *    reference, NCF_CUDA_SYNC and faults, the fp16 NaN, the whole epoch and
+ *    the resume), the three against each other and mixed layer by layer
+ *    (t_dense), a layer wider than the fused kernels take (t_wide), bad
+ *    names refused; losses kept on the device and taken at once
  *    (t_deferred_loss);
  *  - the cost recorder (cost.cuh): a live step notes every launch that the
  *    emulation runs, the dry run (bench_gpu --cost) the same launches and
@@ -232,9 +234,9 @@ static struct ncf_eval_data eval_data(const struct data *d)
 
 static struct ncf_dist one = {0, 1, 0, 1, 0, 0.0};
 
-/* The step's code path under test (NCF_CUDA_PATH, read when a backend is
- * opened): the tests of steps run once on each. */
-static const char *g_path = "fused";
+/* The dense layers' implementation under test (NCF_CUDA_DENSE, read when
+ * a backend is opened): the tests of steps run once on each. */
+static const char *g_dense = "fused";
 
 static struct ncf_hparams hparams(uint64_t batch, float dropout, int true_neg)
 {
@@ -447,72 +449,6 @@ static void t_adam(const struct data *d, const struct ncf_shape *s)
 	close_be(&be);
 }
 
-/* The segment sums got (K x H) of src (n x H) by key against sums in
- * sample order: bit for bit for keys whose sorted rows lie in one chunk of
- * 32, 0 for absent keys, within 1e-6 of the sum of magnitudes otherwise;
- * *multi counts the keys over several chunks. */
-static void check_segsum(const std::vector<uint32_t> &key, const fvec &src, const fvec &got,
-			 uint32_t K, uint32_t H, int *multi)
-{
-	size_t n = key.size();
-	fvec want((size_t)K * H, 0.0f), mag((size_t)K * H, 0.0f);
-	std::vector<size_t> count(K), first(K, n), last(K);
-	for (size_t j = 0; j < n; j++) {
-		for (uint32_t h = 0; h < H; h++) {
-			want[(size_t)key[j] * H + h] += src[j * H + h];
-			mag[(size_t)key[j] * H + h] += fabsf(src[j * H + h]);
-		}
-		count[key[j]]++;
-	}
-	/* sorted position range of each key, to know which fit one chunk */
-	std::vector<uint32_t> sorted = key;
-	std::stable_sort(sorted.begin(), sorted.end());
-	for (size_t e = 0; e < n; e++) {
-		first[sorted[e]] = std::min(first[sorted[e]], e);
-		last[sorted[e]] = e;
-	}
-	for (uint32_t k = 0; k < K; k++)
-		for (uint32_t h = 0; h < H; h++) {
-			size_t o = (size_t)k * H + h;
-			if (count[k] == 0)
-				tap_ok(got[o] == 0.0f, "absent key %u col %u: %.9g", k, h, got[o]);
-			else if (first[k] / 32 == last[k] / 32)
-				tap_ok(got[o] == want[o], "key %u col %u: %.9g, want %.9g (one chunk)", k,
-				       h, got[o], want[o]);
-			else {
-				*multi += h == 0;
-				tap_ok(fabsf(got[o] - want[o]) <= 1e-6f * mag[o],
-				       "key %u col %u: %.9g, want %.9g", k, h, got[o], want[o]);
-			}
-		}
-}
-
-static void t_segsum(const struct data *d, const struct ncf_shape *s)
-{
-	struct ncf_hparams hp = hparams(256, 0.5f, 0);
-	struct ncf_backend be;
-	if (open_emu(&be, s, &hp, d))
-		return;
-	/* keys: 0 very often (many chunks), 1..9 often, the rest of 0..199 rarely,
-	 * 200..299 never */
-	size_t n = 1500;
-	uint32_t K = 300, H = 5;
-	std::vector<uint32_t> key(n);
-	fvec src(n * H), got((size_t)K * H);
-	for (size_t j = 0; j < n; j++) {
-		uint32_t r = rnd(13, 0, j, 100);
-		key[j] = r < 30 ? 0 : r < 70 ? 1 + rnd(13, 1, j, 9) : rnd(13, 2, j, 200);
-		for (uint32_t h = 0; h < H; h++)
-			src[j * H + h] = ((float)rnd(13, 3, j * H + h, 20001) - 10000.0f) * 1e-3f;
-	}
-	tap_ok(ncf_cuda_debug_segsum(&be, key.data(), n, K, src.data(), H, got.data()) == 0,
-	       "the segment sums computed");
-	int multi = 0;
-	check_segsum(key, src, got, K, H, &multi);
-	tap_ok(multi >= 2, "%d keys over several chunks", multi);
-	close_be(&be);
-}
-
 /* ---- the fused dense layers ------------------------------------------------ */
 
 /* A value in [-1, 1) from Philox (purpose a, index j). */
@@ -713,11 +649,13 @@ static void t_linear(const struct data *d, const struct ncf_shape *s, int mode)
 		uint64_t pos0 = 77;
 		size_t nb = (c.rows + 127) / 128;
 		fvec Y(c.rows * c.out), dX(c.rows * c.in), part(nb * c.in);
-		int okf = !ncf_cuda_debug_linear(&be, 0, mode, 2, pos0, 1, c.rows, c.in, c.out,
-						 c.X.data(), c.W.data(), c.b.data(), Y.data(), NULL);
-		int okb = !ncf_cuda_debug_linear(&be, 1, mode, 2, pos0, 1, c.rows, c.in, c.out,
-						 c.dZ.data(), c.W.data(), c.H.data(), dX.data(),
-						 part.data());
+		struct ncf_cuda_layer_case fw = {mode,	     2,		   1,	       pos0,
+						 c.rows,     c.in,	   c.out,      c.X.data(),
+						 c.W.data(), c.b.data()};
+		struct ncf_cuda_layer_case bw = fw;
+		bw.A = c.dZ.data(), bw.bh = c.H.data();
+		int okf = !ncf_cuda_debug_linear(&be, &fw, 0, Y.data(), NULL);
+		int okb = !ncf_cuda_debug_linear(&be, &bw, 1, dX.data(), part.data());
 		tap_ok(okf && check_forward(&c, Y, mode, hp.seed, pos0, hp.dropout, &worst_f),
 		       "%ux%u: forward (matrix product, bias, ReLU, dropout)", c.out, c.in);
 		tap_ok(okb && check_backward(&c, dX, mode, hp.dropout, &worst_b),
@@ -816,8 +754,9 @@ static void t_linear_w(const struct data *d, const struct ncf_shape *s, int mode
 		size_layer(&c, in, out, rows);
 		fill(c.dZ, 7, 1.0f), fill(c.W, 8, 0.3f), fill_h(c.H, 9);
 		fvec dX(rows * in), db(in), dW((size_t)out * in);
-		int ok = !ncf_cuda_debug_linear_w(&be, mode, rows, in, out, c.dZ.data(), c.W.data(),
-						  c.H.data(), dX.data(), db.data(), dW.data());
+		struct ncf_cuda_layer_case lc = {mode, 0,	   0,	       0,	  rows,
+						 in,   out,	   c.dZ.data(), c.W.data(), c.H.data()};
+		int ok = !ncf_cuda_debug_linear_w(&be, &lc, dX.data(), db.data(), dW.data());
 		std::vector<double> sdb, mdb;
 		tap_ok(ok && check_bwdw_dx(&c, dX, mode, hp.dropout, sdb, mdb), "%ux%u, %zu rows: dX",
 		       out, in, rows);
@@ -989,20 +928,20 @@ static void t_ranks(const struct data *d, const struct ncf_shape *s)
 }
 
 /* Bounds on the relative L2 error of each gradient tensor in precision p
- * on the step path under test.  bf16 keeps 8 significant bits, fp16 and
+ * with the dense implementation under test.  bf16 keeps 8 significant bits, fp16 and
  * TF32 11: besides the rounding itself (2^-9, 2^-12 relative), a
  * pre-activation near 0 may change sign, switching a ReLU unit off or on
  * for one sample, which changes that sample's whole contribution; in this
  * tiny model at initialisation, where a tensor's gradient is a sum of
  * largely cancelling terms (one sample's share of 512 is ~1/sqrt(512) =
  * 4%), a handful of such switches moves it by up to a few percent; how many
- * happen is luck (seen: bf16 5.6% unfused, 4.1% fused; fp16 0.6%, 0.06%;
- * TF32 5.0% fused).  The unfused path's emulated TF32 is fp32 (its GEMMs
- * are OpenBLAS), the fused path's dense layers round their inputs to TF32
- * (emu.h's wmma), as on a GPU. */
+ * happen is luck (seen: bf16 5.6% with GEMMs, 4.1% fused; fp16 0.6%, 0.06%;
+ * TF32 5.0% fused).  The emulated TF32 of the GEMMs (plain, lt) is fp32
+ * (they are OpenBLAS), the fused kernels round their inputs to TF32
+ * (emu.h's mma.sync), as on a GPU. */
 static double low_precision_tol(enum ncf_precision p)
 {
-	int fused = !strcmp(g_path, "fused");
+	int fused = !strcmp(g_dense, "fused");
 	return p == NCF_PRECISION_TF32 ? (fused ? 0.10 : 1e-4)
 	       : p == NCF_PRECISION_BF16 ? 0.10
 					 : (fused ? 0.10 : 0.02);
@@ -1078,15 +1017,15 @@ static void t_loss_scaling(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
-/* ---- the cost recorder, the paths, losses kept, host memory ----------------- */
+/* ---- the cost recorder, the dense layers, losses kept, host memory --------- */
 
 /* The cost recorder (kernels/cuda/cost.cuh): a step run live notes every
  * launch emu.h sees (kernels, GEMMs, memsets, copies; the sort's notes
  * stand for CUB's launches, which the CPU twin has none of), and the dry
  * run of ncf_cuda_step_cost notes the same launches with the same bytes.
- * So the cost model counts what the code launches.  path: the step path
- * (NCF_CUDA_PATH, set by the caller). */
-static void t_cost(const struct data *d, const struct ncf_shape *s, const char *path,
+ * So the cost model counts what the code launches.  dense: the dense
+ * layers' implementation (NCF_CUDA_DENSE, set by the caller). */
+static void t_cost(const struct data *d, const struct ncf_shape *s, const char *dense,
 		   enum ncf_precision p)
 {
 	uint64_t B = 512;
@@ -1111,7 +1050,7 @@ static void t_cost(const struct data *d, const struct ncf_shape *s, const char *
 	tap_ok(ok && live.dropped == 0 && live.bytes > 0 && live.flops > 0,
 	       "the recorder noted each of the step's %u launches once", live.launches);
 	int64_t P = (int64_t)d->items.size();
-	ok = !ncf_cuda_step_cost(s, &hp, p, path, P, &dry) && dry.n == live.n &&
+	ok = !ncf_cuda_step_cost(s, &hp, p, dense, P, &dry) && dry.n == live.n &&
 	     dry.launches == live.launches && dry.bytes == live.bytes;
 	for (unsigned j = 0; ok && j < dry.n; j++)
 		if (strcmp(dry.item[j].name, live.item[j].name) ||
@@ -1124,68 +1063,144 @@ static void t_cost(const struct data *d, const struct ncf_shape *s, const char *
 	close_be(&emu);
 }
 
-/* The fused path against the unfused one on the same batch: the same
- * function summed in other orders (rows by user, per-block partials), so as
- * close as either is to reference.c in fp32; in bf16 both round their
- * activations, in different places (the fused forward rounds once after the
- * bias), within the bf16 bound of t_low_precision. */
-static void t_paths(const struct data *d, const struct ncf_shape *s, enum ncf_precision p)
+/* Open the emulated backend in precision p with the dense layers pinned
+ * to spec (NCF_CUDA_DENSE).  Returns 0 or -1. */
+static int open_dense(struct ncf_backend *be, const struct ncf_shape *s,
+		      const struct ncf_hparams *hp, const struct data *d, enum ncf_precision p,
+		      const char *spec)
 {
-	uint64_t B = 512;
-	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	struct ncf_backend f, u;
-	setenv("NCF_CUDA_PATH", "fused", 1);
-	int opened = !open_be(&f, &ncf_backend_cuda, s, &hp, p, &one, d);
-	setenv("NCF_CUDA_PATH", "unfused", 1);
-	opened &= !open_be(&u, &ncf_backend_cuda, s, &hp, p, &one, d);
-	unsetenv("NCF_CUDA_PATH");
-	if (!tap_ok(opened, "open the backends"))
-		return;
-	int fp32 = p == NCF_PRECISION_FP32;
-	size_t total = f.layout.total;
-	fvec gf(total), gu(total);
-	double lf, lu;
-	int ok = !ncf_backend_grad(&f, 1, 100, B, gf.data(), &lf) &&
-		 !ncf_backend_grad(&u, 1, 100, B, gu.data(), &lu);
-	tap_ok(ok && (fp32 ? close_tensors(&u, gf.data(), gu.data(), 1e-5, 1e-4, "fused vs unfused")
-			   : l2_tensors(&u, gf.data(), gu.data(), 0.10, "bf16 fused vs unfused")),
-	       "the gradients");
-	tap_ok(ok && tap_close(lf, lu, 0, fp32 ? 1e-6 : 1e-3, "loss sum"), "the loss sums");
-	close_be(&f);
-	close_be(&u);
+	setenv("NCF_CUDA_DENSE", spec, 1);
+	int rc = open_be(be, &ncf_backend_cuda, s, hp, p, &one, d);
+	unsetenv("NCF_CUDA_DENSE");
+	return rc;
 }
 
-/* The cost model at NVIDIA's shape: the fused step moves fewer bytes in
- * fewer launches. */
-static void t_paths_cost(enum ncf_precision p)
+/* Each implementation of the dense layers, and mixes layer by layer,
+ * against plain (GEMMs and element-wise passes) on the same batch: the
+ * same function summed in other orders (the fused kernels' per-block
+ * partials, cuBLASLt's stand-in), so as close as each is to reference.c
+ * in fp32; in bf16 they round their activations in different places (the
+ * fused forward rounds once after the bias), within the bf16 bound of
+ * t_low_precision.  With and without dropout (without it, lt's backward
+ * above an lt layer takes cuBLASLt's dReLU and bias gradient,
+ * DRELU_BGRAD). */
+static void t_dense(const struct data *d, const struct ncf_shape *s, enum ncf_precision p,
+		    float dropout)
+{
+	uint64_t B = 512;
+	struct ncf_hparams hp = hparams(B, dropout, 0);
+	static const char *const specs[] = {"fused", "lt", "lt,fused", "fused,lt", "lt,plain"};
+	struct ncf_backend ref;
+	if (!tap_ok(!open_dense(&ref, s, &hp, d, p, "plain"), "open plain"))
+		return;
+	int fp32 = p == NCF_PRECISION_FP32;
+	size_t total = ref.layout.total;
+	fvec gr(total), g(total);
+	double lr, l;
+	int ok = !ncf_backend_grad(&ref, 1, 100, B, gr.data(), &lr);
+	for (const char *spec : specs) {
+		struct ncf_backend be;
+		if (!tap_ok(!open_dense(&be, s, &hp, d, p, spec), "open %s", spec))
+			continue;
+		int got = ok && !ncf_backend_grad(&be, 1, 100, B, g.data(), &l);
+		tap_ok(got && (fp32 ? close_tensors(&ref, g.data(), gr.data(), 1e-5, 1e-4, spec)
+				    : l2_tensors(&ref, g.data(), gr.data(), 0.10, spec)),
+		       "%s: the gradient as plain's", spec);
+		tap_ok(got && tap_close(l, lr, 0, fp32 ? 1e-6 : 1e-3, "loss sum"),
+		       "%s: the loss sum as plain's", spec);
+		close_be(&be);
+	}
+	close_be(&ref);
+}
+
+/* A dense layer wider than the fused kernels take (300 inputs): the fixed
+ * order takes lt for it, a pin of fused falls back to plain (said at -v),
+ * and either step's gradient is the cpu backend's; a bad NCF_CUDA_DENSE is
+ * refused when the backend opens. */
+static void t_wide(const struct data *d)
+{
+	struct ncf_shape w = {41, 67, 8, 3, {16, 300, 8}};
+	uint64_t B = 256;
+	struct ncf_hparams hp = hparams(B, 0.5f, 0);
+	struct ncf_backend cpu, be;
+	if (!tap_ok(!open_be(&cpu, &ncf_backend_cpu, &w, &hp, NCF_PRECISION_FP32, &one, d),
+		    "open the cpu backend"))
+		return;
+	size_t total = cpu.layout.total;
+	fvec gc(total), g(total);
+	double lc, l;
+	int ok = !ncf_backend_grad(&cpu, 0, 0, B, gc.data(), &lc);
+	int verbosity = ncf_verbosity;
+	for (const char *spec : {"", "fused"}) {
+		ncf_verbosity = 3;
+		helper_capture_begin();
+		int opened = !open_dense(&be, &w, &hp, d, NCF_PRECISION_FP32, spec);
+		int got = opened && !ncf_backend_grad(&be, 0, 0, B, g.data(), &l);
+		std::string said = capture_end();
+		ncf_verbosity = verbosity;
+		tap_ok(got && ok && close_tensors(&cpu, g.data(), gc.data(), 1e-5, 1e-4, "wide") &&
+			       tap_close(l, lc, 0, 1e-6, "loss"),
+		       "NCF_CUDA_DENSE='%s': the gradient as the cpu backend's", spec);
+		const char *want = *spec ? "plain" : "lt";
+		const char *names[NCF_MAX_LAYERS] = {NULL};
+		if (opened)
+			ncf_cuda_debug_dense(&be, names);
+		tap_ok(opened && names[2] && !strcmp(names[2], want) &&
+			       said.find(*spec ? "wider than the fused kernels take" : "lt (300 -> 8") !=
+				       std::string::npos,
+		       "layer 2 took %s (%s), said at -v", names[2] ? names[2] : "nothing", want);
+		tap_diag("at -v: %s", said.c_str());
+		if (opened)
+			close_be(&be);
+	}
+	close_be(&cpu);
+	setenv("NCF_CUDA_DENSE", "sideways", 1);
+	helper_capture_begin();
+	int opened = !open_be(&be, &ncf_backend_cuda, &w, &hp, NCF_PRECISION_FP32, &one, d);
+	std::string err = capture_end();
+	unsetenv("NCF_CUDA_DENSE");
+	tap_ok(!opened && err.find("NCF_CUDA_DENSE: 'sideways' is not fused, lt or plain") !=
+				  std::string::npos,
+	       "a name it does not know is refused: %s", err.c_str());
+	if (opened)
+		close_be(&be);
+}
+
+/* The cost model at NVIDIA's shape: the fused dense layers move fewer
+ * bytes in fewer launches than plain's GEMMs and passes, and the step
+ * with the fixed order (fused) moves no more than the 8.63 GB per step
+ * of bf16 that the fused step was held to before. */
+static void t_dense_cost(enum ncf_precision p)
 {
 	struct ncf_shape ml = {138493, 26744, 64, 4, {256, 256, 128, 64}};
 	struct ncf_hparams big = hparams(1u << 20, 0.5f, 0);
-	static struct ncf_cuda_cost cf, cu;
+	static struct ncf_cuda_cost cf, cu, cd;
 	int ok = !ncf_cuda_step_cost(&ml, &big, p, "fused", 19861770, &cf) &&
-		 !ncf_cuda_step_cost(&ml, &big, p, "unfused", 19861770, &cu);
+		 !ncf_cuda_step_cost(&ml, &big, p, "plain", 19861770, &cu) &&
+		 !ncf_cuda_step_cost(&ml, &big, p, NULL, 19861770, &cd);
 	tap_ok(ok && cf.bytes < cu.bytes && cf.launches < cu.launches && cf.flops > 0,
-	       "fused %.2f GB in %u launches, unfused %.2f GB in %u", cf.bytes / 1e9, cf.launches,
+	       "fused %.2f GB in %u launches, plain %.2f GB in %u", cf.bytes / 1e9, cf.launches,
 	       cu.bytes / 1e9, cu.launches);
-	tap_diag("ml-20m %s at 2^20: fused %.2f GB in %u launches, unfused %.2f GB in %u",
-		 ncf_precision_name(p), cf.bytes / 1e9, cf.launches, cu.bytes / 1e9, cu.launches);
+	tap_ok(ok && cd.bytes == cf.bytes && cd.dense[2] && !strcmp(cd.dense[2], "fused") &&
+		       (p != NCF_PRECISION_BF16 || cd.bytes <= 8626552250.0),
+	       "the fixed order takes fused: %.3f GB per step", cd.bytes / 1e9);
 }
 
-/* Steps given no loss_sum keep their losses (on the device, on the fused
- * path): ncf_backend_take_loss returns their sum, the same double as the
- * losses returned step by step added in order, and the steps do the same
+/* Steps given no loss_sum keep their losses (on the device):
+ * ncf_backend_take_loss returns their sum, the same double as the losses
+ * returned step by step added in order, and the steps do the same
  * (parameters bit for bit); for the cpu backend the wrapper keeps it.
- * path: the cuda path, or NULL for the cpu backend. */
-static void t_deferred_loss(const struct data *d, const struct ncf_shape *s, const char *path,
+ * dense: the dense layers' implementation, or NULL for the cpu backend. */
+static void t_deferred_loss(const struct data *d, const struct ncf_shape *s, const char *dense,
 			    enum ncf_precision p)
 {
 	uint64_t B = 256;
 	struct ncf_hparams hp = hparams(B, 0.5f, 0);
-	const struct ncf_backend_i *impl = path ? &ncf_backend_cuda : &ncf_backend_cpu;
+	const struct ncf_backend_i *impl = dense ? &ncf_backend_cuda : &ncf_backend_cpu;
 	struct ncf_backend a, b;
-	setenv("NCF_CUDA_PATH", path ? path : "fused", 1);
+	setenv("NCF_CUDA_DENSE", dense ? dense : "fused", 1);
 	int ok = !open_be(&a, impl, s, &hp, p, &one, d) && !open_be(&b, impl, s, &hp, p, &one, d);
-	unsetenv("NCF_CUDA_PATH");
+	unsetenv("NCF_CUDA_DENSE");
 	if (!tap_ok(ok, "open the backends"))
 		return;
 	double sum = 0, taken = -1, l;
@@ -1496,8 +1511,9 @@ static void t_graphs(const struct data *d, const struct ncf_shape *s)
 	close_be(&emu);
 }
 
-/* A capture that fails falls back quietly: nothing at the normal level,
- * one line at -v, right scores either way. */
+/* A capture that fails falls back to plain launches and says so in one
+ * line, at the normal level as at -v (a latency measured then is not the
+ * graph's); right scores either way. */
 static void t_graphs_no_capture(const struct data *d, const struct ncf_shape *s, int verbose)
 {
 	struct ncf_hparams hp = hparams(512, 0.5f, 0);
@@ -1517,13 +1533,11 @@ static void t_graphs_no_capture(const struct data *d, const struct ncf_shape *s,
 	ncf_verbosity = saved;
 	uint64_t cc, ll;
 	ncf_cuda_debug_graphs(&emu, &cc, &ll);
-	int quiet = verbose ? lines_of(err) == 1 &&
-				      err.find("no CUDA graph for scoring 300 pairs (") !=
-					      std::string::npos &&
-				      err.find("cuBLAS") != std::string::npos
-			    : err.empty();
+	int said = lines_of(err) == 1 &&
+		   err.find("no CUDA graph for scoring 300 pairs (") != std::string::npos &&
+		   err.find("cuBLAS") != std::string::npos;
 	tap_ok(ok && cc == 0 && ll == 0, "plain launches score right");
-	if (!tap_ok(quiet, verbose ? "one line at -v" : "nothing at the normal level"))
+	if (!tap_ok(said, verbose ? "one line at -v" : "one line at the normal level"))
 		tap_diag("stderr: %s", err.c_str());
 	close_be(&cpu);
 	close_be(&emu);
@@ -1787,21 +1801,22 @@ static void t_epoch_and_resume(const struct data *d, const struct ncf_shape *s)
  *  - the graph in the other stream mode (lazy when this run is eager, eager
  *    when it is lazy: the least and the most delayed schedules),
  *  - a capture that fails (cuBLAS refusing to be captured), after which the
- *    step falls back to plain launches: said in one line at -v, nothing at
- *    the normal level.  In bf16 and fp16 the first step after set_state
- *    makes the 16-bit copy of the parameters, which the failed capture had
- *    only recorded: the fallback must make it again;
- * in fp32, bf16 and fp16.  With the graph, every step is captured and
- * launched as a graph, instantiated once (cudaGraphExecUpdate takes each
- * later capture, the short step's too; in bf16 and fp16 twice: the first
- * step also makes the 16-bit copy); without it, no capture; and a
- * replay runs the very kernels, GEMMs, memsets and copies of a plain step
- * (emu.h's counts of what ran).
+ *    step falls back to plain launches: said in one line, at the normal
+ *    level as at -v (a timing must not pass for the graph's);
+ * in fp32, bf16 and fp16.  With the graph, the first step runs uncaptured
+ * (in bf16 and fp16 it also makes the 16-bit copy of the parameters) and
+ * every later one is captured and launched as a graph, instantiated once
+ * (cudaGraphExecUpdate takes each later capture, the short step's too);
+ * without it, no capture; the counts the tools report (ncf_cuda_graph_counts:
+ * replays, plain steps, a failed capture) say so; and a replay runs the
+ * very kernels, GEMMs, memsets and copies of a plain step (emu.h's counts
+ * of what ran).
  */
 struct graph_run {
 	fvec p, m, v;
 	double loss[2], taken;
 	uint64_t captured, instantiated, launched;
+	struct ncf_cuda_graphs counts; /* what the tools are told */
 	unsigned long ran[4]; /* what the second step ran (emu.h's counts) */
 	std::string err;      /* stderr of the steps */
 	int ok;
@@ -1856,6 +1871,7 @@ static void graph_run_steps(const struct data *d, const struct ncf_shape *s, enu
 	r->p.resize(total), r->m.resize(total), r->v.resize(total);
 	ok &= !ncf_backend_get_state(&be, r->p.data(), r->m.data(), r->v.data()) && be.step == 4;
 	ncf_cuda_debug_step_graph(&be, &r->captured, &r->instantiated, &r->launched);
+	ncf_cuda_graph_counts(&be, &r->counts);
 	close_be(&be);
 	ncf_cuda_emu_lazy(lazy);
 	r->ok = ok;
@@ -1885,8 +1901,18 @@ static std::string graph_mode_label(int mode)
 	case GR_NO_CAPTURE_V:
 		return "a failed capture (one line at -v), then plain launches";
 	default:
-		return "a failed capture (nothing at the normal level), then plain launches";
+		return "a failed capture (one line at the normal level), then plain launches";
 	}
+}
+
+/* The lines of s that say a dense layer's implementation. */
+static int dense_lines(const std::string &s)
+{
+	int n = 0;
+	for (size_t at = s.find("cuda backend: dense layer "); at != std::string::npos;
+	     at = s.find("cuda backend: dense layer ", at + 1))
+		n++;
+	return n;
 }
 
 /* Run x (mode) against the graph's run g: the same parameters, moments and
@@ -1894,17 +1920,19 @@ static std::string graph_mode_label(int mode)
  * same where the steps are not replaced; the failed capture's stderr. */
 static void check_graph_mode(const struct graph_run *g, const struct graph_run *x, int mode)
 {
-	int graphs = mode == GR_OTHER_MODE ? 4 : 0;
+	int graphs = mode == GR_OTHER_MODE ? 3 : 0;
 	int same = x->ok && graph_runs_equal(g, x) && x->captured == (uint64_t)graphs &&
-		   x->launched == (uint64_t)graphs;
+		   x->launched == (uint64_t)graphs && x->counts.replays == (uint64_t)graphs &&
+		   x->counts.plain == 4 - (uint64_t)graphs &&
+		   x->counts.failed == (mode == GR_NO_CAPTURE_V || mode == GR_NO_CAPTURE);
 	if (mode == GR_NO_GRAPH || mode == GR_SYNC || mode == GR_OTHER_MODE)
 		same &= !memcmp(g->ran, x->ran, sizeof g->ran);
-	if (mode == GR_NO_CAPTURE_V)
-		same &= lines_of(x->err) == 1 &&
+	/* one line, besides the dense layers' choice (said at -v) */
+	if (mode == GR_NO_CAPTURE_V || mode == GR_NO_CAPTURE)
+		same &= lines_of(x->err) - dense_lines(x->err) == 1 &&
 			x->err.find("no CUDA graph for the training step (") != std::string::npos &&
-			x->err.find("cuBLAS") != std::string::npos;
-	if (mode == GR_NO_CAPTURE)
-		same &= x->err.empty();
+			x->err.find("cuBLAS") != std::string::npos &&
+			x->err.find("plain launches from here on") != std::string::npos;
 	if (!tap_ok(same, "%s: the same parameters, moments and losses, bit for bit",
 		    graph_mode_label(mode).c_str()))
 		tap_diag("ok %d, equal %d, graphs %llu/%llu, ran %lu %lu %lu %lu vs %lu %lu %lu %lu; "
@@ -1917,20 +1945,21 @@ static void check_graph_mode(const struct graph_run *g, const struct graph_run *
 static void t_step_graph(const struct data *d, const struct ncf_shape *s, enum ncf_precision prec)
 {
 	static struct graph_run r[GR_RUNS];
-	setenv("NCF_CUDA_PATH", "fused", 1);
+	setenv("NCF_CUDA_DENSE", "fused", 1);
 	for (int mode = 0; mode < GR_RUNS; mode++)
 		graph_run_steps(d, s, prec, mode, &r[mode]);
-	unsetenv("NCF_CUDA_PATH");
+	unsetenv("NCF_CUDA_DENSE");
 	const struct graph_run *g = &r[GR_GRAPH];
-	/* in bf16 and fp16 the first step after set_state also makes the
-	 * 16-bit copy (later steps' Adam writes it): one launch more, a graph
-	 * of another topology, instantiated anew by the second */
-	uint64_t inst = prec == NCF_PRECISION_FP32 ? 1 : 2;
-	tap_ok(g->ok && g->captured == 4 && g->launched == 4 && g->instantiated == inst,
-	       "4 steps captured (%llu), instantiated %llu times (%s), launched as graphs (%llu)",
-	       (unsigned long long)g->captured, (unsigned long long)g->instantiated,
-	       inst == 1 ? "then updated" : "the first step's cast, then updated",
-	       (unsigned long long)g->launched);
+	/* the first step runs uncaptured (in bf16 and fp16 it also makes the
+	 * 16-bit copy); the three after it are captured, instantiated once and
+	 * updated after, and launched as the graph */
+	tap_ok(g->ok && g->captured == 3 && g->launched == 3 && g->instantiated == 1 &&
+		       g->counts.replays == 3 && g->counts.plain == 1 && g->counts.captures == 3 &&
+		       !g->counts.failed,
+	       "the first step plain (%llu), 3 captured (%llu), instantiated %llu time, then "
+	       "updated, launched as graphs (%llu)",
+	       (unsigned long long)g->counts.plain, (unsigned long long)g->captured,
+	       (unsigned long long)g->instantiated, (unsigned long long)g->launched);
 	for (int mode = GR_NO_GRAPH; mode < GR_RUNS; mode++)
 		check_graph_mode(g, &r[mode], mode);
 }
@@ -1956,7 +1985,6 @@ static void kernel_cases(void)
 	TEST(t_samples(&dd, &s8, 1), "sample stream bit-exact, 3 epochs, --true-negatives");
 	TEST(t_dropout(&dd, &s8), "bias + ReLU + dropout bit-exact (widths 24, 13, 5; layers 0-2)");
 	TEST(t_adam(&dd, &s8), "dense Adam pass bit-exact against ncf_adam_update (steps 1, 14, 27)");
-	TEST(t_segsum(&dd, &s8), "segment sums bit-exact within one chunk, within 1e-6 over several");
 	for (int mode = 0; mode < 4; mode++)
 		TEST(t_linear(&dd, &s8, mode), "%s: fused forward, backward and column sums %s",
 		     mode_name[mode], mode ? "within their bounds" : "bit for bit");
@@ -1969,19 +1997,22 @@ static void kernel_cases(void)
 	TEST(t_forward(&dd, &s5), "odd widths: logits, scores and ranks equal the cpu backend's");
 	TEST(t_refusals(&dd, &s8), "ids outside the model and positions past the epoch are refused");
 	for (int k = 0; k < 2; k++)
-		TEST(t_paths(&dd, &s8, costed[k]),
-		     "%s: the fused path's gradient and loss equal the unfused path's",
-		     ncf_precision_name(costed[k]));
-	TEST(t_paths_cost(NCF_PRECISION_BF16), "ml-20m bf16 at 2^20: the fused step moves fewer "
-					       "bytes in fewer launches");
-	TEST(t_paths_cost(NCF_PRECISION_TF32), "ml-20m tf32 at 2^20: the fused step moves fewer "
-					       "bytes in fewer launches");
+		for (float dropout : {0.5f, 0.0f})
+			TEST(t_dense(&dd, &s8, costed[k], dropout),
+			     "%s, dropout %g: each dense implementation, and mixes, as plain's",
+			     ncf_precision_name(costed[k]), (double)dropout);
+	TEST(t_wide(&dd), "a dense layer of 300 inputs: lt by the fixed order, fused pinned falls "
+			  "back to plain; a bad name refused");
+	TEST(t_dense_cost(NCF_PRECISION_BF16), "ml-20m bf16 at 2^20: the fused dense layers move "
+					       "fewer bytes in fewer launches");
+	TEST(t_dense_cost(NCF_PRECISION_TF32), "ml-20m tf32 at 2^20: the fused dense layers move "
+					       "fewer bytes in fewer launches");
 	TEST(t_deferred_loss(&dd, &s8, NULL, NCF_PRECISION_FP32),
 	     "cpu fp32: six steps' losses kept and taken at once, the same steps");
 	TEST(t_deferred_loss(&dd, &s8, "fused", NCF_PRECISION_FP32),
 	     "cuda fused fp32: six steps' losses kept and taken at once, the same steps");
-	TEST(t_deferred_loss(&dd, &s8, "unfused", NCF_PRECISION_FP32),
-	     "cuda unfused fp32: six steps' losses kept and taken at once, the same steps");
+	TEST(t_deferred_loss(&dd, &s8, "plain", NCF_PRECISION_FP32),
+	     "cuda plain fp32: six steps' losses kept and taken at once, the same steps");
 	TEST(t_deferred_loss(&dd, &s8, "fused", NCF_PRECISION_BF16),
 	     "cuda fused bf16: six steps' losses kept and taken at once, the same steps");
 	TEST(t_host_memory(&dd, &s8, &ncf_backend_cpu),
@@ -1990,7 +2021,7 @@ static void kernel_cases(void)
 	     "cuda: get_state into ncf_backend_host_alloc memory (page-locked): the same bytes");
 }
 
-/* The step's tests on step path `path` (NCF_CUDA_PATH). */
+/* The step's tests with the dense implementation `path` (NCF_CUDA_DENSE). */
 static void step_cases(const char *path)
 {
 	static const struct {
@@ -2000,8 +2031,8 @@ static void step_cases(const char *path)
 	} shapes[] = {{&s8, 0.5f, "widths of 8, dropout 0.5"},
 		      {&s5, 0.5f, "odd widths, dropout 0.5"},
 		      {&s2, 0.0f, "one hidden layer, no dropout"}};
-	g_path = path;
-	setenv("NCF_CUDA_PATH", path, 1);
+	g_dense = path;
+	setenv("NCF_CUDA_DENSE", path, 1);
 	for (const auto &x : shapes) {
 		TEST(t_training_grad(&dd, x.s, x.dropout),
 		     "%s: %s: gradients of two batches equal to the cpu backend's per tensor", path,
@@ -2041,8 +2072,8 @@ static void step_cases(const char *path)
 	     path);
 	TEST(t_epoch_and_resume(&dd, &s8), "%s: a whole epoch's loss, and a resumed run bit for bit",
 	     path);
-	unsetenv("NCF_CUDA_PATH");
-	g_path = "fused";
+	unsetenv("NCF_CUDA_DENSE");
+	g_dense = "fused";
 }
 
 /* The fused step's graph, the scoring path and its graphs, ranks. */
@@ -2058,8 +2089,8 @@ static void graph_cases(void)
 		     n);
 	TEST(t_scoring_bad_id(&dd, &s8), "a bad id among 70000 pairs: the first is named, once");
 	TEST(t_graphs(&dd, &s8), "scoring graphs: captured once, replayed after new parameters");
-	TEST(t_graphs_no_capture(&dd, &s8, 0), "a failed capture says nothing at the normal level, "
-					       "and plain launches score right");
+	TEST(t_graphs_no_capture(&dd, &s8, 0), "a failed capture says so in one line at the normal "
+					       "level, and plain launches score right");
 	TEST(t_graphs_no_capture(&dd, &s8, 1), "a failed capture says so in one line at -v, and "
 					       "plain launches score right");
 	TEST(t_resident(&dd, &s8), "kept pairs score as the host path does; too many, or a bad id, "
@@ -2098,7 +2129,7 @@ int main(void)
 	TEST(t_answers(), "the emulated cuda backend's answers to the tools");
 	make_data(&dd, 41, 67, 30, 14, 5);
 	kernel_cases();
-	for (const char *path : {"fused", "unfused", "lt"})
+	for (const char *path : {"fused", "lt", "plain"})
 		step_cases(path);
 	graph_cases();
 	free(dd.counted);
