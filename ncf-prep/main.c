@@ -40,6 +40,9 @@ static void usage(void)
 	       "  -o, --output FILE        write the cache to FILE (default stdout)\n"
 	       "      --format NAME        input format: ml-20m, ml-1m, ml-100k, csv\n"
 	       "                           (default: detected from the first line)\n"
+	       "      --columns SPEC       a CSV's columns: user=COL,item=COL,time=COL, each\n"
+	       "                           COL a header's name or a number from 1\n"
+	       "      --delimiter C        a CSV's separator: one character, or tab\n"
 	       "      --min-ratings N      drop users with fewer than N distinct items (0: off)\n"
 	       "      --eval-negatives N   evaluation negatives per user (default 100)\n"
 	       "  -s, --seed N             seed of the negatives and synthetic data (default 1)\n"
@@ -63,7 +66,18 @@ static void usage(void)
 	       prep_synth_shapes());
 }
 
-enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG, OPT_PATH };
+enum {
+	OPT_FORMAT = 256,
+	OPT_MIN,
+	OPT_NEG,
+	OPT_SYNTH,
+	OPT_EMIT,
+	OPT_INFO,
+	OPT_PROG,
+	OPT_PATH,
+	OPT_COLUMNS,
+	OPT_DELIM,
+};
 
 /* The default -S: this share of physical memory. */
 #define DEFAULT_BUFFER_PERCENT 50
@@ -73,6 +87,8 @@ enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PR
 static const struct option long_opts[] = {
 	{"output", required_argument, 0, 'o'},
 	{"format", required_argument, 0, OPT_FORMAT},
+	{"columns", required_argument, 0, OPT_COLUMNS},
+	{"delimiter", required_argument, 0, OPT_DELIM},
 	{"min-ratings", required_argument, 0, OPT_MIN},
 	{"eval-negatives", required_argument, 0, OPT_NEG},
 	{"seed", required_argument, 0, 's'},
@@ -93,7 +109,7 @@ struct prep_opts {
 	const char *path;      /* --path FILE (NVIDIA's spelling of FILE) */
 	const char *synthetic; /* --synthetic SPEC */
 	const char *info;      /* --info CACHE */
-	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
+	struct prep_parse_opts parse; /* --format, --columns, --delimiter, --progress */
 	struct prep_protocol_opts po;
 	uint64_t buffer;       /* -S, bytes */
 	int emit_csv, progress;
@@ -168,11 +184,26 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o, struct ncf_cli
 			o->buffer = parse_size(optarg);
 			break;
 		case OPT_FORMAT:
-			o->format = prep_parse_format(optarg);
-			if (o->format == NCF_FORMAT_UNKNOWN)
+			o->parse.format = prep_parse_format(optarg);
+			if (o->parse.format == NCF_FORMAT_UNKNOWN)
 				ncf_usage_error("--format: unknown format '%s' (ml-20m, ml-1m, ml-100k, "
 						"csv)",
 						ncf_escape(optarg, strlen(optarg), 40));
+			break;
+		case OPT_COLUMNS:
+			if (prep_parse_columns_check(optarg))
+				ncf_usage_error("--columns: '%s': %s (like user=userId,item=movieId,"
+						"time=timestamp, or user=1,item=2,time=4)",
+						ncf_escape(optarg, strlen(optarg), 60),
+						prep_parse_columns_check(optarg));
+			o->parse.columns = optarg;
+			break;
+		case OPT_DELIM:
+			o->parse.delimiter = prep_parse_delimiter(optarg);
+			if (!o->parse.delimiter)
+				ncf_usage_error("--delimiter: '%s' is not one character (other than a "
+						"quote, a space or a line end), or tab",
+						ncf_escape(optarg, strlen(optarg), 20));
 			break;
 		case OPT_MIN:
 			o->po.min_ratings = (uint32_t)ncf_opt_int("--min-ratings", optarg, 0, UINT32_MAX);
@@ -194,7 +225,7 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o, struct ncf_cli
 			o->info = optarg;
 			break;
 		case OPT_PROG:
-			o->progress = 1;
+			o->progress = o->parse.progress = 1;
 			break;
 		case OPT_PATH:
 			o->path = optarg;
@@ -305,8 +336,17 @@ static int check_opts(int argc, char **argv, struct prep_opts *o, const struct n
 		ncf_usage_error("--synthetic takes no input file");
 	if (o->emit_csv && !o->synthetic)
 		ncf_usage_error("--emit-csv needs --synthetic");
-	if (o->synthetic && o->format != NCF_FORMAT_UNKNOWN)
-		ncf_usage_error("--format applies to input files, not --synthetic");
+	if (o->synthetic && (o->parse.format != NCF_FORMAT_UNKNOWN || o->parse.columns ||
+			     o->parse.delimiter))
+		ncf_usage_error("--%s applies to input files, not --synthetic",
+				o->parse.format != NCF_FORMAT_UNKNOWN ? "format"
+				: o->parse.columns		       ? "columns"
+								       : "delimiter");
+	if ((o->parse.columns || o->parse.delimiter) && o->parse.format != NCF_FORMAT_UNKNOWN &&
+	    o->parse.format != NCF_FORMAT_CSV)
+		ncf_usage_error("--%s reads a CSV file, not --format %s: leave --format out",
+				o->parse.columns ? "columns" : "delimiter",
+				ncf_format_name(o->parse.format));
 	struct ncf_named files[] = {
 		{.path = o->synthetic ? NULL : o->input ? o->input : "-", .what = "the input"},
 		{.path = o->output ? o->output : "-", .what = "-o", .output = 1}};
@@ -335,10 +375,12 @@ static int run_emit_csv(const struct prep_opts *o, const struct prep_synth *synt
 }
 
 /* The ratings into rows, from the generator (synth non-NULL) or the input
- * file; the cache's source fields.  *display names the input.  Returns 0
- * or -1 (reported). */
+ * file; the cache's source fields, and in pi the keys of a CSV's ids
+ * (prep_parse_ids, once the rows are indexed).  *display names the
+ * input.  Returns 0 or -1 (reported). */
 static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
-		     struct prep_rows *rows, struct ncf_cache *cache, const char **display)
+		     struct prep_rows *rows, struct ncf_cache *cache, const char **display,
+		     struct prep_parse_info *pi)
 {
 	*display = "<synthetic>";
 	if (synth) {
@@ -350,14 +392,13 @@ static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
 	FILE *in = ncf_in_open(o->input, display);
 	if (!in)
 		return -1;
-	struct prep_parse_info pi;
-	int rc = prep_parse(in, *display, o->format, rows, &pi, o->progress);
+	int rc = prep_parse(in, *display, &o->parse, rows, pi);
 	ncf_in_close(in);
 	if (rc != 0)
 		return -1;
-	cache->format = pi.format;
-	cache->source_bytes = pi.bytes;
-	cache->source_crc = pi.crc;
+	cache->format = pi->format;
+	cache->source_bytes = pi->bytes;
+	cache->source_crc = pi->crc;
 	return 0;
 }
 
@@ -414,12 +455,13 @@ static void report_cache(const char *display, const struct ncf_cache *cache,
 /* The rows, all in memory, to the cache, written: index, protocol,
  * oracle (synth: freed once it is computed).  Returns 0 or -1. */
 static int prep_in_memory(const struct prep_opts *o, struct prep_synth *synth,
-			  struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
-			  long *out_bytes)
+			  struct prep_rows *rows, struct prep_parse_info *pi,
+			  struct ncf_cache *cache, struct prep_times *t, long *out_bytes)
 {
 	cache->ratings_read = rows->n;
 	ncf_progress_phase(&t->prog, "indexing users and items");
 	prep_rows_index(rows);
+	prep_parse_ids(pi, rows);
 	t->index = ncf_now();
 	ncf_progress_phase(&t->prog, "protocol: leave-one-out, evaluation negatives");
 	NCF_TRY(prep_protocol_run(rows, &o->po, cache));
@@ -456,11 +498,12 @@ static void oracle_batch(void *ctx, const struct ncf_cache *c, uint32_t first, u
  * the oracle batch by batch (synth: freed once it is computed), the
  * cache from its planes.  Returns 0 or -1. */
 static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, struct prep_spill *sp,
-			struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
-			long *out_bytes)
+			struct prep_rows *rows, struct prep_parse_info *pi, struct ncf_cache *cache,
+			struct prep_times *t, long *out_bytes)
 {
 	ncf_progress_phase(&t->prog, "sorting and spilling the last run");
 	NCF_TRY(prep_spill_finish(sp, rows));
+	prep_parse_ids(pi, rows);
 	cache->ratings_read = prep_spill_rows(sp);
 	t->index = ncf_now();
 	ncf_progress_phase(&t->prog, "merging the runs, protocol: leave-one-out, evaluation negatives");
@@ -507,11 +550,12 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	int status = NCF_EXIT_FAIL;
 	if (synth)
 		ncf_progress_phase(&t.prog, "generating the synthetic ratings");
-	if (read_rows(o, synth, &rows, &cache, &display) != 0)
+	struct prep_parse_info pi = {0};
+	if (read_rows(o, synth, &rows, &cache, &display, &pi) != 0)
 		goto out;
 	t.read = ncf_now();
-	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &cache, &t, &out_bytes)
-				: prep_in_memory(o, synth, &rows, &cache, &t, &out_bytes)) != 0)
+	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &pi, &cache, &t, &out_bytes)
+				: prep_in_memory(o, synth, &rows, &pi, &cache, &t, &out_bytes)) != 0)
 		goto out;
 	t.write = ncf_now();
 	ncf_progress_clear(&t.prog);
@@ -519,6 +563,7 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	status = 0;
 out:
 	ncf_progress_clear(&t.prog);
+	prep_parse_info_free(&pi);
 	prep_spill_free(sp);
 	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
@@ -534,7 +579,7 @@ int main(int argc, char **argv)
 		       "[--seed N] [-S SIZE] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
 	struct ncf_cli cli = {.tool = "ncf-prep", .short_opts = ":o:S:s:qvhV",
 			      .long_opts = long_opts, .usage = usage};
-	struct prep_opts o = {.format = NCF_FORMAT_UNKNOWN,
+	struct prep_opts o = {.parse = {.format = NCF_FORMAT_UNKNOWN},
 			      .po = {.min_ratings = 0, .eval_negatives = 100, .seed = 1}};
 	if (parse_opts(argc, argv, &o, &cli)) {
 		ncf_cli_free(&cli);

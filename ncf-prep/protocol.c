@@ -333,6 +333,27 @@ static void index_items(struct grouping *g, const uint32_t *first_row, struct nc
 	c->items_dropped = g->I0 - n;
 }
 
+/* A named column's names in the final indices (to: n0 of the rows' of
+ * which n are kept, UINT32_MAX dropped): names kept in index order, and
+ * the u32 ids, which are the indices. */
+static void set_names(const struct ncf_names *from, const uint32_t *to, uint32_t n0, uint32_t n,
+		      uint32_t *ids, struct ncf_names *out)
+{
+	if (!from->n)
+		return;
+	uint32_t *old = ncf_xmalloc(((size_t)n + 1) * sizeof *old);
+	for (uint32_t k = 0; k < n0; k++)
+		if (to[k] != UINT32_MAX)
+			old[to[k]] = k;
+	for (uint32_t k = 0; k < n; k++) {
+		size_t len;
+		const char *s = ncf_names_at(from, old[k], &len);
+		ncf_names_add(out, s, len);
+		ids[k] = k;
+	}
+	free(old);
+}
+
 /* c's id maps and protocol settings, from the final indices of g and the
  * rows' maps (ids). */
 static void set_ids(const struct grouping *g, const struct prep_rows *ids,
@@ -349,6 +370,8 @@ static void set_ids(const struct grouping *g, const struct prep_rows *ids,
 	for (uint32_t i = 0; i < g->I0; i++)
 		if (g->item_new[i] != UINT32_MAX)
 			c->item_ids[g->item_new[i]] = ids->item_ids[i];
+	set_names(&ids->user_names, g->user_new, g->U0, c->users, c->user_ids, &c->user_names);
+	set_names(&ids->item_names, g->item_new, g->I0, c->items, c->item_ids, &c->item_names);
 }
 
 static struct rules rules_of(const struct grouping *g, const struct prep_protocol_opts *o,

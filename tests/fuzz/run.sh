@@ -51,6 +51,11 @@ done
 { printf '\002\004'; sed 1d "$t/r.csv" | tr ',' '\n' | paste -d: - - - - | sed 's/:/::/g'; } >"$S/prep/ml1m"
 { printf '\003\005'; sed 1d "$t/r.csv" | tr ',' '\t'; } >"$S/prep/ml100k"
 { printf '\004\001'; printf 'item,user,ts\r\n10,1,5\r\n11,1,6\r\n"12",2,7\r\n'; } >"$S/prep/csv"
+# text ids and dates (byte 0 4: csv; 9: --delimiter ;; 12: --columns by number; 19: by name, tabs)
+{ printf '\004\000user,item,time\nu1,B01,2000-07-30\nu1,"B 2",2000-07-30T18:45:03Z\n7,B01,1999-12-31 23:00:00+02:00\n007,x,964982703\n'; } >"$S/prep/names"
+{ printf '\011\000uid;sid;time\na;b;2000-01-01\na;c;2000-01-02\n'; } >"$S/prep/semicolon"
+{ printf '\014\000u1,i1,4.0,2001-09-09T01:46:40\nu1,i2,3.0,1000000001\n'; } >"$S/prep/by-number"
+{ printf '\023\000r\tt\ti\tu\n4\t2000-07-30\tx\ty\n'; } >"$S/prep/by-name-tab"
 { printf '\000\000'; head -n 40 "$t/s.csv"; } >"$S/prep/synth"
 # ids that share one slot of the id maps (the harness pins the key), and
 # lines past 1 MiB made by the harness's marker F5 F5 C (bit 4 of byte 1):
