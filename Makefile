@@ -8,7 +8,7 @@
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
-# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1
+# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1 NO_YAML=1
 #            CUDA_HOME NVCC CUDA_ARCH
 #            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
 #
@@ -28,6 +28,7 @@ NO_CUDA ?= 0
 NO_MPI ?= 0
 NO_ONNX ?= 0
 NO_DNNL ?= 0
+NO_YAML ?= 0
 OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
@@ -45,13 +46,14 @@ endif
 # --- configuration (probes) ----------------------------------------------------------------
 CONFIG := $(BUILD)/config.mk
 # Reconfigure when the switches change.
-CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) CC=$(CC)
+CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
+	NO_YAML=$(NO_YAML) CC=$(CC)
 CONFIG_STAMP := $(BUILD)/config.want
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG_WANT)" ] || echo "$(CONFIG_WANT)" > $(CONFIG_STAMP))
 
 $(CONFIG): scripts/configure.sh $(CONFIG_STAMP)
 	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
-		sh scripts/configure.sh $@
+		NO_YAML=$(NO_YAML) sh scripts/configure.sh $@
 
 # Goals that need no probing.
 NOCONF_GOALS := clean help uninstall
@@ -68,6 +70,11 @@ LIBS := -ljansson -lzstd -lcsv -lopenblas -lm -lpthread -ldl
 ifeq ($(HAVE_DNNL),1)
 CPPFLAGS_NCF += -DNCF_HAVE_DNNL
 LIBS += -ldnnl
+endif
+# libyaml: ncf-prep --feature-spec (ncf-prep/spec.c); without it that option exits 3.
+ifeq ($(HAVE_YAML),1)
+CPPFLAGS_NCF += -DNCF_HAVE_YAML
+LIBS += -lyaml
 endif
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)

@@ -274,11 +274,13 @@ static int check_opts(int argc, char **argv, struct eval_opts *o, const struct n
 }
 
 /* Every K given must be below the cache's candidates per user: with as
- * many every test item is a hit.  Returns 0, or -1 (reported). */
+ * many every test item is a hit.  Where the candidates were given (a
+ * feature spec's series, as NVIDIA's example runs with -k 3) it is
+ * warn_topk's to say.  Returns 0, or -1 (reported). */
 static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
 	uint32_t n = c->eval_negatives + 1;
-	for (int k = 0; k < o->nk && o->topk_given; k++)
+	for (int k = 0; k < o->nk && o->topk_given && !c->split_given; k++)
 		if (o->topk[k] >= n) {
 			ncf_error("--topk %u: %s has %u candidates per user (the test item and %u "
 				  "negatives), so HR@%u would be 1 whatever the model; give K below "
@@ -294,7 +296,7 @@ static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 static void warn_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
 	uint32_t n = c->eval_negatives + 1;
-	if (!o->topk_given && o->topk[0] >= n)
+	if ((!o->topk_given || c->split_given) && o->topk[0] >= n)
 		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
 			 "item and %u negatives); give -k below %u",
 			 o->topk[0], o->cache_path, n, c->eval_negatives, n);

@@ -46,6 +46,7 @@
 
 #include "err.h"
 #include "ncf_hd.h"
+#include "given.h"
 #include "protocol.h"
 #include "spill.h"
 
@@ -139,21 +140,23 @@ static int user_kept(uint32_t len, uint32_t min_ratings)
 	return len >= min_ratings;
 }
 
-/* 4. The training positives of a user of len distinct items: all but the
- * one left out. */
-static uint32_t train_count(uint32_t len)
-{
-	return len - 1;
-}
-
 /* What the rules need besides a user's rows: the final indices
- * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives. */
+ * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives;
+ * or, for a split that was given, each user's given test positive. */
 struct rules {
 	const uint32_t *user_new, *item_new;
 	uint32_t items;
 	uint32_t negatives; /* N per user */
 	uint64_t seed;
+	const uint32_t *given; /* (U0) the given test positives; NULL: leave one out */
 };
+
+/* 4. The training positives of a user of len distinct items: all but the
+ * one left out, or all of them when the test positive was given. */
+static uint32_t train_count(uint32_t len, const struct rules *x)
+{
+	return x->given ? len : len - 1;
+}
 
 /* Where users first .. go: user nu's test positive to test[j], its
  * training items to train[offsets[j] ..], j = nu - first. */
@@ -204,12 +207,20 @@ struct split {
 
 /* 4. Leave one out: the last of h's history is the test positive, a tie
  * (counted in n) when the one before it has the same timestamp; the
- * others, train_count(h->len) of them, train. */
+ * others, h->len - 1 of them, train. */
 static struct split leave_one_out(const struct history *h, struct counts *n)
 {
 	uint32_t last = h->len - 1;
 	n->ties += last >= 1 && h->ts_last == h->ts_before;
-	return (struct split){h->item, train_count(h->len), h->item[last]};
+	return (struct split){h->item, h->len - 1, h->item[last]};
+}
+
+/* 4. A split that was given: all of h's history trains (none: the user
+ * only has a test positive), and its test positive is the one given (it
+ * may be among them: the split is taken as given). */
+static struct split given_split(const struct history *h, const struct rules *x)
+{
+	return (struct split){h->item, h->len, x->given[h->user]};
 }
 
 /* 4. User nu's split into out in final indices, its training items in
@@ -227,11 +238,10 @@ static void write_split(const struct split *sp, uint32_t nu, const struct rules 
 	out->test[j] = x->item_new[sp->test];
 }
 
-/* Steps 2-4 for one user whose rows came in by either way: its repeats
- * counted; when --min-ratings kept it, its leave-one-out split into out.
- * A split given with the data would come in beside this: its training
- * rows fed (feed_add: repeats), its test positive given, then write_split,
- * and its candidates in place of user_negatives' draw. */
+/* Steps 2-4 for one user whose rows came in by any way: its repeats
+ * counted; when --min-ratings kept it, its split into out: leave one
+ * out, or the test positive given with the data (whose candidates then
+ * take user_negatives' place). */
 static void protocol_user(const struct history *h, const struct rules *x,
 			  const struct split_out *out, struct counts *n)
 {
@@ -239,7 +249,7 @@ static void protocol_user(const struct history *h, const struct rules *x,
 	uint32_t nu = x->user_new[h->user];
 	if (nu == UINT32_MAX)
 		return;
-	struct split sp = leave_one_out(h, n);
+	struct split sp = x->given ? given_split(h, x) : leave_one_out(h, n);
 	write_split(&sp, nu, x, out, n);
 }
 
@@ -381,7 +391,8 @@ static struct rules rules_of(const struct grouping *g, const struct prep_protoco
 			      .item_new = g->item_new,
 			      .items = c->items,
 			      .negatives = o->eval_negatives,
-			      .seed = o->seed};
+			      .seed = o->seed,
+			      .given = o->given};
 }
 
 /* ---- in memory ------------------------------------------------------------ */
@@ -438,17 +449,17 @@ static void split_rows(const struct prep_rows *r, const struct by_user *b,
 		       struct ncf_cache *c)
 {
 	const uint32_t U = c->users;
+	struct rules x = rules_of(g, o, c);
 	c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
 	c->offsets[0] = 0;
 	for (uint32_t u = 0; u < g->U0; u++)
 		if (g->user_new[u] != UINT32_MAX)
 			c->offsets[g->user_new[u] + 1] =
-				c->offsets[g->user_new[u]] + train_count(g->distinct[u]);
+				c->offsets[g->user_new[u]] + train_count(g->distinct[u], &x);
 	c->train_positives = c->offsets[U];
 	c->train_items = ncf_xmalloc((size_t)(c->train_positives ? c->train_positives : 1) *
 				     sizeof *c->train_items);
 	c->test_items = ncf_xmalloc((size_t)U * sizeof *c->test_items);
-	struct rules x = rules_of(g, o, c);
 	struct split_out out = {0, c->offsets, c->test_items, c->train_items};
 	struct counts total = {0};
 #pragma omp parallel
@@ -519,6 +530,61 @@ int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, s
 	free(b.order);
 	if (rc == 0) /* once the order is freed: the two are never held together */
 		draw_negatives(&g, o, c);
+	grouping_free(&g);
+	return rc;
+}
+
+/* ---- given ---------------------------------------------------------------- */
+
+/* The explicit negatives (n, file order) as c's CSR over users, each
+ * user's in the order given (a counting sort, stable). */
+static void explicit_negatives(const uint32_t *user, const uint32_t *item, size_t n,
+			       struct ncf_cache *c)
+{
+	c->train_negatives = n;
+	if (!n)
+		return;
+	uint32_t U = c->users;
+	c->neg_offsets = ncf_xcalloc((size_t)U + 1, sizeof *c->neg_offsets);
+	c->neg_items = ncf_xmalloc(n * sizeof *c->neg_items);
+	for (size_t k = 0; k < n; k++)
+		c->neg_offsets[user[k] + 1]++;
+	for (uint32_t u = 0; u < U; u++)
+		c->neg_offsets[u + 1] += c->neg_offsets[u];
+	int64_t *fill = ncf_xmalloc((size_t)U * sizeof *fill);
+	memcpy(fill, c->neg_offsets, (size_t)U * sizeof *fill);
+	for (size_t k = 0; k < n; k++)
+		c->neg_items[fill[user[k]]++] = item[k];
+	free(fill);
+}
+
+int prep_protocol_run_given(struct prep_given *gv, struct ncf_cache *c)
+{
+	struct prep_rows *r = &gv->pos;
+	prep_given_ids(gv, r);
+	NCF_TRY(prep_rows_check_count(r->n));
+	struct prep_protocol_opts o = {.eval_negatives = gv->N, .given = gv->test};
+	struct grouping g;
+	grouping_init(&g, r->n_users, r->n_items);
+	struct by_user b;
+	b.start = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *b.start);
+	b.order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b.order);
+	prep_rows_order(r, 0, g.U0, b.start, b.order);
+	count_rows(r, &b, &g);
+	int rc = keep_users(&g, 0, c); /* every user is kept: its split was given */
+	if (rc == 0) {
+		index_items(&g, NULL, c);
+		set_ids(&g, r, &o, c);
+		split_rows(r, &b, &g, &o, c);
+		c->seed = 0; /* nothing is drawn */
+		c->split_given = 1;
+		c->ratings_read = r->n + c->users; /* the positives: train rows and test */
+		c->eval_neg = gv->cand; /* in user_negatives' place */
+		gv->cand = NULL;
+		explicit_negatives(gv->neg_user, gv->neg_item, gv->n_neg, c);
+	}
+	free(b.start);
+	free(b.order);
 	grouping_free(&g);
 	return rc;
 }
@@ -645,7 +711,7 @@ static int batch_fits(const struct batch *b, const struct history *h)
 }
 
 /* Add user h (kept) to the batch, growing it when h alone outgrows it. */
-static void batch_add(struct batch *b, const struct history *h)
+static void batch_add(struct batch *b, const struct history *h, const struct rules *x)
 {
 	if (h->len > b->cap_items - b->items) {
 		b->cap_items = b->items + h->len;
@@ -655,7 +721,7 @@ static void batch_add(struct batch *b, const struct history *h)
 	memcpy(b->item + b->items, h->item, h->len * sizeof *b->item);
 	b->items += h->len;
 	b->hist[b->n] = *h; /* its item set when the batch is split: item may move */
-	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len);
+	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len, x);
 	b->at[++b->n] = (uint32_t)b->items;
 }
 
@@ -732,7 +798,7 @@ static int split_spilled(struct prep_spill *sp, const struct grouping *g,
 		}
 		if (b.n && !batch_fits(&b, &ur.f.h))
 			rc = batch_flush(&b, &x, so, &total);
-		batch_add(&b, &ur.f.h);
+		batch_add(&b, &ur.f.h, &x);
 	}
 	if (rc == 0 && b.n)
 		rc = batch_flush(&b, &x, so, &total);

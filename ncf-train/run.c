@@ -136,7 +136,7 @@ static int check_topk(struct train_run *r, const struct train_opts *o)
 	uint32_t n = r->cache.eval_negatives + 1;
 	if (r->topk < n)
 		return 0;
-	if (!o->topk_given || o->resume) {
+	if (!o->topk_given || o->resume || r->cache.split_given) { /* given: NVIDIA's -k 3 */
 		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
 			 "item and %u negatives); give -k below %u",
 			 r->topk, o->cache_path, n, r->cache.eval_negatives, n);
