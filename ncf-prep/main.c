@@ -719,8 +719,10 @@ int main(int argc, char **argv)
 	ncf_omp_wait_init(argv);
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
-		       "[--seed N] [-S SIZE] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
+	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME | --columns SPEC] [--delimiter C] "
+		       "[--min-ratings N] [--eval-negatives N] [--seed N] [-S SIZE] "
+		       "[FILE | --synthetic SPEC [--emit-csv]] | --feature-spec FILE | --ncf-paper NAME "
+		       "| --info CACHE";
 	struct ncf_cli cli = {.tool = "ncf-prep", .short_opts = ":o:S:s:qvhV",
 			      .long_opts = long_opts, .usage = usage};
 	struct prep_opts o = {.parse = {.format = NCF_FORMAT_UNKNOWN},

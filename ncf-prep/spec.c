@@ -67,6 +67,7 @@ int prep_spec_read(const char *path, const struct prep_opener *op, struct prep_g
 
 enum { F_USER, F_ITEM, F_LABEL };
 static const char *const F_WHAT[] = {"a user id", "an item id", "a label"};
+static const char *const F_NAME[] = {"user id", "item id", "label"};
 static const char *const F_CHANNEL[] = {"user_ch", "item_ch", "label_ch"};
 
 /* A CSV file the spec names, in the order it names them (for the CRC). */
@@ -567,7 +568,7 @@ static int row_values(struct spec *s, struct reader *const rd[3], uint32_t *user
 		if (s->card[k] >= 0 && *id[k] >= s->card[k]) {
 			ncf_error("%s:%llu: field %d: %s %u is not below the cardinality %lld of '%s' "
 				  "(%s)",
-				  r->display, (unsigned long long)r->line, r->ch->col[k] + 1, F_WHAT[k],
+				  r->display, (unsigned long long)r->line, r->ch->col[k] + 1, F_NAME[k],
 				  *id[k], (long long)s->card[k], s->feature[k], s->display);
 			return -1;
 		}
