@@ -230,3 +230,39 @@ int ncf_id_print(FILE *fp, struct ncf_id id)
 		return fwrite(id.text, 1, id.len, fp) == id.len ? 0 : EOF;
 	return fputs(ncf_id_str(id, buf), fp) < 0 ? EOF : 0;
 }
+
+/* s (len bytes) without the spaces around it, as an id: 0, or -1. */
+static int one_id(const char *s, size_t len, struct ncf_id *id)
+{
+	while (len && (*s == ' ' || *s == '\t'))
+		s++, len--;
+	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
+	*id = ncf_id_from_text(s, len);
+	return id->text && ncf_name_check(s, len) ? -1 : 0;
+}
+
+int ncf_id_split(const char *s, int want, struct ncf_id *a, struct ncf_id *b)
+{
+	size_t len = strlen(s);
+	if (want == 1)
+		return one_id(s, len, a);
+	char sep = strchr(s, '\t') ? '\t' : strchr(s, ',') ? ',' : ' ';
+	size_t k = 0;
+	while (sep == ' ' && k < len && s[k] == ' ')
+		k++; /* spaces before the first id */
+	const char *cut = memchr(s + k, sep, len - k);
+	if (!cut)
+		return -1;
+	const char *rest = cut + 1;
+	while (sep == ' ' && *rest == ' ')
+		rest++; /* one run of spaces between the two */
+	size_t rlen = strlen(rest);
+	while (sep == ' ' && rlen && rest[rlen - 1] == ' ')
+		rlen--;
+	if (memchr(rest, sep, rlen))
+		return -1; /* a third id */
+	if (one_id(s, (size_t)(cut - s), a) != 0 || one_id(rest, rlen, b) != 0)
+		return -1;
+	return 0;
+}

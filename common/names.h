@@ -80,6 +80,17 @@ struct ncf_id ncf_id_at(const uint32_t *ids, const struct ncf_names *names, uint
 /* A person's id (a token of --score input, say): an integer is a number,
  * any other text a name.  The text is not copied. */
 struct ncf_id ncf_id_from_text(const char *s, size_t len);
+/*
+ * The ids of a line a person gives (ncf-infer --score's "user item",
+ * --recommend's "user"), where ids may be names: want of them (1 or 2),
+ * separated by tabs when the line has one, else by a comma when it has
+ * one, else by spaces (so a name with spaces needs a tab or a comma
+ * between the two); spaces around each are dropped; with want 1 the
+ * whole line is the id.  Each is a number or a valid name (ids point
+ * into s).  Returns 0, or -1 when the line is not that.
+ */
+int ncf_id_split(const char *s, int want, struct ncf_id *a, struct ncf_id *b);
+
 /* One id?  A number and a name are one id when the name is the number's
  * decimal digits. */
 int ncf_id_equal(struct ncf_id a, struct ncf_id b);

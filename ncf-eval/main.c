@@ -59,7 +59,8 @@ static void usage(void)
 enum { OPT_BASELINE = 256, OPT_JSON, OPT_SCORES };
 
 /* Write "user<TAB>item<TAB>probability" for every candidate of every user
- * (the test item first, then the negatives as drawn).  Returns 0 or -1. */
+ * (the test item first, then the negatives as drawn or given), ids as
+ * the cache has them.  Returns 0 or -1. */
 static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const char *path)
 {
 	struct ncf_out o;
@@ -85,8 +86,12 @@ static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const
 			rc = -1;
 			break;
 		}
-		for (size_t j = 0; j < n; j++)
-			fprintf(o.fp, "%u\t%u\t%.9g\n", c->user_ids[u[j]], c->item_ids[it[j]], p[j]);
+		for (size_t j = 0; j < n; j++) { /* the original ids, numbers or names */
+			ncf_id_print(o.fp, ncf_cache_user_id(c, u[j]));
+			fputc('\t', o.fp);
+			ncf_id_print(o.fp, ncf_cache_item_id(c, it[j]));
+			fprintf(o.fp, "\t%.9g\n", p[j]);
+		}
 	}
 	free(u), free(it), free(p);
 	return ncf_out_end(&o, rc);

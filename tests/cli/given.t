@@ -64,6 +64,47 @@ printf "user,item,time\nalice,B 01,2000-07-30\nalice,B02,2000-07-31\nbob,B 01,19
 run ncf-prep -o names.ncfc in/names.csv
 is "$status:$(info user_ids names.ncfc):$(info item_ids names.ncfc):$(info version names.ncfc)" \
 	"0:names:names:2" "ids that are text: kept as names, a version 2 cache"
+# names end to end: the model keeps them (a version 2 checkpoint), every
+# tool reads and prints them, the exports carry them
+printf "user,item,time\nalice,B 01,2000-07-30\nalice,B02,2000-07-31\nbob,B 01,1999-01-01\nbob,7,2000-01-01\ncarol,B02,2001-01-01\ncarol,7,2001-01-02\n" >in/names3.csv
+ncf-prep -q --eval-negatives 1 -o names3.ncfc in/names3.csv || bail "cannot prepare names"
+run ncf-train -q --device cpu names3.ncfc -o names3.ncfm -e 2 -b 4 -f 4 --layers 8,4 -k 1
+is "$status:$(od -An -t u4 -j 8 -N 4 names3.ncfm | tr -d ' ')" "0:2" "a model of named ids: version 2"
+run ncf-eval -k 1 -m names3.ncfm --scores scores3.tsv names3.ncfc
+is "$status:$(cut -f1 scores3.tsv | sort -u | tr '\n' ' ')" "0:alice bob carol " "ncf-eval --scores prints the names"
+printf 'alice\tB 01\nbob,7\ncarol 7\n' >pairs3
+run ncf-infer -m names3.ncfm --score pairs3
+is "$status:$(wc -l <"$out" | tr -d ' ')" "0:3" "ncf-infer --score reads names (a tab, a comma or spaces between)"
+cp "$out" score3.want
+printf 'zed\tB02\n' >unknown3
+run ncf-infer -m names3.ncfm --score unknown3
+expect given/unknown-name.err "$err" "an unknown name: said as the name"
+run ncf-infer -m names3.ncfm --recommend 1 - <<<"bob"
+like "$out" '^bob	(B 01|B02|7)	0\.' "ncf-infer --recommend prints the names"
+run ncf-infer -m names3.ncfm --export names3.safetensors
+run ncf-infer -m names3.safetensors --score pairs3
+cmp -s "$out" score3.want
+ok $? "the safetensors export keeps the names (ncf.user_names): the same scores"
+run ncf-infer -m names3.ncfm --export names3.onnx
+is "$status" 0 "the ONNX export of named ids: string inputs"
+if python3 -c 'import onnxruntime' 2>/dev/null; then
+	run python3 -c "
+import numpy as np, onnxruntime as ort
+s = ort.InferenceSession('names3.onnx')
+p = s.run(None, {'user': np.array(['alice', 'bob', 'carol', 'zed'], dtype=object),
+                 'item': np.array(['B 01', '7', '7', 'B02'], dtype=object)})[0]
+print(s.get_inputs()[0].type)
+for x in p: print('nan' if x != x else '%.6f' % x)"
+	is "$(head -n 1 "$out")" "tensor(string)" "onnxruntime: the input is a string tensor"
+	is "$(sed -n 5p "$out")" nan "onnxruntime: an unknown name is NaN"
+	# within 1e-5: ONNX Runtime's products sum in another order than ncf's
+	# (a few float32 roundings of probabilities near 0.6, ~1e-7 each)
+	sed -n 2,4p "$out" | paste - score3.want |
+		awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5) bad = 1 } END { exit bad }'
+	ok $? "onnxruntime: the scores of ncf-infer --score, within 1e-5"
+else
+	skip "no onnxruntime (pip install onnxruntime) for the ONNX export of names"
+fi
 printf "user,item,time\n10,20,1\n10,21,2\n11,20,3\n" >in/numbers.csv
 run ncf-prep -o numbers.ncfc in/numbers.csv
 is "$(info user_ids numbers.ncfc):$(info version numbers.ncfc)" "numbers:1" \
