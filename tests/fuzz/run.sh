@@ -89,6 +89,17 @@ fi
 printf '%s\n' "userId,movieId,rating,timestamp" >"$t/p.csv"
 "$BIN/ncf-prep" -q --synthetic tiny --emit-csv | sed 1d >>"$t/p.csv"
 sh scripts/paper-split.sh "$t/p.csv" "$t/paper" 3 || exit 1
+# version 2 caches and checkpoints: a given split with explicit negatives
+# (NVIDIA's example), names
+"$BIN/ncf-prep" -q -o "$S/cache/paper.ncfc" --ncf-paper "$t/paper" || exit 1
+printf 'user;item;time\nu1;B 1;2000-01-01\nu1;B2;2000-01-02\nu2;B2;1999-12-31T23:00:00Z\nu2;7;5\n' >"$t/n.csv"
+"$BIN/ncf-prep" -q --eval-negatives 1 -o "$S/cache/names.ncfc" "$t/n.csv" || exit 1
+"$BIN/ncf-train" -q --device cpu "$S/cache/names.ncfc" -o "$t/names.ncfm" -e 1 -b 2 -f 2 -k 1 \
+	--layers 4,2 || exit 1
+cp "$t/names.ncfm" "$S/ckpt/names.ncfm"
+if [ -f "$nv/feature_spec.yaml" ]; then
+	"$BIN/ncf-prep" -q -o "$S/cache/nvidia.ncfc" --feature-spec "$nv/feature_spec.yaml" || exit 1
+fi
 { printf '\001'; cat "$t/paper.train.rating"; printf '%%%%\n'; cat "$t/paper.test.rating"
   printf '%%%%\n'; cat "$t/paper.test.negative"; } >"$S/given/paper"
 # lines: byte 0 the longest line and the id count
