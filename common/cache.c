@@ -2,8 +2,9 @@
  * cache.c - reading and writing the prepared data set, ncf-cache(5).
  *
  * A cache is a container file (container.h) with magic "NCFCACHE",
- * version 1, and these sections in this order (U users, I items,
- * P training positives, N evaluation negatives per user):
+ * version 1 (or 2, below), and these sections in this order (U users, I
+ * items, P training positives, N evaluation negatives per user, E
+ * explicit training negatives, UB and IB the bytes of the names):
  *
  *   tag       bytes       filters         contents
  *   meta      256         -               fixed fields below
@@ -13,7 +14,17 @@
  *   trainitm  4 P         delta, shuffle 4  u32 item indices, ascending per row
  *   testitm   4 U         shuffle 4       u32 test positive per user
  *   evalneg   4 U N       shuffle 4       u32 N negatives per user, as drawn
+ *   negoffs   8 (U+1)     shuffle 8       version 2, E > 0: i64 CSR of negitems
+ *   negitems  4 E         shuffle 4       version 2, E > 0: u32 explicit negatives
+ *   usernams  UB          -               version 2, named users: U NUL-ended names
+ *   itemnams  IB          -               version 2, named items: I NUL-ended names
  *   end
+ *
+ * Version 2 is written only for a cache that has names, a given split
+ * (split_given: test positives and negatives given, not drawn) or
+ * explicit negatives; every other cache is version 1, byte for byte as
+ * before, so that a file read today gives the bytes it gave.  A named
+ * column's u32 ids are its indices, its names the original ids.
  *
  * meta (all little-endian):
  *   0 u32 users           4 u32 items           8 u64 train_positives
@@ -22,7 +33,11 @@
  *  48 u64 ratings_read   56 u64 duplicates_dropped
  *  64 u64 users_dropped  72 u64 ratings_dropped 80 u64 items_dropped
  *  88 u64 test_only_users 96 u64 test_ties     104 f64 oracle_hr@10 (NaN: none)
- * 112 char[32] synthetic shape, NUL padded     144..255 zero
+ * 112 char[32] synthetic shape, NUL padded
+ * version 2 (zero in version 1):
+ * 144 u32 split_given (0/1)  148 zero  152 u64 train_negatives (E)
+ * 160 u64 user_names_bytes (UB)        168 u64 item_names_bytes (IB)
+ * 176..255 zero
  *
  * Worked example: the cache of the three-line CSV
  *   userId,movieId,rating,timestamp / 1,10,4.0,100 / 1,20,3.0,200
@@ -63,12 +78,17 @@
  * its test item; I <= P + U, as every item is rated; U N <= 2^36), the
  * counters (ratings_read = P + U + duplicates_dropped + ratings_dropped;
  * users_dropped and items_dropped at most ratings_dropped; test_ties at
- * most U), format 1..5 with a synthetic name exactly for format 5,
- * oracle_hr NaN or in [0, 1], reserved bytes zero.  Then each section
+ * most U), format 1..7 with a synthetic name exactly for format 5 (6
+ * and 7 exactly for a given split, whose P <= U I and I <= P + U + U N +
+ * E instead), oracle_hr NaN or in [0, 1], reserved bytes zero.  Then each section
  * against the size meta gives it, and the arrays: ids distinct, offsets
  * non-decreasing from 0 to P, test_only_users the number of empty rows,
  * training items ascending below I, test items below I and not among
- * the user's training items, negatives below I.  Any failure is reported
+ * the user's training items (unless the split was given), negatives
+ * below I; in version 2 the explicit negatives' CSR (offsets from 0 to E,
+ * never decreasing, items below I) and the names (names.h: valid,
+ * distinct, one per id; the numbered ids of a named column its indices).
+ * ncf-cache(5) has a worked example of each version.  Any failure is reported
  * as a corrupt cache naming the field, with the hint to re-run ncf-prep.
  */
 #include <math.h>

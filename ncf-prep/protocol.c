@@ -22,10 +22,11 @@
  *
  * Each rule is said once, for one user: feed_add (repeats), user_kept
  * (--min-ratings), index_items (the order of the items kept),
- * leave_one_out (the test positive, ties), write_split (the training
- * items, test-only users) and user_negatives (the evaluation negatives);
- * protocol_user applies steps 2-4 to a user.  The rows reach them two
- * ways, both in two passes over the users (the first counts each user's
+ * leave_one_out (the test positive, ties) or given_split (a test
+ * positive given with the data), write_split (the training items,
+ * test-only users) and user_negatives (the evaluation negatives);
+ * protocol_user applies steps 2-4 to a user.  The rows reach them three
+ * ways, each in two passes over the users (the first counts each user's
  * distinct items, the second splits it):
  *  - in memory (prep_protocol_run): the rows grouped by user and ordered
  *    (prep_rows_order), each user fed from them, users in parallel;
@@ -33,10 +34,12 @@
  *    timestamp, row) order (spill.h), each user fed from the stream as it
  *    comes, and split in batches that hold a share of the budget, so that
  *    memory stays bounded whatever the input.
- * A split given with the data would be a third way in: its training rows
- * fed to a user as here, its test positive given in the place of
- * leave_one_out's, then write_split, its candidates in the place of
- * user_negatives' draw.
+ *  - given (prep_protocol_run_given): a split made elsewhere (given.h),
+ *    its training positives fed to each user as in memory, its test
+ *    positive given in the place of leave_one_out's (given_split), then
+ *    write_split, its candidates in the place of user_negatives' draw,
+ *    its explicit negatives kept per user in the order given; nothing
+ *    dropped, nothing drawn.
  * Nothing here depends on the number of threads: users are independent,
  * counters are sums of integers, and every random number is addressed by
  * (seed, user, k, attempt).

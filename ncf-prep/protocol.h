@@ -1,6 +1,7 @@
 /*
- * protocol.h - the leave-one-out protocol (protocol.c says its rules once,
- * per user): over rows in memory, or over rows that spilled to sorted runs.
+ * protocol.h - the protocol (protocol.c says its rules once, per user):
+ * leave one out over rows in memory or over rows that spilled to sorted
+ * runs, or a split given with the data.
  */
 #ifndef NCF_PROTOCOL_H
 #define NCF_PROTOCOL_H
