@@ -105,6 +105,16 @@ for x in p: print('nan' if x != x else '%.6f' % x)"
 else
 	skip "no onnxruntime (pip install onnxruntime) for the ONNX export of names"
 fi
+# names through the spilled protocol: the same cache at -S 1M as in
+# memory, with --min-ratings dropping users too
+awk 'BEGIN { print "user;item;time"
+	for (i = 0; i < 60000; i++) printf "u%d;i%d;%d\n", (i * 7919) % 997, (i * 104729) % 3001, i % 5000 }' >in/many.csv
+for m in 1 61; do
+	ncf-prep -q --min-ratings $m -o mem.ncfc in/many.csv
+	ncf-prep -q -S 1M --min-ratings $m -o spill.ncfc in/many.csv
+	cmp -s mem.ncfc spill.ncfc
+	ok $? "names, --min-ratings $m: spilled at -S 1M, the same bytes as in memory ($(info users mem.ncfc) users)"
+done
 printf "user,item,time\n10,20,1\n10,21,2\n11,20,3\n" >in/numbers.csv
 run ncf-prep -o numbers.ncfc in/numbers.csv
 is "$(info user_ids numbers.ncfc):$(info version numbers.ncfc)" "numbers:1" \

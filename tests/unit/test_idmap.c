@@ -221,6 +221,26 @@ static void t_names_one_slot(void)
 	free(s);
 }
 
+/* A person's line of ids where ids may be names (ncf_id_split): tabs,
+ * else commas, else spaces between two; spaces around dropped; numbers
+ * as numbers. */
+static void t_id_split(void)
+{
+	struct ncf_id a, b;
+	char ib[NCF_ID_BUF];
+	TAP_CHECK(ncf_id_split("alice\tB 01", 2, &a, &b) == 0 && a.len == 5 && b.len == 4 &&
+		  !memcmp(b.text, "B 01", 4));
+	TAP_CHECK(ncf_id_split(" bob , 007 ", 2, &a, &b) == 0 && a.len == 3 && !b.text && b.num == 7);
+	TAP_CHECK(ncf_id_split("  carol   x ", 2, &a, &b) == 0 && a.len == 5 && b.len == 1);
+	TAP_CHECK(ncf_id_split("a b c", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("a\tb\tc", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("a,", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("alone", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split(" B 01 ", 1, &a, &b) == 0 && a.len == 4);
+	TAP_CHECK(ncf_id_split("42", 1, &a, &b) == 0 && !a.text &&
+		  !strcmp(ncf_id_str(a, ib), "42"));
+}
+
 int main(void)
 {
 	TEST(t_siphash_vectors(), "SipHash-2-4 gives the published vectors");
@@ -230,5 +250,6 @@ int main(void)
 	TEST(t_idindex(), "the inverse index against a plain search");
 	TEST(t_names(), "names and numbers in one map, the names' index");
 	TEST(t_names_one_slot(), "the id map: names that all share one slot");
+	TEST(t_id_split(), "a person's line of ids that may be names");
 	return tap_done();
 }
