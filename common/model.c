@@ -54,6 +54,8 @@ void ncf_model_free(struct ncf_model *m)
 	free(m->user_ids);
 	free(m->item_ids);
 	free(m->params);
+	ncf_names_free(&m->user_names);
+	ncf_names_free(&m->item_names);
 	m->user_ids = m->item_ids = NULL;
 	m->params = NULL;
 }

@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "names.h"
+
 #define NCF_MAX_LAYERS 8
 
 struct ncf_shape {
@@ -81,6 +83,8 @@ struct ncf_model {
 	struct ncf_hparams hp; /* NVIDIA's defaults where the file has none */
 	uint32_t *user_ids;    /* (U) original ids; NULL when the file has none */
 	uint32_t *item_ids;    /* (I) original ids; NULL when the file has none */
+	struct ncf_names user_names, item_names; /* (U), (I) where the ids are text
+						    (names.h; user_ids the indices) */
 	float *params;	       /* (T) in the layout below, T = layout total */
 };
 /* Free what m holds (a zeroed m: nothing); m can be used again. */

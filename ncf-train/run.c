@@ -125,6 +125,8 @@ static int resumed_state(struct train_run *r, const struct train_opts *o, uint32
 	r->topk = r->ck.topk ? r->ck.topk : r->topk;
 	free(r->ck.user_ids);
 	free(r->ck.item_ids);
+	ncf_names_free(&r->ck.user_names); /* the cache's go in (its fingerprint held them) */
+	ncf_names_free(&r->ck.item_names);
 	return 0;
 }
 
@@ -136,7 +138,7 @@ static int check_topk(struct train_run *r, const struct train_opts *o)
 	uint32_t n = r->cache.eval_negatives + 1;
 	if (r->topk < n)
 		return 0;
-	if (!o->topk_given || o->resume) {
+	if (!o->topk_given || o->resume || r->cache.split_given) { /* given: NVIDIA's -k 3 */
 		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
 			 "item and %u negatives); give -k below %u",
 			 r->topk, o->cache_path, n, r->cache.eval_negatives, n);
@@ -164,6 +166,8 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 	}
 	r->ck.user_ids = r->cache.user_ids;
 	r->ck.item_ids = r->cache.item_ids;
+	r->ck.user_names = r->cache.user_names; /* borrowed too: a named cache's ids */
+	r->ck.item_names = r->cache.item_names;
 	r->ck.fingerprint = fingerprint;
 	r->ck.train_positives = (uint64_t)r->cache.train_positives;
 
@@ -384,6 +388,8 @@ int train_close(struct train_run *r, int status)
 	ncf_backend_close(&r->be);
 	free(r->mask);
 	r->ck.user_ids = r->ck.item_ids = NULL; /* the cache's */
+	memset(&r->ck.user_names, 0, sizeof r->ck.user_names);
+	memset(&r->ck.item_names, 0, sizeof r->ck.item_names);
 	ncf_ckpt_free(&r->ck);
 	ncf_cache_free(&r->cache);
 	int rank0 = r->dist.rank == 0;

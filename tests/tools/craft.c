@@ -339,6 +339,7 @@ static void cache_field_cases(void)
 	/* format, name, oracle, reserved */
 	cache_base(&c), U32(32, 0), cache_write(&c, "c-format-0");
 	cache_base(&c), U32(32, 6), cache_write(&c, "c-format-6");
+	cache_base(&c), U32(32, 8), cache_write(&c, "c-format-8");
 	cache_base(&c), memcpy(c.meta + 112, "ml-1m", 5), cache_write(&c, "c-name-not-synthetic");
 	cache_base(&c), U32(32, 5), cache_write(&c, "c-synthetic-no-name");
 	cache_base(&c), U32(32, 5), memset(c.meta + 112, 'x', 32),
