@@ -217,9 +217,11 @@ void ncf_cache_free(struct ncf_cache *c)
 	free(c->test_items);
 	free(c->eval_neg);
 	free(c->entry_user);
+	free(c->neg_offsets);
+	free(c->neg_items);
 	c->user_ids = c->item_ids = c->train_items = c->test_items = c->eval_neg = NULL;
-	c->entry_user = NULL;
-	c->offsets = NULL;
+	c->entry_user = c->neg_items = NULL;
+	c->offsets = c->neg_offsets = NULL;
 }
 
 void ncf_cache_derive(struct ncf_cache *c)

@@ -4,7 +4,7 @@
  * and in ncf-cache(5).
  *
  * Legend for shapes: U users, I items, P training positives, N evaluation
- * negatives per user.
+ * negatives per user, E explicit training negatives.
  */
 #ifndef NCF_CACHE_H
 #define NCF_CACHE_H
@@ -55,6 +55,17 @@ struct ncf_cache {
 	uint64_t test_ties;	     /* users whose test item was picked among equal
 					latest timestamps by file order */
 	double oracle_hr;	     /* HR@10 of the planted scores, NaN if none */
+	/* Where the split and the candidates came from.  0: ncf-prep made the
+	 * leave-one-out split and drew the N evaluation negatives; 1: they
+	 * were given with the data (a feature spec, the NCF paper's files):
+	 * test_items[u] is u's given positive and eval_neg's row u its N given
+	 * negative candidates in the order given, duplicates and a negative
+	 * equal to the positive kept as given (every user has N). */
+	uint32_t split_given;
+	/* Explicit training negatives (label 0 rows: items shown to a user and
+	 * not chosen), trained on as given beside the drawn ones: E of them,
+	 * 0 when the data had none. */
+	uint64_t train_negatives; /* E */
 	/* arrays */
 	uint32_t *user_ids;   /* (U) original id of each user index */
 	uint32_t *item_ids;   /* (I) original id of each item index */
@@ -62,6 +73,9 @@ struct ncf_cache {
 	uint32_t *train_items;/* (P) training positives, sorted within each user */
 	uint32_t *test_items; /* (U) the test positive of each user */
 	uint32_t *eval_neg;   /* (U, N) evaluation negatives */
+	int64_t *neg_offsets; /* (U+1) CSR row offsets into neg_items; NULL when E = 0 */
+	uint32_t *neg_items;  /* (E) explicit training negatives of each user, in the
+				 order given; NULL when E = 0 */
 	/* derived when read, never stored */
 	uint32_t *entry_user; /* (P) the user of each CSR entry */
 };

@@ -24,7 +24,9 @@
  * 120 u64 position 128 f64 epoch_loss
  * 136 f64 best_hr  144 f64 best_ndcg 152 u32 best_epoch 156 u32 topk
  * 160 f64 last_hr  168 f64 last_ndcg 176 u64 cache train_positives
- * 184..255 zero
+ * 184 u64 cache train_negatives (explicit; 0 for a cache without, and in
+ *         every checkpoint written before they existed)
+ * 192..255 zero
  *
  * No time or host goes in: two runs with one seed write the same bytes.
  *
@@ -34,9 +36,10 @@
  * unused ones 0) and T against it; the hyperparameters in the ranges
  * ncf-train's options accept (lr in (0, 1e30], betas and dropout in [0,
  * 1), eps in (0, 1], negatives <= 1000, true_negatives 0 or 1, batch 1..
- * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)); the
- * run's place: epoch <= 1000000 and equal to epochs_done, position a
- * multiple of batch below the epoch's S = P (1 + negatives) samples, step
+ * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)) and E in
+ * 0..2^40; the run's place: epoch <= 1000000 and equal to epochs_done,
+ * position a multiple of batch below the epoch's S = P (1 + negatives) + E
+ * samples (ncf_epoch_samples), step
  * = epoch ceil(S / batch) + position / batch, epoch_loss finite, >= 0 and
  * 0 at position 0; the metrics: best and last HR and NDCG -1 before the
  * first epoch and in [0, 1] after it, best_epoch 0 or 1..epochs_done;
@@ -54,6 +57,7 @@
 #include "container.h"
 #include "err.h"
 #include "io.h"
+#include "ncf_hd.h"
 
 #define META_SIZE 256
 static const char MAGIC[8] = {'N', 'C', 'F', 'M', 'O', 'D', 'E', 'L'};
@@ -159,6 +163,7 @@ static void unpack_run_meta(struct ncf_ckpt *ck, const unsigned char *m)
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
+	ck->train_negatives = ncf_get_u64(m + 184);
 }
 
 /* The hyperparameters: the ranges ncf-train accepts on its command line. */
@@ -190,6 +195,9 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 		return bad(display, "meta field train_positives is %llu (1 to %s)",
 			   (unsigned long long)P,
 			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+	if (ck->train_negatives > ((uint64_t)1 << 40))
+		return bad(display, "meta field train_negatives is %llu (0 to 2^40)",
+			   (unsigned long long)ck->train_negatives);
 	return 0;
 }
 
@@ -197,8 +205,7 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 static int check_progress_meta(const struct ncf_ckpt *ck, const char *display)
 {
 	const struct ncf_hparams *h = &ck->hp;
-	uint64_t P = ck->train_positives;
-	uint64_t S = P * (1 + (uint64_t)h->negatives);
+	uint64_t S = ncf_epoch_samples(ck->train_positives, h->negatives, ck->train_negatives);
 	uint64_t steps = S / h->batch + (S % h->batch != 0);
 	if (ck->epoch > 1000000)
 		return bad(display, "meta field epoch is %u (0 to 1000000)", ck->epoch);
@@ -254,7 +261,7 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	NCF_TRY(check_hparams_meta(ck, display));
 	NCF_TRY(check_progress_meta(ck, display));
 	NCF_TRY(check_metrics_meta(ck, display));
-	for (int k = 184; k < META_SIZE; k++)
+	for (int k = 192; k < META_SIZE; k++)
 		if (m[k])
 			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
 	return 0;
@@ -329,6 +336,7 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 	ncf_put_f64(m + 160, ck->last_hr);
 	ncf_put_f64(m + 168, ck->last_ndcg);
 	ncf_put_u64(m + 176, ck->train_positives);
+	ncf_put_u64(m + 184, ck->train_negatives);
 
 	struct ncf_out o;
 	NCF_TRY(ncf_out_open(&o, path, 1));

@@ -166,9 +166,9 @@ const char *ncf_shape_check(const struct ncf_shape *s)
 }
 
 uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n)
+			 uint64_t train_negatives, uint64_t first, uint64_t n)
 {
-	uint64_t S = (uint64_t)positives * (1 + (uint64_t)negatives);
+	uint64_t S = ncf_epoch_samples((uint64_t)positives, negatives, train_negatives);
 	if (S == 0 || first > S || n > S - first) {
 		ncf_error("%s backend: positions %llu..%llu are past the epoch's %llu samples", who,
 			  (unsigned long long)first, (unsigned long long)(first + n),

@@ -135,13 +135,14 @@ const char *ncf_shape_check(const struct ncf_shape *s);
  * the reference, the cuda module's), below all of them: */
 
 /*
- * The samples of an epoch, S = positives * (1 + negatives), after checking
- * that positions [first, first + n) lie inside it (the permutation is
- * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
- * backend).
+ * The samples of an epoch, S = positives (1 + negatives) + train_negatives
+ * (ncf_epoch_samples, ncf_hd.h: P positives, k drawn negatives each, E
+ * explicit negatives), after checking that positions [first, first + n)
+ * lie inside it (the permutation is defined on [0, S) only).  Returns S,
+ * or 0 after reporting (who names the backend).
  */
 uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n);
+			 uint64_t train_negatives, uint64_t first, uint64_t n);
 
 /* Adam's constants for the step-th update (1-based) of hp (ncf_hd.h's
  * ncf_adam_update applies them). */

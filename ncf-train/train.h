@@ -101,7 +101,8 @@ struct train_run {
 	const struct train_opts *o;
 	uint32_t epochs;	  /* -e, or fewer when a resumed run is done already */
 	uint32_t topk;		  /* -k, or the resumed model's */
-	uint64_t samples;	  /* S = P (1 + negatives): samples per epoch */
+	uint64_t samples;	  /* S = P (1 + negatives) + E: samples per epoch
+				   * (ncf_epoch_samples) */
 	uint64_t steps_per_epoch;
 	struct ncf_dist dist;
 	struct ncf_backend be;

@@ -81,12 +81,11 @@ static inline int aligned16(const void *p)
 
 /*
  * The sample stream (ncf_sample_at; cpu/train.c step 1): row j gets the sample at epoch position
- * pos0 + j, ncf_sample_at.  entry_user (P), offsets (U+1), items (P) are the
- * training CSR on the device; su, si (n) get user and item, lab (n) the label.
+ * pos0 + j of st, whose arrays (the training CSR, the explicit negatives')
+ * are on the device (state.cuh's stream_of); su, si (n) get user and item,
+ * lab (n) the label.
  */
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
+int sample_cuda(const ncf_stream &st, uint64_t pos0, size_t n, uint32_t *su, uint32_t *si,
 		uint8_t *lab, cudaStream_t stream);
 
 /*

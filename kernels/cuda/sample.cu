@@ -16,10 +16,7 @@ namespace NCF_CUDA_NS {
 
 /* ---- sample stream ------------------------------------------------------ */
 
-__global__ void NCF_PLAIN(6) sample_kernel(ncf_perm perm, uint64_t pos0, size_t n, uint64_t seed,
-			      uint32_t epoch, int64_t P, uint32_t n_items, int true_neg,
-			      const uint32_t *__restrict__ entry_user,
-			      const int64_t *__restrict__ offsets, const uint32_t *__restrict__ items,
+__global__ void NCF_PLAIN(6) sample_kernel(ncf_stream st, uint64_t pos0, size_t n,
 			      uint32_t *__restrict__ su, uint32_t *__restrict__ si,
 			      uint8_t *__restrict__ lab)
 {
@@ -27,16 +24,13 @@ __global__ void NCF_PLAIN(6) sample_kernel(ncf_perm perm, uint64_t pos0, size_t 
 	if (j >= n)
 		return;
 	uint32_t u = 0, it = 0;
-	const ncf_stream st = {perm, seed, epoch, n_items, P, true_neg, entry_user, offsets, items};
 	int y = ncf_sample_at(&st, pos0 + j, &u, &it);
 	su[j] = u;
 	si[j] = it;
 	lab[j] = (uint8_t)y;
 }
 
-int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, uint32_t epoch,
-		int64_t P, uint32_t n_items, int true_neg, const uint32_t *entry_user,
-		const int64_t *offsets, const uint32_t *items, uint32_t *su, uint32_t *si,
+int sample_cuda(const ncf_stream &st, uint64_t pos0, size_t n, uint32_t *su, uint32_t *si,
 		uint8_t *lab, cudaStream_t stream)
 {
 	unsigned blocks;
@@ -45,14 +39,25 @@ int sample_cuda(const ncf_perm &perm, uint64_t pos0, size_t n, uint64_t seed, ui
 	if (!blocks)
 		return 0;
 	/* writes user, item, label; reads the entry's user (and item, for
-	 * positives; the user's CSR row with --true-negatives) */
+	 * positives; the user's CSR row with --true-negatives; for an explicit
+	 * negative a search of the negatives' row offsets and its item) */
 	/* the entry's user and item at once; with --true-negatives a search of the
-	 * user's CSR row, one round trip a step */
-	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 8, true_neg ? 12 : 1);
-	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0, sh))
+	 * user's CSR row, one round trip a step; an explicit negative's search of
+	 * the U + 1 offsets likewise */
+	int true_neg = st.true_neg;
+	double chain = true_neg ? 12 : 1, explicit_bytes = 0;
+	if (st.train_negatives) {
+		int steps = 1; /* of the binary search over U + 1 offsets */
+		while (steps < 32 && ((uint64_t)1 << steps) < (uint64_t)st.users + 1)
+			steps++;
+		chain = chain > steps + 1 ? chain : steps + 1;
+		explicit_bytes = (double)st.train_negatives / (double)st.perm.n * (8.0 * steps + 4.0);
+	}
+	cost_shape sh = cost_shape_of(blocks, BLOCK, 6, 8, chain);
+	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0) + explicit_bytes),
+			    0, sh))
 		return 0;
-	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, perm, pos0, n, seed, epoch, P, n_items,
-		   true_neg, entry_user, offsets, items, su, si, lab);
+	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, st, pos0, n, su, si, lab);
 	return CUDA_CHECK(cudaGetLastError());
 }
 

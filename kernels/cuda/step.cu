@@ -65,7 +65,7 @@ int step_init(struct step *st, struct ncf_backend *be, uint32_t epoch, uint64_t 
 	if (st->B == 0)
 		return 0;
 	NCF_TRY(rows_ensure(be, c, st->B));
-	st->S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	st->S = ncf_epoch_check("cuda", c->P, be->hp.negatives, c->E, first, n);
 	return st->S ? 0 : -1;
 }
 

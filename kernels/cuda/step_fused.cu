@@ -146,9 +146,8 @@ template <typename T> static int fused_run_t(const struct step *st)
 	pp.map.loss_out = c->loss_dev;
 	pp.map.loss_acc = st->loss_acc;
 	/* 1. the slice's samples, its rows sorted by user, then by item */
-	NCF_TRY(sample_cuda(ncf_perm_make(st->S, be->hp.seed, st->epoch), st->pos0, B, be->hp.seed,
-			    st->epoch, c->P, I, (int)be->hp.true_neg, c->entry_user, c->offsets,
-			    c->items_csr, c->su, c->si, c->lab, c->s));
+	NCF_TRY(sample_cuda(stream_of(be, c, st->S, st->epoch), st->pos0, B, c->su, c->si, c->lab,
+			    c->s));
 	NCF_TRY(sort_by_key_cuda(c->su, B, id_bits(U), c->ku, c->itmp, c->ju, c->sort_tmp,
 				 c->sort_tmp_bytes, c->s));
 	NCF_TRY(rows_by_user_cuda(B, U, c->ku, c->ju, c->si, c->lab, f->ri, f->rlab, f->uoff, c->s));

@@ -49,9 +49,8 @@ template <typename T> static int unfused_run_t(const struct step *st)
 	if (B == 0)
 		return step_idle(st, 0);
 	/* 1. the slice's samples; 2. the first-layer tables */
-	NCF_TRY(sample_cuda(ncf_perm_make(st->S, be->hp.seed, st->epoch), st->pos0, B, be->hp.seed,
-			    st->epoch, c->P, I, (int)be->hp.true_neg, c->entry_user, c->offsets,
-			    c->items_csr, c->su, c->si, c->lab, c->s));
+	NCF_TRY(sample_cuda(stream_of(be, c, st->S, st->epoch), st->pos0, B, c->su, c->si, c->lab,
+			    c->s));
 	NCF_TRY(params_tables<T>(be, c));
 	/* 3. forward: layer 1 from the tables, layers 2..L a GEMM and a pass each */
 	NCF_TRY(layer1_cuda<T>(B, H1, c->su, c->si, (const T *)c->AU, (const T *)c->AI,

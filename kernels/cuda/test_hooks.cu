@@ -29,16 +29,13 @@ static int samples_run(struct ncf_backend *be, struct cu *c, struct bufs *x, uin
 		       uint64_t first, uint64_t n, uint32_t *users, uint32_t *items,
 		       uint8_t *labels)
 {
-	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, c->E, first, n);
 	if (S == 0)
 		return -1;
-	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 	NCF_TRY(DALLOC(x->u[0], n));
 	NCF_TRY(DALLOC(x->u[1], n));
 	NCF_TRY(DALLOC(x->b, n));
-	NCF_TRY(sample_cuda(perm, first, n, be->hp.seed, epoch, c->P, be->shape.items,
-			    (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr, x->u[0],
-			    x->u[1], x->b, c->s));
+	NCF_TRY(sample_cuda(stream_of(be, c, S, epoch), first, n, x->u[0], x->u[1], x->b, c->s));
 	CUDA_TRY(cudaMemcpyAsync(users, x->u[0], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(items, x->u[1], n * 4, cudaMemcpyDeviceToHost, c->s));
 	CUDA_TRY(cudaMemcpyAsync(labels, x->b, n, cudaMemcpyDeviceToHost, c->s));
