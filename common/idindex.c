@@ -1,4 +1,5 @@
 /* idindex.c - see idindex.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,4 +68,25 @@ int64_t ncf_idindex_find(const struct ncf_idindex *x, uint32_t id)
 	if (lo < x->n && (uint32_t)(x->pairs[lo] >> 32) == id)
 		return (int64_t)(x->pairs[lo] & 0xFFFFFFFFu);
 	return -1;
+}
+
+size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *to, int64_t *at,
+		     size_t *first_missing)
+{
+	struct ncf_idindex x;
+	ncf_idindex_init(&x, to->ids, to->n);
+	size_t missing = 0;
+	for (size_t r = 0; r < from->n; r++) {
+		at[r] = ncf_idindex_find(&x, from->ids[r]);
+		if (at[r] < 0 && !missing++ && first_missing)
+			*first_missing = r;
+	}
+	ncf_idindex_free(&x);
+	return missing;
+}
+
+const char *ncf_id_say(const struct ncf_id_list *l, size_t r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", l->ids[r]);
+	return buf;
 }

@@ -1,6 +1,7 @@
 /*
  * run.c - the setup of an ncf-train run and its end: the cache, the
- * starting state (fresh, or resumed from a checkpoint), the backend, and
+ * starting state (fresh, from --init's weights (init.c), or resumed from a
+ * checkpoint), the backend, and
  * with several ranks the check that every rank starts from the same place.
  * The epochs are epoch.c's.
  */
@@ -160,6 +161,9 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 	uint32_t fingerprint = ncf_cache_fingerprint(&r->cache);
 	if (o->resume) {
 		if (resumed_state(r, o, fingerprint) != 0)
+			return -1;
+	} else if (o->init) {
+		if (train_init_state(r, o) != 0)
 			return -1;
 	} else {
 		fresh_state(r, o);
