@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# given.t - a cache whose split and candidates were given
+# given-eval.t - a cache whose split and candidates were given
 # (tests/tools/given_cache: duplicates among a user's negatives, the
 # positive among them) and which holds explicit training negatives:
 # ncf-eval --scores lists exactly the given candidates of each user in the
@@ -13,7 +13,8 @@
 . "$(dirname "$0")/../lib.sh"
 cd "$T" || bail "cannot cd to $T"
 
-"$NCF_ROOT/build/tests/tools/given_cache" g.ncfc >kept || bail "given_cache failed"
+"$NCF_ROOT/build/tests/tools/given_cache" g.ncfc >kept 2>kept.err ||
+	{ sed 's/^/# /' kept.err; bail "given_cache failed"; }
 kept() { sed -n "s/^$1\t//p" kept; }
 F="--device cpu --factors 4 --layers 8,4 -b 4"
 ncf-train -q $F -e 2 -k 3 g.ncfc -o m.ncfm || bail "ncf-train g.ncfc failed"
