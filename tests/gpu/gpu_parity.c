@@ -491,7 +491,8 @@ static void t_precision(const struct ncf_backend *cpu, enum ncf_precision p, dou
 		tap_ok(!ncf_backend_grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4),
 		       "the same gradient twice");
 	double loss = 0;
-	uint64_t S = (uint64_t)cache.train_positives * 5, pos = 0;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
+	uint64_t pos = 0;
 	int ok = 1;
 	for (int st = 0; st < 3; st++) {
 		uint64_t nb = B < S - pos ? B : S - pos;
@@ -613,7 +614,7 @@ static void t_fp16_overflow(uint64_t B)
  * its first position into *first; 0, or -1 when there is none. */
 static int batch_with_user0(struct ncf_backend *be, uint64_t B, uint64_t *first)
 {
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
 	uint32_t *u = ncf_xmalloc(B * 4), *it = ncf_xmalloc(B * 4);
 	uint8_t *lab = ncf_xmalloc(B);
 	int has0 = 0, ok = 1;
@@ -672,7 +673,7 @@ static void t_epoch(uint64_t B)
 			    !open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2),
 		    "open the backends"))
 		exit(tap_done());
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
 	double tc = 0, tg = 0, lc, lg;
 	int ok = 1, steps = 0;
 	for (uint64_t pos = 0; pos < S; pos += B, steps++) {
