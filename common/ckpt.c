@@ -24,9 +24,10 @@
  * 120 u64 position 128 f64 epoch_loss
  * 136 f64 best_hr  144 f64 best_ndcg 152 u32 best_epoch 156 u32 topk
  * 160 f64 last_hr  168 f64 last_ndcg 176 u64 cache train_positives
- * 184 u64 cache train_negatives (explicit; 0 for a cache without, and in
+ * 184..199 zero
+ * 200 u64 cache train_negatives (explicit; 0 for a cache without, and in
  *         every checkpoint written before they existed)
- * 192..255 zero
+ * 208..255 zero
  *
  * No time or host goes in: two runs with one seed write the same bytes.
  *
@@ -163,7 +164,7 @@ static void unpack_run_meta(struct ncf_ckpt *ck, const unsigned char *m)
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
-	ck->train_negatives = ncf_get_u64(m + 184);
+	ck->train_negatives = ncf_get_u64(m + 200);
 }
 
 /* The hyperparameters: the ranges ncf-train accepts on its command line. */
@@ -261,8 +262,8 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct n
 	NCF_TRY(check_hparams_meta(ck, display));
 	NCF_TRY(check_progress_meta(ck, display));
 	NCF_TRY(check_metrics_meta(ck, display));
-	for (int k = 192; k < META_SIZE; k++)
-		if (m[k])
+	for (int k = 184; k < META_SIZE; k++)
+		if ((k < 200 || k >= 208) && m[k])
 			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
 	return 0;
 }
@@ -336,7 +337,7 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 	ncf_put_f64(m + 160, ck->last_hr);
 	ncf_put_f64(m + 168, ck->last_ndcg);
 	ncf_put_u64(m + 176, ck->train_positives);
-	ncf_put_u64(m + 184, ck->train_negatives);
+	ncf_put_u64(m + 200, ck->train_negatives);
 
 	struct ncf_out o;
 	NCF_TRY(ncf_out_open(&o, path, 1));

@@ -74,6 +74,7 @@ size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *t
 		     size_t *first_missing)
 {
 	struct ncf_idindex x;
+	memset(&x, 0, sizeof x);
 	ncf_idindex_init(&x, to->ids, to->n);
 	size_t missing = 0;
 	for (size_t r = 0; r < from->n; r++) {
