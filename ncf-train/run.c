@@ -1,9 +1,8 @@
 /*
  * run.c - the setup of an ncf-train run and its end: the cache, the
  * starting state (fresh, from --init's weights (init.c), or resumed from a
- * checkpoint), the backend, and
- * with several ranks the check that every rank starts from the same place.
- * The epochs are epoch.c's.
+ * checkpoint), the backend, and with several ranks the check that every
+ * rank starts from the same place.  The epochs are epoch.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
