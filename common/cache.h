@@ -4,7 +4,7 @@
  * and in ncf-cache(5).
  *
  * Legend for shapes: U users, I items, P training positives, N evaluation
- * negatives per user.
+ * negatives per user, E explicit training negatives.
  */
 #ifndef NCF_CACHE_H
 #define NCF_CACHE_H

@@ -28,7 +28,10 @@
  * 136 f64 best_hr  144 f64 best_ndcg 152 u32 best_epoch 156 u32 topk
  * 160 f64 last_hr  168 f64 last_ndcg 176 u64 cache train_positives
  * 184 u64 UB (version 2: the users' names' bytes, 0 when numbered)
- * 192 u64 IB (likewise the items')  200..255 zero (184.. in version 1)
+ * 192 u64 IB (version 2: likewise the items')  (184..199 zero in version 1)
+ * 200 u64 cache train_negatives (E, the explicit ones; 0 for a cache
+ *         without, and in every checkpoint written before they existed)
+ * 208..255 zero
  *
  * A checkpoint is version 2 only when it has names: the one of a cache
  * whose ids are all integers is version 1, byte for byte as before.  The
@@ -42,9 +45,10 @@
  * unused ones 0) and T against it; the hyperparameters in the ranges
  * ncf-train's options accept (lr in (0, 1e30], betas and dropout in [0,
  * 1), eps in (0, 1], negatives <= 1000, true_negatives 0 or 1, batch 1..
- * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)); the
- * run's place: epoch <= 1000000 and equal to epochs_done, position a
- * multiple of batch below the epoch's S = P (1 + negatives) samples, step
+ * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)) and E in
+ * 0..2^40; the run's place: epoch <= 1000000 and equal to epochs_done,
+ * position a multiple of batch below the epoch's S = P (1 + negatives) + E
+ * samples (ncf_epoch_samples), step
  * = epoch ceil(S / batch) + position / batch, epoch_loss finite, >= 0 and
  * 0 at position 0; the metrics: best and last HR and NDCG -1 before the
  * first epoch and in [0, 1] after it, best_epoch 0 or 1..epochs_done;
@@ -63,6 +67,7 @@
 #include "container.h"
 #include "err.h"
 #include "io.h"
+#include "ncf_hd.h"
 
 #define META_SIZE 256
 static const char MAGIC[8] = {'N', 'C', 'F', 'M', 'O', 'D', 'E', 'L'};
@@ -168,6 +173,7 @@ static void unpack_run_meta(struct ncf_ckpt *ck, const unsigned char *m)
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
+	ck->train_negatives = ncf_get_u64(m + 200);
 }
 
 /* The hyperparameters: the ranges ncf-train accepts on its command line. */
@@ -199,6 +205,9 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 		return bad(display, "meta field train_positives is %llu (1 to %s)",
 			   (unsigned long long)P,
 			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+	if (ck->train_negatives > ((uint64_t)1 << 40))
+		return bad(display, "meta field train_negatives is %llu (0 to 2^40)",
+			   (unsigned long long)ck->train_negatives);
 	return 0;
 }
 
@@ -206,8 +215,7 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 static int check_progress_meta(const struct ncf_ckpt *ck, const char *display)
 {
 	const struct ncf_hparams *h = &ck->hp;
-	uint64_t P = ck->train_positives;
-	uint64_t S = P * (1 + (uint64_t)h->negatives);
+	uint64_t S = ncf_epoch_samples(ck->train_positives, h->negatives, ck->train_negatives);
 	uint64_t steps = S / h->batch + (S % h->batch != 0);
 	if (ck->epoch > 1000000)
 		return bad(display, "meta field epoch is %u (0 to 1000000)", ck->epoch);
@@ -263,8 +271,9 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, uint32_t
 	NCF_TRY(check_hparams_meta(ck, display));
 	NCF_TRY(check_progress_meta(ck, display));
 	NCF_TRY(check_metrics_meta(ck, display));
-	for (int k = version >= NCF_CKPT_VERSION_NAMES ? 200 : 184; k < META_SIZE; k++)
-		if (m[k])
+	/* reserved: 184..199 (the names' sizes) in version 1, 208.. in both */
+	for (int k = version >= NCF_CKPT_VERSION_NAMES ? 208 : 184; k < META_SIZE; k++)
+		if ((k < 200 || k >= 208) && m[k])
 			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
 	if (version < NCF_CKPT_VERSION_NAMES)
 		return 0;
@@ -365,6 +374,7 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 	ncf_put_u64(m + 176, ck->train_positives);
 	ncf_put_u64(m + 184, ck->user_names.n ? ck->user_names.bytes : 0);
 	ncf_put_u64(m + 192, ck->item_names.n ? ck->item_names.bytes : 0);
+	ncf_put_u64(m + 200, ck->train_negatives);
 
 	struct ncf_out o;
 	NCF_TRY(ncf_out_open(&o, path, 1));

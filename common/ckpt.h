@@ -23,6 +23,7 @@ struct ncf_ckpt {
 	struct ncf_hparams hp;
 	uint32_t fingerprint;	  /* ncf_cache_fingerprint of the training cache */
 	uint64_t train_positives; /* P of that cache */
+	uint64_t train_negatives; /* E of that cache (explicit negatives) */
 	uint64_t step;		  /* Adam steps taken */
 	uint32_t epoch;		  /* the epoch in progress, 0-based */
 	uint64_t position;	  /* next position of that epoch's stream (0: its start) */

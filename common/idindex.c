@@ -1,4 +1,5 @@
 /* idindex.c - see idindex.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static void sort_by_id(uint64_t *pairs, uint64_t *tmp, size_t n)
 
 void ncf_idindex_init(struct ncf_idindex *x, const uint32_t *ids, size_t n)
 {
+	memset(x, 0, sizeof *x);
 	x->n = n;
 	x->pairs = ncf_xmalloc((n ? n : 1) * sizeof *x->pairs);
 	for (size_t k = 0; k < n; k++)
@@ -119,4 +121,26 @@ int64_t ncf_idindex_find(const struct ncf_idindex *x, uint32_t id)
 	if (lo < x->n && (uint32_t)(x->pairs[lo] >> 32) == id)
 		return (int64_t)(x->pairs[lo] & 0xFFFFFFFFu);
 	return -1;
+}
+
+size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *to, int64_t *at,
+		     size_t *first_missing)
+{
+	struct ncf_idindex x;
+	ncf_idindex_init_ids(&x, to->ids, to->names, to->n);
+	size_t missing = 0;
+	for (size_t r = 0; r < from->n; r++) {
+		at[r] = ncf_idindex_find_id(&x, ncf_id_at(from->ids, from->names, (uint32_t)r));
+		if (at[r] < 0 && !missing++ && first_missing)
+			*first_missing = r;
+	}
+	ncf_idindex_free(&x);
+	return missing;
+}
+
+const char *ncf_id_say(const struct ncf_id_list *l, size_t r, char *buf, size_t len)
+{
+	char d[NCF_ID_BUF];
+	snprintf(buf, len, "%s", ncf_id_str(ncf_id_at(l->ids, l->names, (uint32_t)r), d));
+	return buf;
 }
