@@ -7,9 +7,7 @@
 # says (a repeated negative once, a negative equal to the positive never,
 # ties against the positive), computed here from those scores; ncf-train's
 # epoch holds the explicit negatives beside the drawn ones, and with -n 0
-# only them; -n 0 on a cache without any is said to teach nothing.  Where
-# the cache format keeps no given split or explicit negatives, the checks
-# that need them are skipped.
+# only them; -n 0 on a cache without any is said to teach nothing.
 . "$(dirname "$0")/../lib.sh"
 cd "$T" || bail "cannot cd to $T"
 
@@ -48,24 +46,20 @@ ok $st "HR@K and NDCG@K (K 1, 2, 3) count a repeat once and the positive's item 
 [ $st = 0 ] || { sed 's/^/# got:  /' "$out"; sed 's/^/# want: /' want; }
 
 # --- the epoch with explicit negatives ----------------------------------------
-if [ "$(kept train_negatives)" = 7 ]; then
-	run ncf-train $F -e 1 -k 3 g.ncfc -o e.ncfm
-	like "$err" "67 samples per epoch \(12 positives, 48 drawn and 7 explicit negatives\), batch 4 \(17 steps\)" \
-		"-n 4: the epoch is 12 positives, 48 drawn and the 7 explicit negatives"
-	run ncf-train $F -e 1 -k 3 -n 0 g.ncfc -o e0.ncfm
-	is "$status" 0 "-n 0: exit 0"
-	like "$err" "19 samples per epoch \(12 positives, 0 drawn and 7 explicit negatives\), batch 4 \(5 steps\)" \
-		"... the epoch is the positives and the explicit negatives"
-	unlike "$err" "teaches|nothing teaches" "... and no warning"
-else
-	for k in 1 2 3 4; do skip "the cache format keeps no explicit negatives (train_negatives $(kept train_negatives))"; done
-fi
-if [ "$(kept split_given)" = 1 ]; then
-	ncf-prep --info g.ncfc >info
-	ok $? "ncf-prep --info reads the given split's cache"
-else
-	skip "the cache format keeps no given split"
-fi
+is "$(kept split_given) $(kept train_negatives)" "1 7" \
+	"the cache keeps the given split and the 7 explicit negatives"
+ncf-prep --info g.ncfc >info
+ok $? "ncf-prep --info reads the given split's cache"
+like info "^split	given\$" "... split given"
+like info "^train_negatives	7\$" "... 7 explicit negatives"
+run ncf-train $F -e 1 -k 3 g.ncfc -o e.ncfm
+like "$err" "67 samples per epoch \(12 positives, 48 drawn and 7 explicit negatives\), batch 4 \(17 steps\)" \
+	"-n 4: the epoch is 12 positives, 48 drawn and the 7 explicit negatives"
+run ncf-train $F -e 1 -k 3 -n 0 g.ncfc -o e0.ncfm
+is "$status" 0 "-n 0: exit 0"
+like "$err" "19 samples per epoch \(12 positives, 0 drawn and 7 explicit negatives\), batch 4 \(5 steps\)" \
+	"... the epoch is the positives and the explicit negatives"
+unlike "$err" "teaches|nothing teaches" "... and no warning"
 
 # -n 0 without explicit negatives: every sample a positive, said
 ncf-prep -q --synthetic tiny -o t.ncfc || bail "ncf-prep failed"

@@ -2,17 +2,12 @@
  * given_cache OUT.ncfc - a small cache whose split and candidates were
  * given (as NVIDIA's feature spec or the NCF paper's files give them) and
  * which holds explicit training negatives, written through the cache
- * writer, for tests/cli/given-eval.t.  Then it reads the file back and
- * prints what the format kept, as key<TAB>value lines:
+ * writer (its source format the feature spec's, as a given split's must
+ * be), for tests/cli/given-eval.t.  Then it reads the file back and prints
+ * what the format kept, as key<TAB>value lines:
  *
  *   split_given      1 when the cache says its candidates were given
  *   train_negatives  E, the explicit negatives that came back
- *
- * A cache format that knows no given split refuses the first file (its
- * source format, the feature spec's, unknown to it; said on stderr): the
- * same data is then written as a plain CSV cache, which keeps the
- * candidates and neither of those, and the test checks what does not need
- * them.
  *
  * The data: 4 users (ids 1..4), 10 items (ids 101..110), 3 training
  * positives each, every user 5 given negative candidates: user 1's hold
@@ -28,10 +23,6 @@
 #include "err.h"
 
 enum { U = 4, I = 10, N = 5, P = 12, E = 7 };
-
-/* The source format of a given split (NVIDIA's feature spec), which a
- * cache of split_given 1 must name where the format has it. */
-#define FORMAT_FEATURE_SPEC 6
 
 int main(int argc, char **argv)
 {
@@ -56,7 +47,7 @@ int main(int argc, char **argv)
 	struct ncf_cache c;
 	memset(&c, 0, sizeof c);
 	c.users = U, c.items = I, c.train_positives = P, c.eval_negatives = N;
-	c.seed = 1, c.format = FORMAT_FEATURE_SPEC, c.source_bytes = 1, c.ratings_read = P + U;
+	c.seed = 1, c.format = NCF_FORMAT_FEATURE_SPEC, c.source_bytes = 1, c.ratings_read = P + U;
 	c.oracle_hr = NAN;
 	c.split_given = 1;
 	c.train_negatives = E;
@@ -66,15 +57,8 @@ int main(int argc, char **argv)
 	if (ncf_cache_write(&c, argv[1]) != 0)
 		return 1;
 	struct ncf_cache back;
-	if (ncf_cache_read(argv[1], &back) != 0) {
-		/* a format without given splits: the plain cache of the same data */
-		c.format = NCF_FORMAT_CSV;
-		c.split_given = 0;
-		c.train_negatives = 0;
-		c.neg_offsets = NULL, c.neg_items = NULL;
-		if (ncf_cache_write(&c, argv[1]) != 0 || ncf_cache_read(argv[1], &back) != 0)
-			return 1;
-	}
+	if (ncf_cache_read(argv[1], &back) != 0)
+		return 1;
 	printf("split_given\t%u\ntrain_negatives\t%llu\n", back.split_given,
 	       (unsigned long long)back.train_negatives);
 	ncf_cache_free(&back);
