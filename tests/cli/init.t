@@ -5,11 +5,13 @@
 # the weights were taken as they are: from an ncf model on its own cache,
 # onto a cache of more users and items (rows matched by original id: the
 # model's users and items score as before), from a safetensors file with
-# NVIDIA's names (with ids, and without: row for row).  A fine-tuned run
+# NVIDIA's names (with ids, and without: row for row); the same with ids
+# that are text (names), matched by their text.  A fine-tuned run
 # trains (HR@10 printed), resumes exactly, and NVIDIA's
 # --load_checkpoint_path is --init.  Refused, with the messages in
 # tests/expected/init/: a shape given that is not the model's, a cache
-# that lacks some of the model's ids, a model without ids on a cache of
+# that lacks some of the model's ids (numbers, or names said as they are
+# written), a model without ids on a cache of
 # other counts, --init with --resume, a cache given to --init, -o the
 # --init file.
 . "$(dirname "$0")/../lib.sh"
@@ -104,6 +106,33 @@ EOF
 else
 	for k in 1 2 3 4 5 6; do skip "no python3 to write a state_dict without metadata"; done
 fi
+
+# --- ids that are text: the same ratings with named users and items ---------
+awk -F, 'BEGIN { OFS = "," } NR == 1 { print "user,item,rating,timestamp"; next }
+	{ $1 = "u" $1; $2 = "m" $2; print }' big.csv >nbig.csv
+awk -F, 'NR == 1 || (substr($1, 2) + 0 <= 45 && substr($2, 2) + 0 <= 300)' nbig.csv >nsmall.csv
+ncf-prep -q -o nsmall.ncfc nsmall.csv && ncf-prep -q -o nbig.ncfc nbig.csv ||
+	bail "ncf-prep of the named ratings failed"
+ncf-train -q $F $S -e 2 nsmall.ncfc -o n.ncfm && ncf-train -q $F $S -e 1 nbig.ncfc -o nb.ncfm ||
+	bail "ncf-train of the named caches failed"
+run ncf-train $F -e 1 -l 1e-30 --init n.ncfm nbig.ncfc -o nz.ncfm
+is "$status" 0 "--init of a named model onto a larger named cache: exit 0"
+like "$err" "for 45 of the cache's 50 users and [0-9]+ of its 197 items, matched by original id" \
+	"... its 45 users among the cache's 50, by name"
+"$TOOLS/ckpt_diff" --by-id n.ncfm nz.ncfm >nz.diff
+is "$(tr '\n' ' ' <nz.diff)" "missing	0 identical	1 " \
+	"... the model's rows, by name, and its dense layers: bit for bit"
+ncf-infer -q -m n.ncfm --export n.safetensors || bail "ncf-infer --export of a named model failed"
+run ncf-train $F -e 1 -l 1e-30 --init n.safetensors nbig.ncfc -o nzs.ncfm
+"$TOOLS/ckpt_diff" --by-id n.ncfm nzs.ncfm >nzs.diff
+is "$status:$(tr '\n' ' ' <nzs.diff)" "0:missing	0 identical	1 " \
+	"... and from its safetensors (ncf.user_names, ncf.item_names): the same rows"
+rm -f x.ncfm x.ncfm.last
+run ncf-train $F -e 1 --init nb.ncfm nsmall.ncfc -o x.ncfm
+is "$status" 1 "a named cache lacking some of a named model's ids: exit 1"
+expect init/ids-missing-names.err "$err" "... the first missing user and item said by name"
+[ ! -e x.ncfm ] && [ ! -e x.ncfm.last ]
+ok $? "... and no model written"
 
 # --- NVIDIA's name ------------------------------------------------------------
 ncf-train -q $F -e 1 --load_checkpoint_path m.ncfm small.ncfc -o nv1.ncfm &&

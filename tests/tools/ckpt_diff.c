@@ -37,8 +37,10 @@ static int by_id(const char *pa, const char *pb)
 	struct ncf_layout la, lb;
 	ncf_layout_make(&a.shape, &la);
 	ncf_layout_make(&b.shape, &lb);
-	struct ncf_id_list au = {a.shape.users, a.user_ids}, ai = {a.shape.items, a.item_ids},
-			   bu = {b.shape.users, b.user_ids}, bi = {b.shape.items, b.item_ids};
+	struct ncf_id_list au = {a.shape.users, a.user_ids, &a.user_names},
+			   ai = {a.shape.items, a.item_ids, &a.item_names},
+			   bu = {b.shape.users, b.user_ids, &b.user_names},
+			   bi = {b.shape.items, b.item_ids, &b.item_names};
 	int64_t *uat = malloc(au.n * sizeof *uat), *iat = malloc(ai.n * sizeof *iat);
 	size_t missing = ncf_ids_match(&au, &bu, uat, NULL) + ncf_ids_match(&ai, &bi, iat, NULL);
 	size_t F = a.shape.factors, M = ncf_shape_m(&a.shape);

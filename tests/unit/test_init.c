@@ -15,7 +15,7 @@
 static void t_match(void)
 {
 	static const uint32_t model[4] = {5, 9, 2, 70000000}, cache[5] = {2, 3, 5, 7, 70000000};
-	struct ncf_id_list from = {4, model}, to = {5, cache};
+	struct ncf_id_list from = {4, model, NULL}, to = {5, cache, NULL};
 	int64_t at[4];
 	size_t first = 99;
 	size_t missing = ncf_ids_match(&from, &to, at, &first);
@@ -25,12 +25,49 @@ static void t_match(void)
 	       "rows 0, 2, 3 at the cache's rows 2, 0, 4");
 	char buf[16];
 	tap_ok(!strcmp(ncf_id_say(&from, 1, buf, sizeof buf), "9"), "the missing id said as 9");
-	struct ncf_id_list all = {5, cache};
+	struct ncf_id_list all = {5, cache, NULL};
 	int64_t at5[5];
 	tap_ok(ncf_ids_match(&all, &to, at5, NULL) == 0 && at5[0] == 0 && at5[4] == 4,
 	       "a list against itself: every row in place");
-	struct ncf_id_list none = {0, NULL};
+	struct ncf_id_list none = {0, NULL, NULL};
 	tap_ok(ncf_ids_match(&none, &to, at5, NULL) == 0, "an empty list: nothing missing");
+}
+
+/* Named ids (names.h): a named model's rows onto a named cache's by their
+ * text, a numbered list onto a named one by the numbers' digits, and the
+ * missing row said by its name. */
+static void t_match_names(void)
+{
+	struct ncf_names mn = {0}, cn = {0};
+	static const char *const model[3] = {"u9", "7", "alice"};
+	static const char *const cache[5] = {"bob", "alice", "7", "u10", "u9"};
+	for (int k = 0; k < 3; k++)
+		ncf_names_add(&mn, model[k], strlen(model[k]));
+	for (int k = 0; k < 5; k++)
+		ncf_names_add(&cn, cache[k], strlen(cache[k]));
+	static const uint32_t idx[5] = {0, 1, 2, 3, 4};
+	struct ncf_id_list from = {3, idx, &mn}, to = {5, idx, &cn};
+	int64_t at[3];
+	size_t first = 99;
+	tap_ok(ncf_ids_match(&from, &to, at, &first) == 0 && first == 99,
+	       "every named row found");
+	tap_ok(at[0] == 4 && at[1] == 2 && at[2] == 1, "u9, 7, alice at the cache's rows 4, 2, 1");
+	struct ncf_id_list back = {5, idx, &cn}, few = {3, idx, &mn};
+	int64_t at5[5];
+	tap_ok(ncf_ids_match(&back, &few, at5, &first) == 2 && first == 0,
+	       "the cache onto the model: bob and u10 missing, bob first");
+	char buf[NCF_NAME_MAX + 1];
+	tap_ok(!strcmp(ncf_id_say(&back, first, buf, sizeof buf), "bob"),
+	       "the missing id said by its name (%s)", buf);
+	static const uint32_t nums[2] = {7, 8};
+	struct ncf_id_list numbered = {2, nums, NULL};
+	tap_ok(ncf_ids_match(&numbered, &to, at, &first) == 1 && at[0] == 2 && at[1] == -1 &&
+		       first == 1,
+	       "numbers onto names: 7 is the name \"7\", 8 is missing");
+	tap_ok(ncf_ids_match(&from, &numbered, at, &first) == 2 && at[1] == 0 && first == 0,
+	       "names onto numbers: only \"7\" found");
+	ncf_names_free(&mn);
+	ncf_names_free(&cn);
 }
 
 /* Parameter v of a model: its flat index, so that every value says where
@@ -91,6 +128,7 @@ static void t_remap(void)
 int main(void)
 {
 	TEST(t_match(), "a model's ids matched against a cache's");
+	TEST(t_match_names(), "named ids matched by their text");
 	TEST(t_remap(), "a model's parameters onto a cache's rows");
 	return tap_done();
 }
