@@ -399,14 +399,10 @@ static void check_given(struct prep_opts *o)
 				"found beside it)");
 }
 
-static int check_opts(int argc, char **argv, struct prep_opts *o, const struct ncf_cli *cli)
+/* --format, --columns, --delimiter: an input file's, a CSV's for the
+ * last two.  Exits 2 on a conflict. */
+static void check_layout(const struct prep_opts *o)
 {
-	check_operands(argc, argv, o, cli);
-	check_given(o);
-	if (o->synthetic && o->input)
-		ncf_usage_error("--synthetic takes no input file");
-	if (o->emit_csv && !o->synthetic)
-		ncf_usage_error("--emit-csv needs --synthetic");
 	if (o->synthetic && (o->parse.format != NCF_FORMAT_UNKNOWN || o->parse.columns ||
 			     o->parse.delimiter))
 		ncf_usage_error("--%s applies to input files, not --synthetic",
@@ -418,6 +414,17 @@ static int check_opts(int argc, char **argv, struct prep_opts *o, const struct n
 		ncf_usage_error("--%s reads a CSV file, not --format %s: leave --format out",
 				o->parse.columns ? "columns" : "delimiter",
 				ncf_format_name(o->parse.format));
+}
+
+static int check_opts(int argc, char **argv, struct prep_opts *o, const struct ncf_cli *cli)
+{
+	check_operands(argc, argv, o, cli);
+	check_given(o);
+	if (o->synthetic && o->input)
+		ncf_usage_error("--synthetic takes no input file");
+	if (o->emit_csv && !o->synthetic)
+		ncf_usage_error("--emit-csv needs --synthetic");
+	check_layout(o);
 	int given = o->spec || o->paper;
 	struct ncf_named files[] = {
 		{.path = o->synthetic || given ? NULL : o->input ? o->input : "-", .what = "the input"},

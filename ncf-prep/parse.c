@@ -224,6 +224,30 @@ static int parse_zone(const char *s, size_t n, int64_t *off)
  * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
  * it is not one (or not a day of the calendar).
  */
+/* The clock of a date-time at s (len bytes), hh:mm[:ss[.fraction]]:
+ * *used gets its bytes.  0, or -1 when it is not one. */
+static int parse_clock(const char *s, size_t len, size_t *used, int *h, int *mi, int *sec)
+{
+	if (len < 5 || s[2] != ':' || digits(s, 2, h) || digits(s + 3, 2, mi) || *h > 23 ||
+	    *mi > 59)
+		return -1;
+	size_t i = 5;
+	if (i < len && s[i] == ':') {
+		if (len - i < 3 || digits(s + i + 1, 2, sec) || *sec > 60)
+			return -1;
+		i += 3;
+		if (i < len && (s[i] == '.' || s[i] == ',')) {
+			size_t f = ++i;
+			while (i < len && s[i] >= '0' && s[i] <= '9')
+				i++;
+			if (i == f)
+				return -1;
+		}
+	}
+	*used = i;
+	return 0;
+}
+
 static int parse_time(const char *s, size_t len, int64_t *out)
 {
 	int y, mo, d, h = 0, mi = 0, sec = 0;
@@ -231,25 +255,13 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	    digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
 		return -1;
 	size_t i = 10;
-	int64_t off = 0;
 	if (i < len && (s[i] == 'T' || s[i] == ' ')) {
-		if (len - i < 6 || s[i + 3] != ':' || digits(s + i + 1, 2, &h) ||
-		    digits(s + i + 4, 2, &mi) || h > 23 || mi > 59)
+		size_t used;
+		if (parse_clock(s + i + 1, len - i - 1, &used, &h, &mi, &sec) != 0)
 			return -1;
-		i += 6;
-		if (i < len && s[i] == ':') {
-			if (len - i < 3 || digits(s + i + 1, 2, &sec) || sec > 60)
-				return -1;
-			i += 3;
-			if (i < len && (s[i] == '.' || s[i] == ',')) {
-				size_t f = ++i;
-				while (i < len && s[i] >= '0' && s[i] <= '9')
-					i++;
-				if (i == f)
-					return -1;
-			}
-		}
+		i += 1 + used;
 	}
+	int64_t off = 0;
 	if (i < len && parse_zone(s + i, len - i, &off) != 0)
 		return -1;
 	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
@@ -292,64 +304,44 @@ static void field_error(struct parser *p, int defer, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void take_field(struct parser *p, const char *s, size_t len)
+/* A field of kind k (s, len bytes) into the row: 0 when taken, else
+ * parse_uint's -1, -2 or -3 (*why set for an id that is not a name). */
+static int take_value(struct parser *p, enum col_kind k, const char *s, size_t len,
+		      const char **why)
 {
-	int idx = p->field++;
-	if (p->err || idx >= p->nfields)
-		return;
-	if (p->has_header && p->header_match &&
-	    !(strlen(p->header[idx]) == len && !memcmp(p->header[idx], s, len)))
-		p->header_match = 0;
-	enum col_kind k = p->col[idx];
 	uint64_t v = 0;
 	int rc;
-	const char *why = NULL;
 	switch (k) {
 	case COL_USER:
-	case COL_ITEM:
-		if (p->user_keys) {
-			uint32_t key;
-			rc = take_id(k == COL_USER ? p->user_keys : p->item_keys, s, len, &key, &why);
-			if (rc == 0) {
-				if (k == COL_USER)
-					p->user = key;
-				else
-					p->item = key;
-				return;
-			}
-			break;
-		}
+	case COL_ITEM: {
+		uint32_t *to = k == COL_USER ? &p->user : &p->item;
+		if (p->user_keys)
+			return take_id(k == COL_USER ? p->user_keys : p->item_keys, s, len, to, why);
 		rc = parse_uint(s, len, UINT32_MAX, &v);
-		if (rc == 0) {
-			if (k == COL_USER)
-				p->user = (uint32_t)v;
-			else
-				p->item = (uint32_t)v;
-			return;
-		}
-		break;
+		if (rc == 0)
+			*to = (uint32_t)v;
+		return rc;
+	}
 	case COL_TS:
 		rc = parse_uint(s, len, INT64_MAX, &v);
-		if (rc == 0) {
+		if (rc == 0)
 			p->ts = (int64_t)v;
-			return;
-		}
-		if (p->dates && rc == -1 && parse_time(s, len, &p->ts) == 0)
-			return;
-		break;
+		else if (p->dates && rc == -1 && parse_time(s, len, &p->ts) == 0)
+			rc = 0;
+		return rc;
 	case COL_RATING:
-		if (is_number(s, len))
-			return;
-		rc = -1;
-		break;
+		return is_number(s, len) ? 0 : -1;
 	default:
-		return;
+		return 0;
 	}
-	/* While every field equals the header's, the row may be a second
-	 * header: keep the first error and judge at the end of the row. */
-	int defer = p->has_header && p->header_match;
-	if (defer && p->deferred[0])
-		return;
+}
+
+/* Why field idx (s, len bytes) was not taken, take_value's rc and why,
+ * as the row's error (deferred: kept until the row is judged). */
+static void field_refused(struct parser *p, int defer, int idx, const char *s, size_t len,
+			  int rc, const char *why)
+{
+	enum col_kind k = p->col[idx];
 	const char *what = kind_name(k);
 	const char *esc = ncf_escape(s, len, 40);
 	if (len == 0)
@@ -374,6 +366,26 @@ static void take_field(struct parser *p, const char *s, size_t len)
 	else
 		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u)", idx + 1,
 		     esc, what, UINT32_MAX);
+}
+
+static void take_field(struct parser *p, const char *s, size_t len)
+{
+	int idx = p->field++;
+	if (p->err || idx >= p->nfields)
+		return;
+	if (p->has_header && p->header_match &&
+	    !(strlen(p->header[idx]) == len && !memcmp(p->header[idx], s, len)))
+		p->header_match = 0;
+	const char *why = NULL;
+	int rc = take_value(p, p->col[idx], s, len, &why);
+	if (rc == 0)
+		return;
+	/* While every field equals the header's, the row may be a second
+	 * header: keep the first error and judge at the end of the row. */
+	int defer = p->has_header && p->header_match;
+	if (defer && p->deferred[0])
+		return;
+	field_refused(p, defer, idx, s, len, rc, why);
 }
 
 static void end_row(struct parser *p)
@@ -771,13 +783,56 @@ static void fixed_columns(struct parser *p)
 	p->col[3] = COL_TS;
 }
 
+/* How libcsv reads a file of format (a CSV's separator delim), and for a
+ * generic CSV the maps of ids that may be text, and dates. */
+static void set_reader(struct parser *p, struct csv_parser *cp, enum ncf_format format, char delim)
+{
+	if (format == NCF_FORMAT_ML100K || (format == NCF_FORMAT_CSV && delim == '\t')) {
+		csv_set_delim(cp, '\t');
+		csv_set_space_func(cp, only_space);
+	} else {
+		csv_set_delim(cp, format == NCF_FORMAT_CSV ? (unsigned char)delim : ',');
+		csv_set_space_func(cp, csv_space);
+	}
+	if (format == NCF_FORMAT_CSV) { /* ids may be text, times dates */
+		p->user_keys = ncf_xmalloc(sizeof *p->user_keys);
+		p->item_keys = ncf_xmalloc(sizeof *p->item_keys);
+		ncf_idmap_init(p->user_keys);
+		ncf_idmap_init(p->item_keys);
+		p->dates = 1;
+	}
+}
+
+/* The columns of a CSV (ml-20m's or a generic one) from its first line
+ * (first, l0 bytes; ended: it has a line end) or --columns.  Returns 1
+ * when that line is a header, 0 when it is data, -1 (reported). */
+static int setup_columns(struct parser *p, struct csv_parser *cp, const char *first, size_t l0,
+			 int ended)
+{
+	if (!ended && !p->opts->columns) {
+		ncf_error("%s:1: no ratings after the header (and no line end: truncated file?)",
+			  p->display);
+		return -1;
+	}
+	if (setup_header(p, cp, first, l0) != 0)
+		return -1;
+	if (!p->opts->columns)
+		return columns_by_header(p, first, l0) != 0 ? -1 : 1;
+	int header = columns_by_spec(p, first, l0);
+	if (header == 1 && !ended) {
+		ncf_error("%s:1: no ratings after the header (and no line end: truncated file?)",
+			  p->display);
+		return -1;
+	}
+	return header;
+}
+
 /* The format from the first line (first, l0 bytes without its end, which
  * it had when ended), and the header when the format has one.  Returns 1
  * when the line was a header, 0 when it is data, -1 (reported). */
 static int setup_format(struct parser *p, struct csv_parser *cp, enum ncf_format format,
 			const char *first, size_t l0, int ended)
 {
-	const char *display = p->display;
 	char delim;
 	enum ncf_format guess = detect(first, l0, &delim);
 	if (p->opts->columns || p->opts->delimiter)
@@ -793,48 +848,18 @@ static int setup_format(struct parser *p, struct csv_parser *cp, enum ncf_format
 		return -1;
 	}
 	p->format = format;
-	if (format == NCF_FORMAT_ML100K || (format == NCF_FORMAT_CSV && delim == '\t')) {
-		csv_set_delim(cp, '\t');
-		csv_set_space_func(cp, only_space);
-	} else {
-		csv_set_delim(cp, format == NCF_FORMAT_CSV ? (unsigned char)delim : ',');
-		csv_set_space_func(cp, csv_space);
-	}
-	if (format == NCF_FORMAT_CSV) { /* ids may be text, times dates */
-		p->user_keys = ncf_xmalloc(sizeof *p->user_keys);
-		p->item_keys = ncf_xmalloc(sizeof *p->item_keys);
-		ncf_idmap_init(p->user_keys);
-		ncf_idmap_init(p->item_keys);
-		p->dates = 1;
-	}
+	set_reader(p, cp, format, delim);
 	if (format == NCF_FORMAT_ML20M &&
 	    !(l0 == strlen(ML20M_HEADER) && !memcmp(first, ML20M_HEADER, l0))) {
-		ncf_error("%s:1: expected the ml-20m header '%s', found '%s'", display, ML20M_HEADER,
-			  ncf_escape(first, l0, 60));
+		ncf_error("%s:1: expected the ml-20m header '%s', found '%s'", p->display,
+			  ML20M_HEADER, ncf_escape(first, l0, 60));
 		return -1;
 	}
 	if (format != NCF_FORMAT_ML20M && format != NCF_FORMAT_CSV) {
 		fixed_columns(p);
 		return 0;
 	}
-	if (!ended && !p->opts->columns) {
-		ncf_error("%s:1: no ratings after the header (and no line end: truncated file?)",
-			  display);
-		return -1;
-	}
-	if (setup_header(p, cp, first, l0) != 0)
-		return -1;
-	if (p->opts->columns) {
-		int header = columns_by_spec(p, first, l0);
-		if (header == 1 && !ended) {
-			ncf_error("%s:1: no ratings after the header (and no line end: truncated "
-				  "file?)",
-				  display);
-			return -1;
-		}
-		return header;
-	}
-	return columns_by_header(p, first, l0) != 0 ? -1 : 1;
+	return setup_columns(p, cp, first, l0, ended);
 }
 
 /* One data line s (len bytes, its end stripped) into the rows.  Returns 0
