@@ -297,14 +297,18 @@ static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 }
 
 /* The default K is not refused (a cache of few negatives is evaluated as
- * before), but beside the metrics it is said to mean nothing. */
+ * before), nor a K of a given split's, but beside the metrics the first
+ * such K is said to mean nothing. */
 static void warn_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
 	uint32_t n = c->eval_negatives + 1;
-	if ((!o->topk_given || c->split_given) && o->topk[0] >= n)
-		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
-			 "item and %u negatives); give -k below %u",
-			 o->topk[0], o->cache_path, n, c->eval_negatives, n);
+	for (int k = 0; k < o->nk && (!o->topk_given || c->split_given); k++)
+		if (o->topk[k] >= n) {
+			ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the "
+				 "test item and %u negatives); give -k below %u",
+				 o->topk[k], o->cache_path, n, c->eval_negatives, n);
+			return;
+		}
 }
 
 /* Can rank 0, the one that writes, create --scores?  Asked before the

@@ -573,6 +573,39 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	return 0;
 }
 
+/*
+ * A first line that names no columns but holds a time (an ISO 8601 date
+ * or date-time, or an integer of 9 or more digits: Unix seconds) is taken
+ * for data: a header's names are not times.  Then the message says so and
+ * gives --columns by number (the time's column, the user and the item the
+ * first two others that are not plain numbers, as ratings are), so that
+ * no one names a first row of data as a header and loses it.  Returns 0
+ * when it said so, -1 when the line may be a header.
+ */
+static int data_not_header(const struct parser *p, const char *line, size_t len)
+{
+	int ts = -1, other[2] = {-1, -1}, n_other = 0;
+	for (int i = 0; i < p->nfields; i++) {
+		const char *f = p->header[i];
+		size_t fl = strlen(f);
+		int64_t t;
+		uint64_t v;
+		int time = parse_time(f, fl, &t) == 0 ||
+			   (fl >= 9 && parse_uint(f, fl, INT64_MAX, &v) == 0);
+		if (time && ts < 0)
+			ts = i;
+		else if (!time && !is_number(f, fl) && n_other < 2)
+			other[n_other++] = i;
+	}
+	if (ts < 0 || n_other < 2)
+		return -1;
+	ncf_error("%s:1: unknown format: '%s' is a line of data with no header (field %d is a "
+		  "time); say which columns are which, counting from 1: --columns "
+		  "user=%d,item=%d,time=%d",
+		  p->display, ncf_escape(line, len, 80), ts + 1, other[0] + 1, other[1] + 1, ts + 1);
+	return 0;
+}
+
 /* The header's columns by their names (header_kind): a user, an item and
  * a timestamp column, each once.  Returns 0 or -1 (reported, with the
  * --columns that would read the file). */
@@ -590,6 +623,8 @@ static int columns_by_header(struct parser *p, const char *line, size_t len)
 	}
 	if (seen[COL_USER] && seen[COL_ITEM] && seen[COL_TS])
 		return 0;
+	if (data_not_header(p, line, len) == 0)
+		return -1;
 	char user[80], item[80], ts[80];
 	snprintf(user, sizeof user, "%s", seen[COL_USER] ? p->header[at[COL_USER]] : "NAME");
 	snprintf(item, sizeof item, "%s", seen[COL_ITEM] ? p->header[at[COL_ITEM]] : "NAME");

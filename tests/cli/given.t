@@ -121,6 +121,9 @@ is "$(info user_ids numbers.ncfc):$(info version numbers.ncfc)" "numbers:1" \
 	"integer ids: numbers, a version 1 cache as before"
 
 refused headerless 1 "a header-less CSV without --columns" in/semi-nohdr.csv
+printf 'cust-1;2000-07-30T20:45:03+02:00;4.0;sku-1\ncust-1;2000-07-30 18:20:47;4.0;sku-3\n' >in/text-nohdr.csv
+refused text-nohdr 1 "a header-less file whose first field is text: a time shows it is data" \
+	in/text-nohdr.csv
 printf "uid,sid,rating,time\n1,2,3,4\n" >in/uid-sid.csv
 refused uid-sid 1 "a header naming no item column" in/uid-sid.csv
 printf '1,10,4.0,100\r\n2,3,4,5\r\n' >in/crlf.csv
@@ -148,6 +151,10 @@ if [ -f "$nv/feature_spec.yaml" ]; then
 	is "$status" 0 "... ncf-train -k 3 trains on it"
 	run ncf-eval -k 3 -m nv.ncfm nv.ncfc
 	is "$status:$(grep -c '^hr@3	' "$out")" "0:1" "... ncf-eval -k 3 evaluates it, as NVIDIA runs it"
+	like "$err" "^ncf-eval: HR@3 is 1 whatever the model: nv.ncfc has 3 candidates per user" \
+		"... saying that HR@3 is 1 whatever the model"
+	run ncf-eval -k 1,3 -m nv.ncfm nv.ncfc
+	like "$err" "^ncf-eval: HR@3 is 1 whatever the model" "... and so with -k 1,3, for its second K"
 	run ncf-prep -o nv2.ncfc nv/feature_spec.yaml
 	cmp -s nv.ncfc nv2.ncfc
 	ok $? "... the YAML as FILE is read as --feature-spec"
