@@ -470,8 +470,10 @@ st_data() {
 	for d in $sets; do
 		at_once "prep.$d" "$bin/ncf-prep" -q --synthetic "$d" -o "$work/$d.ncfc"
 	done
-	mkdir -p "$work/peer-csv"
-	at_once prep.csv "$bin/ncf-prep" -q --synthetic "$big" --emit-csv -o "$work/peer-csv/ratings.csv"
+	# in a folder named ml-20m, as NVIDIA's own path is: convert.py picks its reader by
+	# the path's name (load.py), and reads any other as user, item, timestamp columns
+	mkdir -p "$work/peer-csv/ml-20m"
+	at_once prep.csv "$bin/ncf-prep" -q --synthetic "$big" --emit-csv -o "$work/peer-csv/ml-20m/ratings.csv"
 	wait
 	st=0
 	for d in $sets csv; do [ "$(rc_of "prep.$d")" = 0 ] || st=1; done
@@ -809,11 +811,16 @@ st_peer_convert() {
 			{ echo "cannot make the peer's CPU copies"; return 1; }
 	fi
 	mkdir -p "$work/peer-data"
-	echo "convert.py on $work/peer-csv/ratings.csv"
-	peer_py "$work/peer-convert.out" "$(peer_script convert)" --path "$work/peer-csv/ratings.csv" \
-		--output "$work/peer-data" --seed 1
+	echo "convert.py on $work/peer-csv/ml-20m/ratings.csv"
+	peer_py "$work/peer-convert.out" "$(peer_script convert)" \
+		--path "$work/peer-csv/ml-20m/ratings.csv" --output "$work/peer-data" --seed 1
 	rc=$?
 	tail -n 15 "$work/peer-convert.out"
+	# its ml-20m reader, or the comparison is with another data set
+	if [ "$rc" = 0 ] && grep -q 'Unknown dataset' "$work/peer-convert.out"; then
+		echo "convert.py did not read the file as MovieLens-20M (its path must name ml-20m)"
+		return 1
+	fi
 	return $rc
 }
 

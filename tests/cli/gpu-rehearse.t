@@ -95,6 +95,10 @@ if [ $torch = 1 ]; then
 			"ncf beside NVIDIA's ncf.py, $p: samples/s, the ratio, HR@10"
 	done
 	like "$out" '^  fp16 +1024 +[0-9.]+[KM] +[0-9.]+[KM] +[0-9.]+x$' "... and inference.py --fp16 beside ncf-infer"
+	# convert.py read ncf's CSV as MovieLens-20M: the same 50 users and 197 items as
+	# ncf-prep's tiny (a path not naming ml-20m reads the rating as the item)
+	like "$logs/peer_convert.log" '^[0-9]+ ratings on 197 items from 50 users' \
+		"NVIDIA's convert.py read the data as ncf-prep did (197 items, 50 users)"
 else
 	like "$out" '^peer +skipped: by itself' "peer: skipped by itself, without torch"
 	like "$out" "^NVIDIA's NCF: skipped: by itself \\(no torch for the peer" "... saying why"
