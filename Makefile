@@ -8,7 +8,7 @@
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
-# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1
+# Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1 NO_YAML=1
 #            CUDA_HOME NVCC CUDA_ARCH
 #            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
 #
@@ -28,6 +28,7 @@ NO_CUDA ?= 0
 NO_MPI ?= 0
 NO_ONNX ?= 0
 NO_DNNL ?= 0
+NO_YAML ?= 0
 OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
@@ -45,13 +46,14 @@ endif
 # --- configuration (probes) ----------------------------------------------------------------
 CONFIG := $(BUILD)/config.mk
 # Reconfigure when the switches change.
-CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) CC=$(CC)
+CONFIG_WANT := NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
+	NO_YAML=$(NO_YAML) CC=$(CC)
 CONFIG_STAMP := $(BUILD)/config.want
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" = "$(CONFIG_WANT)" ] || echo "$(CONFIG_WANT)" > $(CONFIG_STAMP))
 
 $(CONFIG): scripts/configure.sh $(CONFIG_STAMP)
 	@CC="$(CC)" NO_CUDA=$(NO_CUDA) NO_MPI=$(NO_MPI) NO_ONNX=$(NO_ONNX) NO_DNNL=$(NO_DNNL) \
-		sh scripts/configure.sh $@
+		NO_YAML=$(NO_YAML) sh scripts/configure.sh $@
 
 # Goals that need no probing (gpu-bundle probes in a build directory of its own).
 NOCONF_GOALS := clean help uninstall gpu-bundle
@@ -69,6 +71,11 @@ ifeq ($(HAVE_DNNL),1)
 CPPFLAGS_NCF += -DNCF_HAVE_DNNL
 LIBS += -ldnnl
 endif
+# libyaml: ncf-prep --feature-spec (ncf-prep/spec.c); without it that option exits 3.
+ifeq ($(HAVE_YAML),1)
+CPPFLAGS_NCF += -DNCF_HAVE_YAML
+LIBS += -lyaml
+endif
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS_NCF += -DNCF_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
@@ -85,7 +92,7 @@ PREP_SRC := $(filter-out ncf-prep/main.c,$(wildcard ncf-prep/*.c))
 # cli/: what the programs share above the library (a bad command line ends with exit 2);
 # linked into the tools and benchmarks, never into libncf.a.
 CLI_SRC := $(wildcard cli/*.c)
-PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep bench/bench_gpu
+PREP_USERS := tests/unit/test_prep_mls tests/fuzz/fuzz_prep tests/fuzz/fuzz_given bench/bench_gpu
 PREP_CPPFLAGS := -Incf-prep
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -152,7 +159,8 @@ $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call objs,$(BUILD)/obj
 	$(BUILD)/libncf.a
 $(REPLAY_BINS): $(BUILD)/tests/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncf.a
-$(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/bench/bench_gpu: $(PREP_OBJ)
+$(BUILD)/tests/test_prep_mls $(BUILD)/tests/fuzz/replay_prep $(BUILD)/tests/fuzz/replay_given \
+	$(BUILD)/bench/bench_gpu: $(PREP_OBJ)
 $(PREP_USERS:%=$(BUILD)/obj/%.o): private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 # Where make install puts the cuda module, for the loader to look last (kernels/module.h).
 $(BUILD)/obj/kernels/module.o: private OBJ_CPPFLAGS := -DNCF_MODULE_DIR='"$(PREFIX)/lib/ncf"'
@@ -273,7 +281,8 @@ $(ASAN_UNIT_BINS): $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o \
 	$(BUILD)/asan/obj/tests/unit/helpers.o $(BUILD)/asan/libncf.a
 $(ASAN_REPLAY_BINS): $(BUILD)/asan/tests/fuzz/replay_%: $(BUILD)/asan/obj/tests/fuzz/fuzz_%.o \
 	$(BUILD)/asan/obj/tests/fuzz/replay.o $(BUILD)/asan/libncf.a
-$(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep: $(ASAN_PREP_OBJ)
+$(BUILD)/asan/tests/test_prep_mls $(BUILD)/asan/tests/fuzz/replay_prep \
+	$(BUILD)/asan/tests/fuzz/replay_given: $(ASAN_PREP_OBJ)
 $(PREP_USERS:%=$(BUILD)/asan/obj/%.o): private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi, nodes) under ASan+UBSan+LSan
@@ -323,8 +332,8 @@ $(BUILD)/fuzz/fuzz_%_sa: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
 	$(call say,LD,$@)$(FUZZ_LINK) -DNCF_FUZZ_STRUCTURE
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/fuzz/libncf.a
 	$(call say,LD,$@)$(FUZZ_LINK)
-$(BUILD)/fuzz/fuzz_prep: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
-$(BUILD)/fuzz/fuzz_prep: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
+$(BUILD)/fuzz/fuzz_prep $(BUILD)/fuzz/fuzz_given: $(call objs,$(BUILD)/fuzz/obj,$(PREP_SRC))
+$(BUILD)/fuzz/fuzz_prep $(BUILD)/fuzz/fuzz_given: private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 
 ## fuzz: build the libFuzzer harnesses (clang) and run each FUZZ_SECONDS (default 60)
 fuzz: $(TOOL_BINS) $(TESTTOOL_BINS) $(FUZZ_TARGETS)

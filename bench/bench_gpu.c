@@ -83,6 +83,7 @@
 #include "evaluate.h"
 #include "model.h"
 #include "module.h"
+#include "ncf_hd.h"
 #include "synth.h"
 #include "usage.h"
 #include "gpu_cost.h"
@@ -127,7 +128,8 @@ static int bench_one(const struct ncf_cache *cache, enum ncf_precision prec, uin
 	if (ncf_backend_set_state(&be, params, NULL, NULL) ||
 	    ncf_backend_load_cache(&be, cache, &mask, 1) || gpu_peak_rates(&be, &r->pk))
 		goto out;
-	uint64_t S = (uint64_t)cache->train_positives * (1 + hp.negatives);
+	uint64_t S = ncf_epoch_samples((uint64_t)cache->train_positives, hp.negatives,
+				       cache->train_negatives);
 	uint64_t pos = 0;
 	double loss, t;
 	/* as ncf-train does on a GPU: the losses stay on the device until
@@ -385,7 +387,10 @@ int main(int argc, char **argv)
 			mixed = &res[k];
 	}
 	const struct ncf_cuda_peak *pk = nres && res[0].done ? &res[0].pk : NULL;
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+	struct ncf_hparams nv;
+	ncf_hparams_nvidia(&nv);
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, nv.negatives,
+				       cache.train_negatives);
 	printf("\nNCF training, %s, %u users x %u items, %llu samples per epoch, batch %llu\n\n",
 	       pk ? pk->name : "GPU", cache.users, cache.items, (unsigned long long)S,
 	       (unsigned long long)batch);

@@ -188,7 +188,8 @@ int main(int argc, char **argv)
 	if (ncf_backend_set_state(&be, params, NULL, NULL) ||
 	    ncf_backend_load_cache(&be, &cache, &mask, 1))
 		return 1;
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, hp.negatives,
+				       cache.train_negatives);
 	int nth = 1;
 #ifdef _OPENMP
 	nth = omp_get_max_threads();
@@ -229,7 +230,9 @@ int main(int argc, char **argv)
 	ncf_stream st = {.perm = ncf_perm_make(S, hp.seed, 0), .seed = hp.seed, .epoch = 0,
 			 .items = cache.items, .positives = cache.train_positives,
 			 .entry_user = cache.entry_user, .offsets = cache.offsets,
-			 .csr_items = cache.train_items};
+			 .csr_items = cache.train_items, .train_negatives = cache.train_negatives,
+			 .users = cache.users, .neg_offsets = cache.neg_offsets,
+			 .neg_items = cache.neg_items};
 	double distinct = 0;
 	uint64_t p = first_timed;
 	for (int k = 0; k < steps; k++, p = NEXT_POS(p)) {

@@ -30,9 +30,7 @@ const struct ncf_nvidia_name ncf_nvidia_names[] = {
 	{"--checkpoint_dir", "ncf.py", 1, TRAIN, NULL, NULL, NULL,
 	 "name the model file instead: -o DIR/model.ncfm (the latest state goes beside it, "
 	 "DIR/model.ncfm.last)"},
-	{"--load_checkpoint_path", "ncf.py", 1, TRAIN, NULL, NULL, NULL,
-	 "to continue a run give --resume MODEL.last; to evaluate a model, "
-	 "ncf-eval -m MODEL CACHE"},
+	{"--load_checkpoint_path", "ncf.py", 1, TRAIN, NULL, "init", NULL, NULL},
 	{"--load_checkpoint_path", "ncf.py", 1, EVAL, NULL, "model", NULL, NULL},
 	{"--mode", "ncf.py", 1, TRAIN, "train", "", NULL, NULL},
 	{"--mode", "ncf.py", 1, TRAIN, "test", NULL, NULL,

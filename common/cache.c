@@ -2,8 +2,9 @@
  * cache.c - reading and writing the prepared data set, ncf-cache(5).
  *
  * A cache is a container file (container.h) with magic "NCFCACHE",
- * version 1, and these sections in this order (U users, I items,
- * P training positives, N evaluation negatives per user):
+ * version 1 (or 2, below), and these sections in this order (U users, I
+ * items, P training positives, N evaluation negatives per user, E
+ * explicit training negatives, UB and IB the bytes of the names):
  *
  *   tag       bytes       filters         contents
  *   meta      256         -               fixed fields below
@@ -13,7 +14,17 @@
  *   trainitm  4 P         delta, shuffle 4  u32 item indices, ascending per row
  *   testitm   4 U         shuffle 4       u32 test positive per user
  *   evalneg   4 U N       shuffle 4       u32 N negatives per user, as drawn
+ *   negoffs   8 (U+1)     shuffle 8       version 2, E > 0: i64 CSR of negitems
+ *   negitems  4 E         shuffle 4       version 2, E > 0: u32 explicit negatives
+ *   usernams  UB          -               version 2, named users: U NUL-ended names
+ *   itemnams  IB          -               version 2, named items: I NUL-ended names
  *   end
+ *
+ * Version 2 is written only for a cache that has names, a given split
+ * (split_given: test positives and negatives given, not drawn) or
+ * explicit negatives; every other cache is version 1, byte for byte as
+ * before, so that a file read today gives the bytes it gave.  A named
+ * column's u32 ids are its indices, its names the original ids.
  *
  * meta (all little-endian):
  *   0 u32 users           4 u32 items           8 u64 train_positives
@@ -22,7 +33,11 @@
  *  48 u64 ratings_read   56 u64 duplicates_dropped
  *  64 u64 users_dropped  72 u64 ratings_dropped 80 u64 items_dropped
  *  88 u64 test_only_users 96 u64 test_ties     104 f64 oracle_hr@10 (NaN: none)
- * 112 char[32] synthetic shape, NUL padded     144..255 zero
+ * 112 char[32] synthetic shape, NUL padded
+ * version 2 (zero in version 1):
+ * 144 u32 split_given (0/1)  148 zero  152 u64 train_negatives (E)
+ * 160 u64 user_names_bytes (UB)        168 u64 item_names_bytes (IB)
+ * 176..255 zero
  *
  * Worked example: the cache of the three-line CSV
  *   userId,movieId,rating,timestamp / 1,10,4.0,100 / 1,20,3.0,200
@@ -63,12 +78,17 @@
  * its test item; I <= P + U, as every item is rated; U N <= 2^36), the
  * counters (ratings_read = P + U + duplicates_dropped + ratings_dropped;
  * users_dropped and items_dropped at most ratings_dropped; test_ties at
- * most U), format 1..5 with a synthetic name exactly for format 5,
- * oracle_hr NaN or in [0, 1], reserved bytes zero.  Then each section
+ * most U), format 1..7 with a synthetic name exactly for format 5 (6
+ * and 7 exactly for a given split, whose P <= U I and I <= P + U + U N +
+ * E instead), oracle_hr NaN or in [0, 1], reserved bytes zero.  Then each section
  * against the size meta gives it, and the arrays: ids distinct, offsets
  * non-decreasing from 0 to P, test_only_users the number of empty rows,
  * training items ascending below I, test items below I and not among
- * the user's training items, negatives below I.  Any failure is reported
+ * the user's training items (unless the split was given), negatives
+ * below I; in version 2 the explicit negatives' CSR (offsets from 0 to E,
+ * never decreasing, items below I) and the names (names.h: valid,
+ * distinct, one per id; the numbered ids of a named column its indices).
+ * ncf-cache(5) has a worked example of each version.  Any failure is reported
  * as a corrupt cache naming the field, with the hint to re-run ncf-prep.
  */
 #include <math.h>
@@ -105,6 +125,10 @@ const char *ncf_format_name(enum ncf_format f)
 		return "csv";
 	case NCF_FORMAT_SYNTHETIC:
 		return "synthetic";
+	case NCF_FORMAT_FEATURE_SPEC:
+		return "feature-spec";
+	case NCF_FORMAT_NCF_PAPER:
+		return "ncf-paper";
 	default:
 		return "unknown";
 	}
@@ -132,6 +156,10 @@ static void meta_pack(const struct ncf_cache *c, unsigned char *m)
 	ncf_put_f64(m + 104, c->oracle_hr);
 	memcpy(m + 112, c->synthetic, 32);
 	m[143] = 0;
+	ncf_put_u32(m + 144, c->split_given);
+	ncf_put_u64(m + 152, c->train_negatives);
+	ncf_put_u64(m + 160, c->user_names.n ? c->user_names.bytes : 0);
+	ncf_put_u64(m + 168, c->item_names.n ? c->item_names.bytes : 0);
 }
 
 static void meta_unpack(struct ncf_cache *c, const unsigned char *m)
@@ -155,6 +183,31 @@ static void meta_unpack(struct ncf_cache *c, const unsigned char *m)
 	c->oracle_hr = ncf_get_f64(m + 104);
 	memcpy(c->synthetic, m + 112, 32);
 	c->synthetic[31] = 0;
+	c->split_given = ncf_get_u32(m + 144);
+	c->train_negatives = ncf_get_u64(m + 152);
+	/* the names' sizes, until their sections are read */
+	c->user_names.bytes = ncf_get_u64(m + 160);
+	c->item_names.bytes = ncf_get_u64(m + 168);
+}
+
+uint32_t ncf_cache_version(const struct ncf_cache *c)
+{
+	/* names count when there are some, or (while a cache is read) when
+	 * its meta section gives their size */
+	int named = c->user_names.n || c->item_names.n || c->user_names.bytes ||
+		    c->item_names.bytes;
+	return c->split_given || c->train_negatives || named ? NCF_CACHE_VERSION_GIVEN
+							     : NCF_CACHE_VERSION;
+}
+
+struct ncf_id ncf_cache_user_id(const struct ncf_cache *c, uint32_t u)
+{
+	return ncf_id_at(c->user_ids, &c->user_names, u);
+}
+
+struct ncf_id ncf_cache_item_id(const struct ncf_cache *c, uint32_t i)
+{
+	return ncf_id_at(c->item_ids, &c->item_names, i);
 }
 
 /* One array section: from data, or fed by src when it is given. */
@@ -188,7 +241,7 @@ int ncf_cache_write_sourced(const struct ncf_cache *c, FILE *fp, const char *dis
 	size_t N = c->eval_negatives;
 	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
 	uint32_t s8 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(8);
-	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC, NCF_CACHE_VERSION));
+	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC, ncf_cache_version(c)));
 	NCF_TRY(ncf_cw_section(&w, "meta", meta, META_SIZE, 0));
 	NCF_TRY(ncf_cw_section(&w, "userids", c->user_ids, 4 * U, s4));
 	NCF_TRY(ncf_cw_section(&w, "itemids", c->item_ids, 4 * I, s4));
@@ -197,6 +250,17 @@ int ncf_cache_write_sourced(const struct ncf_cache *c, FILE *fp, const char *dis
 			    train_items));
 	NCF_TRY(ncf_cw_section(&w, "testitm", c->test_items, 4 * U, s4));
 	NCF_TRY(write_array(&w, "evalneg", c->eval_neg, 4 * U * N, s4, eval_neg));
+	if (c->train_negatives) {
+		NCF_TRY(ncf_cw_section(&w, "negoffs", c->neg_offsets, 8 * (U + 1), s8));
+		NCF_TRY(ncf_cw_section(&w, "negitems", c->neg_items, 4 * (size_t)c->train_negatives,
+				       s4));
+	}
+	if (c->user_names.n)
+		NCF_TRY(ncf_cw_section(&w, "usernams", c->user_names.text,
+				       (size_t)c->user_names.bytes, 0));
+	if (c->item_names.n)
+		NCF_TRY(ncf_cw_section(&w, "itemnams", c->item_names.text,
+				       (size_t)c->item_names.bytes, 0));
 	NCF_TRY(ncf_cw_end(&w));
 	return 0;
 }
@@ -217,9 +281,13 @@ void ncf_cache_free(struct ncf_cache *c)
 	free(c->test_items);
 	free(c->eval_neg);
 	free(c->entry_user);
+	free(c->neg_offsets);
+	free(c->neg_items);
+	ncf_names_free(&c->user_names);
+	ncf_names_free(&c->item_names);
 	c->user_ids = c->item_ids = c->train_items = c->test_items = c->eval_neg = NULL;
-	c->entry_user = NULL;
-	c->offsets = NULL;
+	c->entry_user = c->neg_items = NULL;
+	c->offsets = c->neg_offsets = NULL;
 }
 
 void ncf_cache_derive(struct ncf_cache *c)
@@ -300,18 +368,58 @@ static int check_sizes(const struct ncf_cache *c, const char *display)
 	if (N == 0 || N > NCF_CACHE_MAX_NEGATIVES)
 		return corruptf(display, "%s: eval_negatives is %llu (1 to %u)", what,
 				(unsigned long long)N, NCF_CACHE_MAX_NEGATIVES);
-	if (P > ((uint64_t)1 << 40) || P > U * (I - 1))
+	/* a given split's test positive may also be a training positive */
+	uint64_t per_user = c->split_given ? I : I - 1;
+	if (P > ((uint64_t)1 << 40) || P > U * per_user)
 		return corruptf(display, "%s: train_positives is %llu, more than %s", what,
 				(unsigned long long)P,
-				P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
-	if (I > P + U)
+				P > ((uint64_t)1 << 40) ? "2^40"
+				: c->split_given	? "users x items"
+							: "users x (items - 1)");
+	if (U * N > NCF_CACHE_MAX_SCORES)
+		return corruptf(display, "%s: users x eval_negatives is %llu, more than 2^36", what,
+				(unsigned long long)(U * N));
+	if (!c->split_given && I > P + U)
 		return corruptf(display,
 				"%s: items is %llu, more than train_positives + users (every item "
 				"is rated)",
 				what, (unsigned long long)I);
-	if (U * N > NCF_CACHE_MAX_SCORES)
-		return corruptf(display, "%s: users x eval_negatives is %llu, more than 2^36", what,
-				(unsigned long long)(U * N));
+	/* given: every item is a positive, a candidate or an explicit negative */
+	if (c->split_given && I > P + U + U * N + c->train_negatives)
+		return corruptf(display,
+				"%s: items is %llu, more than the positives, candidates and "
+				"explicit negatives that name items",
+				what, (unsigned long long)I);
+	return 0;
+}
+
+/* The fields of a version 2 cache's meta (bytes 144..175): the split's
+ * origin, explicit negatives, the names' sizes; in a version 1 cache they
+ * are reserved (zero). */
+static int check_given(const struct ncf_cache *c, const char *display)
+{
+	static const char what[] = "impossible sizes in its meta section";
+	uint64_t U = c->users, I = c->items, E = c->train_negatives;
+	if (c->split_given > 1)
+		return corruptf(display, "meta field split_given is %u (0 or 1)", c->split_given);
+	if (E && !c->split_given)
+		return corruptf(display,
+				"%s: train_negatives is %llu in a cache whose split was not given",
+				what, (unsigned long long)E);
+	if (E > ((uint64_t)1 << 40))
+		return corruptf(display, "%s: train_negatives is %llu, more than 2^40", what,
+				(unsigned long long)E);
+	uint64_t ub = c->user_names.bytes, ib = c->item_names.bytes;
+	if (ub && (ub < 2 * U || ub > U * (NCF_NAME_MAX + 1)))
+		return corruptf(display,
+				"%s: user_names_bytes is %llu, not 2 to %d bytes for each of %llu "
+				"users",
+				what, (unsigned long long)ub, NCF_NAME_MAX + 1, (unsigned long long)U);
+	if (ib && (ib < 2 * I || ib > I * (NCF_NAME_MAX + 1)))
+		return corruptf(display,
+				"%s: item_names_bytes is %llu, not 2 to %d bytes for each of %llu "
+				"items",
+				what, (unsigned long long)ib, NCF_NAME_MAX + 1, (unsigned long long)I);
 	return 0;
 }
 
@@ -347,10 +455,14 @@ static int check_counts(const struct ncf_cache *c, const char *display)
 
 /* The source's fields (format, the synthetic name at byte 112, the
  * oracle) and the reserved bytes of the meta section m. */
-static int check_source(const struct ncf_cache *c, const unsigned char *m, const char *display)
+static int check_source(const struct ncf_cache *c, const unsigned char *m, uint32_t version,
+			const char *display)
 {
-	if (c->format < NCF_FORMAT_ML20M || c->format > NCF_FORMAT_SYNTHETIC)
-		return corruptf(display, "meta field source_format is %u (1 to 5)", c->format);
+	if (c->format < NCF_FORMAT_ML20M || c->format > NCF_FORMAT_NCF_PAPER)
+		return corruptf(display, "meta field source_format is %u (1 to 7)", c->format);
+	if ((c->format >= NCF_FORMAT_FEATURE_SPEC) != (c->split_given == 1))
+		return corruptf(display, "meta field source_format is %u (%s) with split_given %u",
+				c->format, ncf_format_name(c->format), c->split_given);
 	size_t name = strnlen((const char *)m + 112, 32);
 	int padded = name < 32;
 	for (size_t k = name; k < 32; k++)
@@ -363,9 +475,16 @@ static int check_source(const struct ncf_cache *c, const unsigned char *m, const
 	if (!isnan(c->oracle_hr) && !(c->oracle_hr >= 0 && c->oracle_hr <= 1))
 		return corruptf(display, "meta field oracle_hr@10 is %g (NaN or 0 to 1)",
 				c->oracle_hr);
-	for (int k = 144; k < META_SIZE; k++)
-		if (m[k])
+	int v2 = version >= NCF_CACHE_VERSION_GIVEN;
+	for (int k = 144; k < META_SIZE; k++) {
+		int used = v2 && ((k >= 144 && k < 148) || (k >= 152 && k < 176));
+		if (m[k] && !used)
 			return corruptf(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
+	}
+	if (version >= NCF_CACHE_VERSION_GIVEN && ncf_cache_version(c) == NCF_CACHE_VERSION)
+		return corruptf(display, "version %u, but its meta section holds nothing of version "
+				"%u (names, a given split, explicit negatives)",
+				version, version);
 	return 0;
 }
 
@@ -374,11 +493,38 @@ static int check_source(const struct ncf_cache *c, const unsigned char *m, const
  * file), before any array is read: sizes, counters, source.  Returns 0,
  * or -1 after a report that names the field.
  */
-static int check_meta(const struct ncf_cache *c, const unsigned char *m, const char *display)
+static int check_meta(const struct ncf_cache *c, const unsigned char *m, uint32_t version,
+		      const char *display)
 {
+	NCF_TRY(check_given(c, display));
 	NCF_TRY(check_sizes(c, display));
 	NCF_TRY(check_counts(c, display));
-	return check_source(c, m, display);
+	return check_source(c, m, version, display);
+}
+
+/* The explicit negatives' CSR (negoffs, negitems): offsets from 0 to E,
+ * never decreasing, items below I. */
+static int validate_negatives(const struct ncf_cache *c, const char *display)
+{
+	if (!c->train_negatives)
+		return 0;
+	const int64_t *o = c->neg_offsets;
+	if (o[0] != 0)
+		return corrupt(display, "section 'negoffs': the first offset is not 0");
+	for (uint32_t u = 0; u < c->users; u++)
+		if (o[u + 1] < o[u])
+			return corruptf(display, "section 'negoffs': offsets decrease at user %u", u);
+	if ((uint64_t)o[c->users] != c->train_negatives)
+		return corruptf(display,
+				"section 'negoffs': the offsets end at %lld, not at train_negatives "
+				"%llu",
+				(long long)o[c->users], (unsigned long long)c->train_negatives);
+	for (uint64_t k = 0; k < c->train_negatives; k++)
+		if (c->neg_items[k] >= c->items)
+			return corruptf(display,
+					"section 'negitems': item %u at %llu is not below items %u",
+					c->neg_items[k], (unsigned long long)k, c->items);
+	return 0;
 }
 
 /* The checks a reader makes beyond checksums (see the top of this file). */
@@ -424,11 +570,11 @@ static int validate(const struct ncf_cache *c, const char *display)
 		return corrupt(display, "training items out of range or out of order");
 	if (bad & 2)
 		return corrupt(display, "test item out of range");
-	if (bad & 8)
+	if ((bad & 8) && !c->split_given)
 		return corrupt(display, "a test item that is also a training positive of its user");
 	if (bad & 4)
 		return corrupt(display, "evaluation negative out of range");
-	return 0;
+	return validate_negatives(c, display);
 }
 
 /* Read the id map of tag (n ids) and check that its ids are distinct. */
@@ -447,6 +593,33 @@ static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
 	return 0;
 }
 
+/* The names of tag (n of them, names->bytes bytes as meta gives; none
+ * when 0), checked (names.h: valid, distinct), and the u32 ids of a
+ * named column, which are its indices. */
+static int read_names(struct ncf_cr *r, const char *tag, size_t n, struct ncf_names *names,
+		      const uint32_t *ids, const char *display)
+{
+	uint64_t bytes = names->bytes;
+	names->bytes = 0;
+	if (!bytes)
+		return 0;
+	void *text;
+	size_t got;
+	NCF_TRY(ncf_cr_section(r, tag, (size_t)bytes, 1, &text, &got));
+	char why[160];
+	if (ncf_names_load(names, text, bytes, (uint32_t)n, why, sizeof why) != 0) {
+		free(text);
+		return corruptf(display, "section '%s': %s", tag, why);
+	}
+	for (size_t k = 0; k < n; k++)
+		if (ids[k] != k)
+			return corruptf(display,
+					"section '%s' names the ids, but the numbered ids are not "
+					"the indices (id %u at %zu)",
+					tag, ids[k], k);
+	return 0;
+}
+
 int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 {
 	memset(c, 0, sizeof *c);
@@ -454,19 +627,27 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 	void *meta = NULL;
 	size_t n;
 	int rc = -1;
-	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CACHE_VERSION, NCF_CACHE_VERSION, HINT),
+	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CACHE_VERSION, NCF_CACHE_VERSION_GIVEN,
+				 HINT),
 		     out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "meta", META_SIZE, 1, &meta, &n), out);
 	meta_unpack(c, meta);
+	if (r.version < NCF_CACHE_VERSION_GIVEN) { /* bytes 144.. are reserved, checked 0 */
+		c->split_given = 0;
+		c->train_negatives = 0;
+		c->user_names.bytes = c->item_names.bytes = 0;
+	}
 	/* Sizes that do not agree would make huge allocations: refuse them
 	 * before reading any array. */
-	if (check_meta(c, meta, display) != 0)
+	if (check_meta(c, meta, r.version, display) != 0)
 		goto out;
 	size_t U = c->users, I = c->items, P = (size_t)c->train_positives;
-	size_t N = c->eval_negatives;
+	size_t N = c->eval_negatives, E = (size_t)c->train_negatives;
 	/* check_meta bounds these: no overflow */
 	uint64_t arrays = 4 * (uint64_t)U + 4 * (uint64_t)I + 8 * ((uint64_t)U + 1) + 4 * (uint64_t)P +
-			  4 * (uint64_t)U + 4 * (uint64_t)U * N;
+			  4 * (uint64_t)U + 4 * (uint64_t)U * N +
+			  (E ? 8 * ((uint64_t)U + 1) + 4 * (uint64_t)E : 0) + c->user_names.bytes +
+			  c->item_names.bytes;
 	if (!ncf_cr_can_hold(&r, arrays)) {
 		char msg[200];
 		snprintf(msg, sizeof msg,
@@ -482,6 +663,13 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 	NCF_TRY_GOTO(ncf_cr_section(&r, "trainitm", 4 * P, 1, (void **)&c->train_items, &n), out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "testitm", 4 * U, 1, (void **)&c->test_items, &n), out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "evalneg", 4 * U * N, 1, (void **)&c->eval_neg, &n), out);
+	if (E) {
+		NCF_TRY_GOTO(ncf_cr_section(&r, "negoffs", 8 * (U + 1), 1, (void **)&c->neg_offsets, &n),
+			     out);
+		NCF_TRY_GOTO(ncf_cr_section(&r, "negitems", 4 * E, 1, (void **)&c->neg_items, &n), out);
+	}
+	NCF_TRY_GOTO(read_names(&r, "usernams", U, &c->user_names, c->user_ids, display), out);
+	NCF_TRY_GOTO(read_names(&r, "itemnams", I, &c->item_names, c->item_ids, display), out);
 	NCF_TRY_GOTO(ncf_cr_end(&r), out);
 	if (P == 0) { /* a zero-byte section decompresses to a NULL-free 1-byte buffer */
 		free(c->train_items);
@@ -518,7 +706,13 @@ uint32_t ncf_cache_fingerprint(const struct ncf_cache *c)
 	ncf_put_u32(h + 4, c->items);
 	uint32_t crc = ncf_crc32c(0, h, 8);
 	crc = ncf_crc32c(crc, c->user_ids, 4 * (size_t)c->users);
-	return ncf_crc32c(crc, c->item_ids, 4 * (size_t)c->items);
+	crc = ncf_crc32c(crc, c->item_ids, 4 * (size_t)c->items);
+	/* names, where there are: a numbered cache's fingerprint is as it was */
+	if (c->user_names.n)
+		crc = ncf_crc32c(crc, c->user_names.text, (size_t)c->user_names.bytes);
+	if (c->item_names.n)
+		crc = ncf_crc32c(crc, c->item_names.text, (size_t)c->item_names.bytes);
+	return crc;
 }
 
 uint32_t ncf_cache_train_users(const struct ncf_cache *c)
@@ -534,12 +728,16 @@ void ncf_cache_print_info(const struct ncf_cache *c, FILE *out)
 	fprintf(out, "format\t%s\n", ncf_format_name(c->format));
 	if (c->synthetic[0])
 		fprintf(out, "synthetic\t%s\n", c->synthetic);
-	fprintf(out, "version\t%d\n", NCF_CACHE_VERSION);
+	fprintf(out, "version\t%u\n", ncf_cache_version(c));
 	fprintf(out, "users\t%u\n", c->users);
 	fprintf(out, "items\t%u\n", c->items);
 	fprintf(out, "train_positives\t%lld\n", (long long)c->train_positives);
 	fprintf(out, "test_positives\t%u\n", c->users);
 	fprintf(out, "eval_negatives_per_user\t%u\n", c->eval_negatives);
+	fprintf(out, "split\t%s\n", c->split_given ? "given" : "leave-one-out");
+	fprintf(out, "train_negatives\t%llu\n", (unsigned long long)c->train_negatives);
+	fprintf(out, "user_ids\t%s\n", c->user_names.n ? "names" : "numbers");
+	fprintf(out, "item_ids\t%s\n", c->item_names.n ? "names" : "numbers");
 	fprintf(out, "seed\t%llu\n", (unsigned long long)c->seed);
 	fprintf(out, "min_ratings\t%u\n", c->min_ratings);
 	fprintf(out, "ratings_read\t%llu\n", (unsigned long long)c->ratings_read);

@@ -2,13 +2,16 @@
  * ckpt.c - reading and writing checkpoints, ncf-model(5).
  *
  * A checkpoint is a container file (container.h) with magic "NCFMODEL",
- * version 1, and these sections in this order (U users, I items, T the
- * number of parameters of the shape, model.h):
+ * version 1 (or 2, below), and these sections in this order (U users, I
+ * items, T the number of parameters of the shape, model.h):
  *
  *   tag       bytes   filters     contents
  *   meta      256     -           fixed fields below
  *   userids   4 U     shuffle 4   u32 original user id per index
  *   itemids   4 I     shuffle 4   u32 original item id per index
+ *   usernams  UB      -           version 2, named users: U names, each
+ *                                 NUL-ended (names.h), in index order
+ *   itemnams  IB      -           version 2, named items: likewise
  *   params    4 T     shuffle 4   f32 parameters in the layout of model.h
  *   adam_m    4 T     shuffle 4   f32 Adam first moments
  *   adam_v    4 T     shuffle 4   f32 Adam second moments
@@ -24,7 +27,15 @@
  * 120 u64 position 128 f64 epoch_loss
  * 136 f64 best_hr  144 f64 best_ndcg 152 u32 best_epoch 156 u32 topk
  * 160 f64 last_hr  168 f64 last_ndcg 176 u64 cache train_positives
- * 184..255 zero
+ * 184 u64 UB (version 2: the users' names' bytes, 0 when numbered)
+ * 192 u64 IB (version 2: likewise the items')  (184..199 zero in version 1)
+ * 200 u64 cache train_negatives (E, the explicit ones; 0 for a cache
+ *         without, and in every checkpoint written before they existed)
+ * 208..255 zero
+ *
+ * A checkpoint is version 2 only when it has names: the one of a cache
+ * whose ids are all integers is version 1, byte for byte as before.  The
+ * ids of a named column are its indices, the names its original ids.
  *
  * No time or host goes in: two runs with one seed write the same bytes.
  *
@@ -34,14 +45,16 @@
  * unused ones 0) and T against it; the hyperparameters in the ranges
  * ncf-train's options accept (lr in (0, 1e30], betas and dropout in [0,
  * 1), eps in (0, 1], negatives <= 1000, true_negatives 0 or 1, batch 1..
- * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)); the
- * run's place: epoch <= 1000000 and equal to epochs_done, position a
- * multiple of batch below the epoch's S = P (1 + negatives) samples, step
+ * 2^40, topk 1..100000); the cache's P in 1..min(2^40, U (I - 1)) and E in
+ * 0..2^40; the run's place: epoch <= 1000000 and equal to epochs_done,
+ * position a multiple of batch below the epoch's S = P (1 + negatives) + E
+ * samples (ncf_epoch_samples), step
  * = epoch ceil(S / batch) + position / batch, epoch_loss finite, >= 0 and
  * 0 at position 0; the metrics: best and last HR and NDCG -1 before the
  * first epoch and in [0, 1] after it, best_epoch 0 or 1..epochs_done;
- * reserved bytes 0.  Then every section's exact size, and the parameters
- * and moments finite (second moments >= 0).
+ * reserved bytes 0; a version 2 with no names.  Then every section's
+ * exact size, the names valid and distinct (as a cache's), and the
+ * parameters and moments finite (second moments >= 0).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -54,6 +67,7 @@
 #include "container.h"
 #include "err.h"
 #include "io.h"
+#include "ncf_hd.h"
 
 #define META_SIZE 256
 static const char MAGIC[8] = {'N', 'C', 'F', 'M', 'O', 'D', 'E', 'L'};
@@ -159,6 +173,7 @@ static void unpack_run_meta(struct ncf_ckpt *ck, const unsigned char *m)
 	ck->last_hr = ncf_get_f64(m + 160);
 	ck->last_ndcg = ncf_get_f64(m + 168);
 	ck->train_positives = ncf_get_u64(m + 176);
+	ck->train_negatives = ncf_get_u64(m + 200);
 }
 
 /* The hyperparameters: the ranges ncf-train accepts on its command line. */
@@ -190,6 +205,9 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 		return bad(display, "meta field train_positives is %llu (1 to %s)",
 			   (unsigned long long)P,
 			   P > ((uint64_t)1 << 40) ? "2^40" : "users x (items - 1)");
+	if (ck->train_negatives > ((uint64_t)1 << 40))
+		return bad(display, "meta field train_negatives is %llu (0 to 2^40)",
+			   (unsigned long long)ck->train_negatives);
 	return 0;
 }
 
@@ -197,8 +215,7 @@ static int check_hparams_meta(const struct ncf_ckpt *ck, const char *display)
 static int check_progress_meta(const struct ncf_ckpt *ck, const char *display)
 {
 	const struct ncf_hparams *h = &ck->hp;
-	uint64_t P = ck->train_positives;
-	uint64_t S = P * (1 + (uint64_t)h->negatives);
+	uint64_t S = ncf_epoch_samples(ck->train_positives, h->negatives, ck->train_negatives);
 	uint64_t steps = S / h->batch + (S % h->batch != 0);
 	if (ck->epoch > 1000000)
 		return bad(display, "meta field epoch is %u (0 to 1000000)", ck->epoch);
@@ -246,17 +263,35 @@ static int check_metrics_meta(const struct ncf_ckpt *ck, const char *display)
 	return 0;
 }
 
-static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, struct ncf_layout *L,
-			   const char *display)
+static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, uint32_t version,
+			   struct ncf_layout *L, const char *display)
 {
 	NCF_TRY(check_shape_meta(ck, m, L, display));
 	unpack_run_meta(ck, m);
 	NCF_TRY(check_hparams_meta(ck, display));
 	NCF_TRY(check_progress_meta(ck, display));
 	NCF_TRY(check_metrics_meta(ck, display));
-	for (int k = 184; k < META_SIZE; k++)
-		if (m[k])
+	/* reserved: 184..199 (the names' sizes) in version 1, 208.. in both */
+	for (int k = version >= NCF_CKPT_VERSION_NAMES ? 208 : 184; k < META_SIZE; k++)
+		if ((k < 200 || k >= 208) && m[k])
 			return bad(display, "meta byte %d is %u, not 0 (reserved)", k, m[k]);
+	if (version < NCF_CKPT_VERSION_NAMES)
+		return 0;
+	uint64_t ub = ncf_get_u64(m + 184), ib = ncf_get_u64(m + 192);
+	uint64_t U = ck->shape.users, I = ck->shape.items;
+	if (!ub && !ib)
+		return bad(display, "version %u, but no names (meta fields 184 and 192 are 0)",
+			   version);
+	if (ub && (ub < 2 * U || ub > U * (NCF_NAME_MAX + 1)))
+		return bad(display, "meta field user_names_bytes is %llu, not 2 to %d for each of %llu "
+				    "users",
+			   (unsigned long long)ub, NCF_NAME_MAX + 1, (unsigned long long)U);
+	if (ib && (ib < 2 * I || ib > I * (NCF_NAME_MAX + 1)))
+		return bad(display, "meta field item_names_bytes is %llu, not 2 to %d for each of %llu "
+				    "items",
+			   (unsigned long long)ib, NCF_NAME_MAX + 1, (unsigned long long)I);
+	ck->user_names.bytes = ub;
+	ck->item_names.bytes = ib;
 	return 0;
 }
 
@@ -284,10 +319,18 @@ static int write_sections(const struct ncf_ckpt *ck, const unsigned char *m, siz
 	w.level = 1; /* floats hardly compress; be quick */
 	w.workers = workers;
 	uint32_t s4 = NCF_FILTER_SHUFFLE | NCF_FILTER_SHUFFLE_ELEM(4);
-	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC, NCF_CKPT_VERSION));
+	int named = ck->user_names.n || ck->item_names.n;
+	NCF_TRY(ncf_cw_begin(&w, fp, display, MAGIC,
+			     named ? NCF_CKPT_VERSION_NAMES : NCF_CKPT_VERSION));
 	NCF_TRY(ncf_cw_section(&w, "meta", m, META_SIZE, 0));
 	NCF_TRY(ncf_cw_section(&w, "userids", ck->user_ids, 4 * (size_t)ck->shape.users, s4));
 	NCF_TRY(ncf_cw_section(&w, "itemids", ck->item_ids, 4 * (size_t)ck->shape.items, s4));
+	if (ck->user_names.n)
+		NCF_TRY(ncf_cw_section(&w, "usernams", ck->user_names.text,
+				       (size_t)ck->user_names.bytes, 0));
+	if (ck->item_names.n)
+		NCF_TRY(ncf_cw_section(&w, "itemnams", ck->item_names.text,
+				       (size_t)ck->item_names.bytes, 0));
 	NCF_TRY(ncf_cw_section(&w, "params", ck->params, T, s4));
 	NCF_TRY(ncf_cw_section(&w, "adam_m", ck->m, T, s4));
 	NCF_TRY(ncf_cw_section(&w, "adam_v", ck->v, T, s4));
@@ -329,6 +372,9 @@ int ncf_ckpt_write(const struct ncf_ckpt *ck, const char *path, int workers)
 	ncf_put_f64(m + 160, ck->last_hr);
 	ncf_put_f64(m + 168, ck->last_ndcg);
 	ncf_put_u64(m + 176, ck->train_positives);
+	ncf_put_u64(m + 184, ck->user_names.n ? ck->user_names.bytes : 0);
+	ncf_put_u64(m + 192, ck->item_names.n ? ck->item_names.bytes : 0);
+	ncf_put_u64(m + 200, ck->train_negatives);
 
 	struct ncf_out o;
 	NCF_TRY(ncf_out_open(&o, path, 1));
@@ -343,8 +389,36 @@ void ncf_ckpt_free(struct ncf_ckpt *ck)
 	free(ck->params);
 	free(ck->m);
 	free(ck->v);
+	ncf_names_free(&ck->user_names);
+	ncf_names_free(&ck->item_names);
 	ck->user_ids = ck->item_ids = NULL;
 	ck->params = ck->m = ck->v = NULL;
+}
+
+/* The names of tag (n of them, names->bytes as meta gives; none when 0),
+ * valid and distinct, over a column whose u32 ids are its indices. */
+static int read_names(struct ncf_cr *r, const char *tag, size_t n, struct ncf_names *names,
+		      const uint32_t *ids, const char *display)
+{
+	uint64_t bytes = names->bytes;
+	names->bytes = 0;
+	if (!bytes)
+		return 0;
+	void *text;
+	size_t got;
+	NCF_TRY(ncf_cr_section(r, tag, (size_t)bytes, 1, &text, &got));
+	char why[160];
+	if (ncf_names_load(names, text, bytes, (uint32_t)n, why, sizeof why) != 0) {
+		free(text);
+		return bad(display, "section '%s': %s", tag, why);
+	}
+	for (size_t k = 0; k < n; k++)
+		if (ids[k] != k)
+			return bad(display,
+				   "section '%s' names the ids, but the numbered ids are not the "
+				   "indices (id %u at %zu)",
+				   tag, ids[k], k);
+	return 0;
 }
 
 /* Read the id map of tag (n ids); its ids must be distinct. */
@@ -368,14 +442,16 @@ int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int wit
 	void *mm = NULL, *vv = NULL;
 	size_t n;
 	int rc = -1;
-	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION, HINT),
+	NCF_TRY_GOTO(ncf_cr_open(&r, fp, display, MAGIC, NCF_CKPT_VERSION, NCF_CKPT_VERSION_NAMES,
+				 HINT),
 		     out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "meta", META_SIZE, 1, (void **)&m, &n), out);
 	struct ncf_layout L;
-	if (ckpt_check_meta(ck, m, &L, display) != 0)
+	if (ckpt_check_meta(ck, m, r.version, &L, display) != 0)
 		goto out;
 	size_t T = L.total * sizeof(float);
-	uint64_t arrays = 4 * (uint64_t)ck->shape.users + 4 * (uint64_t)ck->shape.items + 3 * (uint64_t)T;
+	uint64_t arrays = 4 * (uint64_t)ck->shape.users + 4 * (uint64_t)ck->shape.items + 3 * (uint64_t)T +
+			  ck->user_names.bytes + ck->item_names.bytes;
 	if (!ncf_cr_can_hold(&r, arrays)) {
 		bad(display, "its meta section implies %llu bytes of arrays, more than the rest of the "
 			     "file can hold",
@@ -384,6 +460,12 @@ int ncf_ckpt_read_fp(FILE *fp, const char *display, struct ncf_ckpt *ck, int wit
 	}
 	NCF_TRY_GOTO(read_ids(&r, "userids", ck->shape.users, &ck->user_ids, display), out);
 	NCF_TRY_GOTO(read_ids(&r, "itemids", ck->shape.items, &ck->item_ids, display), out);
+	NCF_TRY_GOTO(read_names(&r, "usernams", ck->shape.users, &ck->user_names, ck->user_ids,
+				display),
+		     out);
+	NCF_TRY_GOTO(read_names(&r, "itemnams", ck->shape.items, &ck->item_names, ck->item_ids,
+				display),
+		     out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "params", T, 1, (void **)&ck->params, &n), out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "adam_m", T, 1, &mm, &n), out);
 	NCF_TRY_GOTO(ncf_cr_section(&r, "adam_v", T, 1, &vv, &n), out);

@@ -10,14 +10,20 @@
 #include <stdio.h>
 
 #include "model.h"
+#include "names.h"
 
+/* Version 1: numbered ids; version 2: the same with the users' or the
+ * items' ids as names (names.h), for a cache whose ids are text.  A
+ * checkpoint of numbered ids is written as version 1, as before. */
 #define NCF_CKPT_VERSION 1
+#define NCF_CKPT_VERSION_NAMES 2
 
 struct ncf_ckpt {
 	struct ncf_shape shape;
 	struct ncf_hparams hp;
 	uint32_t fingerprint;	  /* ncf_cache_fingerprint of the training cache */
 	uint64_t train_positives; /* P of that cache */
+	uint64_t train_negatives; /* E of that cache (explicit negatives) */
 	uint64_t step;		  /* Adam steps taken */
 	uint32_t epoch;		  /* the epoch in progress, 0-based */
 	uint64_t position;	  /* next position of that epoch's stream (0: its start) */
@@ -27,8 +33,9 @@ struct ncf_ckpt {
 	double best_hr, best_ndcg;/* best HR@K so far, its NDCG; -1 none */
 	uint32_t best_epoch;	  /* 1-based epoch of the best HR, 0 none */
 	double last_hr, last_ndcg;/* of the last finished epoch; -1 none */
-	uint32_t *user_ids;	  /* (U) original ids */
+	uint32_t *user_ids;	  /* (U) original ids (the indices where named) */
 	uint32_t *item_ids;	  /* (I) */
+	struct ncf_names user_names, item_names; /* (U), (I) where named, else empty */
 	float *params;		  /* (layout total) */
 	float *m, *v;		  /* (layout total) Adam moments; NULL when not loaded */
 };

@@ -1,4 +1,5 @@
 /* idindex.c - see idindex.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static void sort_by_id(uint64_t *pairs, uint64_t *tmp, size_t n)
 
 void ncf_idindex_init(struct ncf_idindex *x, const uint32_t *ids, size_t n)
 {
+	memset(x, 0, sizeof *x);
 	x->n = n;
 	x->pairs = ncf_xmalloc((n ? n : 1) * sizeof *x->pairs);
 	for (size_t k = 0; k < n; k++)
@@ -46,15 +48,67 @@ void ncf_idindex_init(struct ncf_idindex *x, const uint32_t *ids, size_t n)
 	}
 }
 
+void ncf_idindex_init_ids(struct ncf_idindex *x, const uint32_t *ids,
+			  const struct ncf_names *names, size_t n)
+{
+	if (!names || !names->n) {
+		ncf_idindex_init(x, ids, n);
+		return;
+	}
+	memset(x, 0, sizeof *x);
+	x->n = names->n;
+	x->names = names;
+	x->order = ncf_xmalloc((x->n ? x->n : 1) * sizeof *x->order);
+	ncf_names_sort(names, x->order);
+}
+
 void ncf_idindex_free(struct ncf_idindex *x)
 {
 	free(x->pairs);
-	x->pairs = NULL;
-	x->n = 0;
+	free(x->order);
+	memset(x, 0, sizeof *x);
+}
+
+/* The index of the name s (len bytes) among x's names, or -1. */
+static int64_t find_name(const struct ncf_idindex *x, const char *s, size_t len)
+{
+	size_t lo = 0, hi = x->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ncf_names_cmp(x->names, x->order[mid], s, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < x->n && ncf_names_cmp(x->names, x->order[lo], s, len) == 0)
+		return x->order[lo];
+	return -1;
+}
+
+int64_t ncf_idindex_find_id(const struct ncf_idindex *x, struct ncf_id id)
+{
+	if (!x->names) {
+		uint32_t v;
+		if (!id.text)
+			return ncf_idindex_find(x, id.num);
+		return ncf_text_is_u32(id.text, id.len, &v) ? ncf_idindex_find(x, v) : -1;
+	}
+	if (id.text) {
+		uint32_t v;
+		/* an integer as a person may write it ("007") is its digits */
+		if (!ncf_text_is_u32(id.text, id.len, &v))
+			return find_name(x, id.text, id.len);
+		id = (struct ncf_id){NULL, 0, v};
+	}
+	char buf[NCF_ID_BUF];
+	const char *d = ncf_id_str(id, buf);
+	return find_name(x, d, strlen(d));
 }
 
 int64_t ncf_idindex_find(const struct ncf_idindex *x, uint32_t id)
 {
+	if (!x->pairs)
+		return -1;
 	size_t lo = 0, hi = x->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -67,4 +121,26 @@ int64_t ncf_idindex_find(const struct ncf_idindex *x, uint32_t id)
 	if (lo < x->n && (uint32_t)(x->pairs[lo] >> 32) == id)
 		return (int64_t)(x->pairs[lo] & 0xFFFFFFFFu);
 	return -1;
+}
+
+size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *to, int64_t *at,
+		     size_t *first_missing)
+{
+	struct ncf_idindex x;
+	ncf_idindex_init_ids(&x, to->ids, to->names, to->n);
+	size_t missing = 0;
+	for (size_t r = 0; r < from->n; r++) {
+		at[r] = ncf_idindex_find_id(&x, ncf_id_at(from->ids, from->names, (uint32_t)r));
+		if (at[r] < 0 && !missing++ && first_missing)
+			*first_missing = r;
+	}
+	ncf_idindex_free(&x);
+	return missing;
+}
+
+const char *ncf_id_say(const struct ncf_id_list *l, size_t r, char *buf, size_t len)
+{
+	char d[NCF_ID_BUF];
+	snprintf(buf, len, "%s", ncf_id_str(ncf_id_at(l->ids, l->names, (uint32_t)r), d));
+	return buf;
 }

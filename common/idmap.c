@@ -17,6 +17,8 @@ void ncf_idmap_free(struct ncf_idmap *m)
 		free(m->direct[b]);
 	free(m->slots);
 	free(m->ids);
+	free(m->tslots);
+	ncf_names_free(&m->names);
 	memset(m, 0, sizeof *m);
 }
 
@@ -42,15 +44,84 @@ static void grow(struct ncf_idmap *m)
 	free(old);
 }
 
-/* The next index, given to id. */
+/* The next index, given to id (and its digits as its name once the map
+ * keeps names). */
 static uint32_t new_index(struct ncf_idmap *m, uint32_t id)
 {
 	if (m->count == m->ids_cap) {
 		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
 		m->ids = ncf_xrealloc(m->ids, m->ids_cap * sizeof *m->ids);
 	}
+	if (m->names.n) {
+		char d[NCF_ID_BUF];
+		int n = snprintf(d, sizeof d, "%u", id);
+		ncf_names_add(&m->names, d, (size_t)n);
+	}
 	m->ids[m->count] = id;
 	return m->count++;
+}
+
+static inline size_t tslot_of(const struct ncf_idmap *m, uint64_t h)
+{
+	return (size_t)h & (m->tcap - 1);
+}
+
+/* Twice the name slots (1024 at first), every name placed again. */
+static void tgrow(struct ncf_idmap *m)
+{
+	struct ncf_idmap_slot *old = m->tslots;
+	size_t old_cap = m->tcap;
+	m->tcap = old_cap ? old_cap * 2 : 1024;
+	m->tslots = ncf_xcalloc(m->tcap, sizeof *m->tslots);
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i].val) {
+			size_t len;
+			const char *s = ncf_names_at(&m->names, old[i].val - 1, &len);
+			size_t h = tslot_of(m, ncf_siphash(m->key, s, len));
+			while (m->tslots[h].val)
+				h = (h + 1) & (m->tcap - 1);
+			m->tslots[h] = old[i];
+		}
+	free(old);
+}
+
+uint32_t ncf_idmap_get_text(struct ncf_idmap *m, const char *s, size_t len)
+{
+	if (!m->names.n) /* the first name: every id so far gets its digits */
+		for (uint32_t k = 0; k < m->count; k++) {
+			char d[NCF_ID_BUF];
+			int n = snprintf(d, sizeof d, "%u", m->ids[k]);
+			ncf_names_add(&m->names, d, (size_t)n);
+		}
+	if ((m->tused + 1) * 2 > m->tcap)
+		tgrow(m);
+	uint64_t hash = ncf_siphash(m->key, s, len);
+	size_t h = tslot_of(m, hash);
+	for (; m->tslots[h].val; h = (h + 1) & (m->tcap - 1)) {
+		if (m->tslots[h].id != (uint32_t)(hash >> 32))
+			continue;
+		size_t n;
+		const char *t = ncf_names_at(&m->names, m->tslots[h].val - 1, &n);
+		if (n == len && !memcmp(t, s, len))
+			return m->tslots[h].val - 1;
+	}
+	if (m->count == m->ids_cap) {
+		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
+		m->ids = ncf_xrealloc(m->ids, m->ids_cap * sizeof *m->ids);
+	}
+	ncf_names_add(&m->names, s, len);
+	m->ids[m->count] = 0;
+	m->tslots[h].id = (uint32_t)(hash >> 32);
+	m->tslots[h].val = m->count + 1;
+	m->tused++;
+	return m->count++;
+}
+
+void ncf_idmap_take_names(struct ncf_idmap *m, struct ncf_names *out)
+{
+	ncf_names_free(out);
+	*out = m->names;
+	memset(&m->names, 0, sizeof m->names);
 }
 
 uint32_t ncf_idmap_get_direct(struct ncf_idmap *m, uint32_t id)

@@ -13,8 +13,13 @@
  * made when an id of theirs first comes (16 MiB at most), plus 8 bytes a
  * slot (2 to 4 slots per large id) and 4 bytes an id.
  *
- * A map of string ids would keep this table and its probing, hashing the
- * bytes with ncf_siphash and comparing slots through the index -> id list.
+ * Text ids (names.h: a column of ratings whose ids are not all integers)
+ * share the count: ncf_idmap_get_text gives a name its index in the same
+ * order of first appearance, through a second table of the same kind
+ * (linear probing, at most half full) on ncf_siphash of the bytes under
+ * the map's key, its slots compared through the names.  From the first
+ * name on, the map keeps every id's name (an integer's digits), so that
+ * the column's ids can be handed over as names (ncf_idmap_take_names).
  */
 #ifndef NCF_IDMAP_H
 #define NCF_IDMAP_H
@@ -23,6 +28,7 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "names.h"
 
 #define NCF_IDMAP_DIRECT (1u << 22) /* ids below this are table entries */
 #define NCF_IDMAP_BLOCK 12	    /* of 2^12 ids a block */
@@ -38,8 +44,11 @@ struct ncf_idmap {
 	size_t cap, used;
 	struct ncf_hash_key key;      /* the process's key when the map was made */
 	uint32_t count;		      /* ids so far */
-	uint32_t *ids;		      /* (count) index -> id */
+	uint32_t *ids;		      /* (count) index -> id (0 for a name) */
 	size_t ids_cap;
+	struct ncf_idmap_slot *tslots; /* (tcap) the names: id the hash's low bits */
+	size_t tcap, tused;
+	struct ncf_names names;	      /* (count) once a name has come, else empty */
 };
 
 /* An empty map (under the process's key at this time). */
@@ -50,6 +59,18 @@ int64_t ncf_idmap_find(const struct ncf_idmap *m, uint32_t id);
 /* Hand over the index -> id list (count ids; the caller frees it); only
  * ncf_idmap_find and ncf_idmap_free may follow. */
 uint32_t *ncf_idmap_take_ids(struct ncf_idmap *m);
+/* The index of the name s (len bytes: a valid name, ncf_name_check, that
+ * is not an integer: those go to ncf_idmap_get), given the next one when
+ * it is new. */
+uint32_t ncf_idmap_get_text(struct ncf_idmap *m, const char *s, size_t len);
+/* Has a name come (are the ids to be kept as names)? */
+static inline int ncf_idmap_named(const struct ncf_idmap *m)
+{
+	return m->names.n > 0;
+}
+/* Hand over the names (count of them, every id's) into *out (emptied
+ * first): what a named column keeps.  Only ncf_idmap_free may follow. */
+void ncf_idmap_take_names(struct ncf_idmap *m, struct ncf_names *out);
 
 /* The index of id, given the next one (count, then counted) when id is new.
  * At most UINT32_MAX - 1 distinct ids. */

@@ -54,6 +54,8 @@ void ncf_model_free(struct ncf_model *m)
 	free(m->user_ids);
 	free(m->item_ids);
 	free(m->params);
+	ncf_names_free(&m->user_names);
+	ncf_names_free(&m->item_names);
 	m->user_ids = m->item_ids = NULL;
 	m->params = NULL;
 }
@@ -150,6 +152,27 @@ double ncf_dense_macs_factorized(const struct ncf_shape *s)
 	return ncf_dense_macs_per_sample(s) - (double)s->layers[1] * s->layers[0];
 }
 
+/* Rows (n of them, w floats each) of from to the rows at of to (NULL: the same). */
+static void rows_to(const float *from, size_t n, size_t w, const int64_t *at, float *to)
+{
+	for (size_t r = 0; r < n; r++)
+		memcpy(to + (at ? (size_t)at[r] : r) * w, from + r * w, w * sizeof *to);
+}
+
+void ncf_params_remap(const struct ncf_shape *fs, const float *from, const struct ncf_shape *ts,
+		      float *to, const int64_t *user_at, const int64_t *item_at)
+{
+	struct ncf_layout lf, lt;
+	ncf_layout_make(fs, &lf);
+	ncf_layout_make(ts, &lt);
+	size_t F = fs->factors, M = ncf_shape_m(fs);
+	rows_to(from + lf.gmf_user, fs->users, F, user_at, to + lt.gmf_user);
+	rows_to(from + lf.gmf_item, fs->items, F, item_at, to + lt.gmf_item);
+	rows_to(from + lf.mlp_user, fs->users, M, user_at, to + lt.mlp_user);
+	rows_to(from + lf.mlp_item, fs->items, M, item_at, to + lt.mlp_item);
+	memcpy(to + lt.dense, from + lf.dense, (lf.total - lf.dense) * sizeof *to);
+}
+
 const char *ncf_shape_check(const struct ncf_shape *s)
 {
 	if (s->n_layers < 2 || s->n_layers > NCF_MAX_LAYERS)
@@ -166,9 +189,9 @@ const char *ncf_shape_check(const struct ncf_shape *s)
 }
 
 uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n)
+			 uint64_t train_negatives, uint64_t first, uint64_t n)
 {
-	uint64_t S = (uint64_t)positives * (1 + (uint64_t)negatives);
+	uint64_t S = ncf_epoch_samples((uint64_t)positives, negatives, train_negatives);
 	if (S == 0 || first > S || n > S - first) {
 		ncf_error("%s backend: positions %llu..%llu are past the epoch's %llu samples", who,
 			  (unsigned long long)first, (unsigned long long)(first + n),

@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "names.h"
+
 #define NCF_MAX_LAYERS 8
 
 struct ncf_shape {
@@ -81,6 +83,8 @@ struct ncf_model {
 	struct ncf_hparams hp; /* NVIDIA's defaults where the file has none */
 	uint32_t *user_ids;    /* (U) original ids; NULL when the file has none */
 	uint32_t *item_ids;    /* (I) original ids; NULL when the file has none */
+	struct ncf_names user_names, item_names; /* (U), (I) where the ids are text
+						    (names.h; user_ids the indices) */
 	float *params;	       /* (T) in the layout below, T = layout total */
 };
 /* Free what m holds (a zeroed m: nothing); m can be used again. */
@@ -121,6 +125,18 @@ void ncf_layout_make(const struct ncf_shape *s, struct ncf_layout *l);
 void ncf_model_init(const struct ncf_shape *s, const struct ncf_layout *l, uint64_t seed,
 		    float *params);
 
+/*
+ * A model's parameters onto another table of users and items, for starting
+ * a run from a model's weights (ncf-train --init): from (the layout of
+ * shape fs) onto to (shape ts: the same factors and layers, other users
+ * and items).  The dense part is copied as it is; user row r of each
+ * embedding goes to row user_at[r] of to's (NULL: row r, fs->users <=
+ * ts->users), item rows likewise through item_at (I of from).  Rows of to
+ * that no row of from reaches keep what to held (a fresh initialisation).
+ */
+void ncf_params_remap(const struct ncf_shape *fs, const float *from, const struct ncf_shape *ts,
+		      float *to, const int64_t *user_at, const int64_t *item_at);
+
 /* Multiply-adds per sample of the dense layers: unfactorized (the MLP as
  * written) and the part that runs per sample with the first layer
  * factorized (layers 2..L plus head and GMF). */
@@ -135,13 +151,14 @@ const char *ncf_shape_check(const struct ncf_shape *s);
  * the reference, the cuda module's), below all of them: */
 
 /*
- * The samples of an epoch, S = positives * (1 + negatives), after checking
- * that positions [first, first + n) lie inside it (the permutation is
- * defined on [0, S) only).  Returns S, or 0 after reporting (who names the
- * backend).
+ * The samples of an epoch, S = positives (1 + negatives) + train_negatives
+ * (ncf_epoch_samples, ncf_hd.h: P positives, k drawn negatives each, E
+ * explicit negatives), after checking that positions [first, first + n)
+ * lie inside it (the permutation is defined on [0, S) only).  Returns S,
+ * or 0 after reporting (who names the backend).
  */
 uint64_t ncf_epoch_check(const char *who, int64_t positives, uint32_t negatives,
-			 uint64_t first, uint64_t n);
+			 uint64_t train_negatives, uint64_t first, uint64_t n);
 
 /* Adam's constants for the step-th update (1-based) of hp (ncf_hd.h's
  * ncf_adam_update applies them). */

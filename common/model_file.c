@@ -21,6 +21,8 @@ uint32_t ncf_model_file_fingerprint(const struct ncf_model *m)
 	c.items = m->shape.items;
 	c.user_ids = m->user_ids;
 	c.item_ids = m->item_ids;
+	c.user_names = m->user_names;
+	c.item_names = m->item_names;
 	return ncf_cache_fingerprint(&c);
 }
 
@@ -33,6 +35,8 @@ static int from_ckpt(FILE *fp, const char *display, struct ncf_model *m)
 	m->hp = ck.hp;
 	m->user_ids = ck.user_ids;
 	m->item_ids = ck.item_ids;
+	m->user_names = ck.user_names;
+	m->item_names = ck.item_names;
 	m->params = ck.params;
 	return 0;
 }
@@ -43,12 +47,13 @@ void ncf_model_file_note_no_ids(const char *model_path, const char *cache_path,
 	static int said;
 	if (said++)
 		return;
+	char ub[NCF_ID_BUF], ib[NCF_ID_BUF];
 	ncf_warn("%s has no original ids: its rows are taken as %s's users and items in "
-		 "ncf-prep's order (row 0: user %u, item %u), right only if %s was made from the "
+		 "ncf-prep's order (row 0: user %s, item %s), right only if %s was made from the "
 		 "ratings file the model was trained on; check that file's first rating and its "
 		 "size against source_bytes in ncf-prep --info %s",
-		 model_path, cache_path, c->users ? c->user_ids[0] : 0,
-		 c->items ? c->item_ids[0] : 0, cache_path, cache_path);
+		 model_path, cache_path, c->users ? ncf_id_str(ncf_cache_user_id(c, 0), ub) : "0",
+		 c->items ? ncf_id_str(ncf_cache_item_id(c, 0), ib) : "0", cache_path, cache_path);
 }
 
 /* Does the file look like safetensors: no "NCF" magic, and either the

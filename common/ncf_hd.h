@@ -209,14 +209,27 @@ NCF_HD uint64_t ncf_perm_apply(const ncf_perm *p, uint64_t t)
 /* ---------------------------------------------------------------------
  * The training sample stream (DESIGN.md section 4).
  *
- * An epoch has S = P * (1 + k) samples, P training positives and k
- * negatives per positive.  Sample s < P is positive s (CSR entry s: user
- * entry_user[s], item items[s], label 1).  Sample s >= P is negative
- * q = s - P of positive q % P (NVIDIA repeats the positives' users k
- * times): its user is that positive's user, its item uniform in [0, I)
- * from (seed, NCF_RNG_TRAIN_NEG, epoch, q, try), label 0.  The position t
- * of the epoch holds sample perm(t); batch b is positions [bB, bB + B).
+ * An epoch has S = P (1 + k) + E samples (ncf_epoch_samples): P training
+ * positives, k drawn negatives per positive and E explicit negatives (the
+ * label 0 rows a data set may give).  Sample s < P is positive s (CSR
+ * entry s: user entry_user[s], item items[s], label 1).  Sample
+ * P <= s < P (1 + k) is drawn negative q = s - P of positive q % P (NVIDIA
+ * repeats the positives' users k times): its user is that positive's
+ * user, its item uniform in [0, I) from (seed, NCF_RNG_TRAIN_NEG, epoch,
+ * q, try), label 0.  Sample s >= P (1 + k) is explicit negative
+ * e = s - P (1 + k) (entry e of the negatives' CSR: its user the row
+ * holding e, its item neg_items[e]), label 0, the same in every epoch.
+ * The position t of the epoch holds sample perm(t); batch b is positions
+ * [bB, bB + B).  With E = 0 the stream is the one of P (1 + k) samples.
  * ------------------------------------------------------------------- */
+
+/* The samples of an epoch, S = P (1 + k) + E: every count of an epoch
+ * (its steps, the checkpoint's place in it, a backend's bounds) is derived
+ * from this one.  Readers bound P (2^40), k (1000) and E, so that S fits. */
+NCF_HD uint64_t ncf_epoch_samples(uint64_t P, uint32_t k, uint64_t E)
+{
+	return P * (1 + (uint64_t)k) + E;
+}
 
 /* The first index in [lo, hi) of the sorted a whose value is >= v (hi if
  * none).  Binary search. */
@@ -239,13 +252,32 @@ NCF_HD int ncf_row_has(const uint32_t *items, int64_t n, uint32_t item)
 	return k < (uint64_t)n && items[k] == item;
 }
 
+/* The row of a CSR of rows rows (offsets (rows + 1), offsets[0] = 0) that
+ * holds entry e < offsets[rows]: the last r with offsets[r] <= e.  Binary
+ * search. */
+NCF_HD uint32_t ncf_row_of(const int64_t *offsets, uint32_t rows, uint64_t e)
+{
+	uint32_t lo = 0, hi = rows; /* offsets[lo] <= e < offsets[hi] */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if ((uint64_t)offsets[mid] <= e)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Attempts before --true-negatives accepts a positive anyway (a user who
  * rated almost every item). */
 #define NCF_NEG_MAX_TRIES 64
 
 /* One epoch's sample stream, what ncf_sample_at reads: the epoch's
- * permutation of its S positions (ncf_perm_make(S, seed, epoch)), how
- * negatives are drawn, and the training CSR (device memory on a GPU). */
+ * permutation of its S positions (ncf_perm_make(S, seed, epoch), S from
+ * ncf_epoch_samples), how negatives are drawn, the training CSR and the
+ * explicit negatives' (device memory on a GPU).  The explicit negatives
+ * come last, so that a stream made without them (E = 0, NULL) is the
+ * stream of a data set that has none. */
 typedef struct ncf_stream {
 	ncf_perm perm;
 	uint64_t seed;
@@ -256,6 +288,10 @@ typedef struct ncf_stream {
 	const uint32_t *entry_user; /* (P) the user of each CSR entry */
 	const int64_t *offsets;	    /* (U + 1) */
 	const uint32_t *csr_items;  /* (P) sorted within rows */
+	uint64_t train_negatives;   /* E: the last E of the S samples */
+	uint32_t users;		    /* U: rows of neg_offsets */
+	const int64_t *neg_offsets; /* (U + 1) explicit negatives' CSR; NULL when E = 0 */
+	const uint32_t *neg_items;  /* (E) in the order given */
 } ncf_stream;
 
 /* The sample at position t of the epoch of st: writes user, item; returns
@@ -268,6 +304,13 @@ NCF_HD int ncf_sample_at(const ncf_stream *st, uint64_t t, uint32_t *user, uint3
 		*user = st->entry_user[s];
 		*item = st->csr_items[s];
 		return 1;
+	}
+	const uint64_t drawn_end = st->perm.n - st->train_negatives; /* P (1 + k) */
+	if (s >= drawn_end) {
+		uint64_t e = s - drawn_end;
+		*user = ncf_row_of(st->neg_offsets, st->users, e);
+		*item = st->neg_items[e];
+		return 0;
 	}
 	uint64_t q = s - P;
 	uint32_t u = st->entry_user[q % P];

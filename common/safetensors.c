@@ -49,6 +49,9 @@
  *   ncf.user_ids    the original id of each row of the user tables, in row
  *   ncf.item_ids    order: comma-separated, a run of consecutive ids
  *                   written first-last ("1-3,7" is 1,2,3,7)
+ *   ncf.user_names  in place of ncf.user_ids (ncf.item_ids) where the ids
+ *   ncf.item_names  are text (names.h): the names in row order, each
+ *                   ended by a line feed ("u17\nB00X\n")
  *
  * The tiny model of ncf-model(5)'s worked example (ncf-prep --synthetic
  * tiny; 50 users, 197 items, F = 4, layers 8,4), ncf-infer --export:
@@ -303,6 +306,25 @@ static void jset_ids(json_t *obj, const char *key, const uint32_t *ids, size_t n
 	free(b);
 }
 
+/* A column's ids: ncf.KIND_ids, or where they are text ncf.KIND_names,
+ * each name ended by a line feed. */
+static void jset_column(json_t *obj, const char *kind, const uint32_t *ids,
+			const struct ncf_names *names, size_t n)
+{
+	char key[32];
+	if (!names->n) {
+		snprintf(key, sizeof key, "ncf.%s_ids", kind);
+		jset_ids(obj, key, ids, n);
+		return;
+	}
+	snprintf(key, sizeof key, "ncf.%s_names", kind);
+	char *text = ncf_xmalloc((size_t)names->bytes);
+	for (uint64_t k = 0; k < names->bytes; k++)
+		text[k] = names->text[k] ? names->text[k] : '\n';
+	jset(obj, key, json_stringn(text, (size_t)names->bytes));
+	free(text);
+}
+
 /* The header of m: the JSON object (metadata first, then the tensors in
  * layout order), padded with spaces to end at a multiple of 8 in the
  * file; *n gets its length.  A new buffer. */
@@ -332,8 +354,8 @@ static char *st_header(const struct ncf_model *m, const struct ncf_layout *L, si
 	jset_u64(meta, "ncf.batch", h->batch);
 	jset_u64(meta, "ncf.seed", h->seed);
 	if (m->user_ids && m->item_ids) {
-		jset_ids(meta, "ncf.user_ids", m->user_ids, s->users);
-		jset_ids(meta, "ncf.item_ids", m->item_ids, s->items);
+		jset_column(meta, "user", m->user_ids, &m->user_names, s->users);
+		jset_column(meta, "item", m->item_ids, &m->item_names, s->items);
 	}
 	for (int slot = 0; slot < N_SLOTS; slot++) {
 		if (!slot_used(s, slot))
@@ -1105,21 +1127,62 @@ static int meta_hparams(const struct header *h, const char *display, struct ncf_
 	return 0;
 }
 
-/* The metadata's id maps (ncf.user_ids and ncf.item_ids: both or neither)
- * into m's. */
+/* The names of e (n of them, each ended by a line feed) into names, and
+ * the column's u32 ids, its indices, into *ids.  0, or -1 (reported). */
+static int parse_names(const char *display, const struct meta *e, uint32_t n, uint32_t **ids,
+		       struct ncf_names *names)
+{
+	char *text = ncf_xmalloc(e->vlen + 1);
+	for (size_t k = 0; k < e->vlen; k++)
+		text[k] = e->val[k] == '\n' ? 0 : e->val[k] ? e->val[k] : '\x01';
+	char why[160];
+	if (ncf_names_load(names, text, e->vlen, n, why, sizeof why) != 0) {
+		free(text);
+		ncf_error("%s: metadata '%s': %s", display, e->key, why);
+		return -1;
+	}
+	*ids = ncf_xmalloc(((size_t)n ? n : 1) * sizeof **ids);
+	for (uint32_t k = 0; k < n; k++)
+		(*ids)[k] = k;
+	return 0;
+}
+
+/* One column's ids: ncf.KIND_ids or ncf.KIND_names (not both), into ids
+ * or names.  1 when there are some, 0 none, -1 (reported). */
+static int meta_column(const struct header *h, const char *display, const char *kind, uint32_t n,
+		       uint32_t **ids, struct ncf_names *names)
+{
+	char ik[32], nk[32];
+	snprintf(ik, sizeof ik, "ncf.%s_ids", kind);
+	snprintf(nk, sizeof nk, "ncf.%s_names", kind);
+	struct meta e, f;
+	int has_ids = meta_get(h, ik, &e), has_names = meta_get(h, nk, &f);
+	if (has_ids && has_names) {
+		ncf_error("%s: metadata has both '%s' and '%s'", display, ik, nk);
+		return -1;
+	}
+	if (has_ids)
+		NCF_TRY(parse_ids(display, &e, n, ids));
+	if (has_names)
+		NCF_TRY(parse_names(display, &f, n, ids, names));
+	return has_ids || has_names;
+}
+
+/* The metadata's id maps (ncf.user_ids or ncf.user_names, and the
+ * items': both columns or neither) into m's. */
 static int meta_ids(const struct header *h, const char *display, struct ncf_model *m)
 {
-	struct meta u, i;
-	int has_u = meta_get(h, "ncf.user_ids", &u), has_i = meta_get(h, "ncf.item_ids", &i);
+	int has_u = meta_column(h, display, "user", m->shape.users, &m->user_ids, &m->user_names);
+	if (has_u < 0)
+		return -1;
+	int has_i = meta_column(h, display, "item", m->shape.items, &m->item_ids, &m->item_names);
+	if (has_i < 0)
+		return -1;
 	if (has_u != has_i) {
 		ncf_error("%s: metadata has '%s' but not '%s'", display,
 			  has_u ? "ncf.user_ids" : "ncf.item_ids", has_u ? "ncf.item_ids" : "ncf.user_ids");
 		return -1;
 	}
-	if (!has_u)
-		return 0;
-	NCF_TRY(parse_ids(display, &u, m->shape.users, &m->user_ids));
-	NCF_TRY(parse_ids(display, &i, m->shape.items, &m->item_ids));
 	return 0;
 }
 

@@ -12,7 +12,7 @@
  * reported (err.h) and returned as -1 (or -3, "unavailable", from open).
  *
  * Legend: B batch, U users, I items, F GMF factors, P training positives,
- * N evaluation negatives per user.
+ * N evaluation negatives per user, E explicit training negatives.
  */
 #ifndef NCF_BACKEND_H
 #define NCF_BACKEND_H
@@ -24,13 +24,17 @@
 #include "dist.h"
 #include "model.h"
 
-/* What the sample stream is made of (host arrays, borrowed). */
+/* What the sample stream is made of (host arrays, borrowed; ncf_hd.h's
+ * ncf_sample_at says how). */
 struct ncf_train_data {
 	uint32_t users, items;	    /* U, I */
 	int64_t positives;	    /* P */
 	const int64_t *offsets;	    /* (U+1) CSR rows */
 	const uint32_t *items_csr;  /* (P) sorted within rows */
 	const uint32_t *entry_user; /* (P) row of each entry */
+	uint64_t train_negatives;   /* E explicit negatives, 0 if none */
+	const int64_t *neg_offsets; /* (U+1) their CSR rows; NULL when E = 0 */
+	const uint32_t *neg_items;  /* (E) in the order given; NULL when E = 0 */
 };
 
 /* The evaluation candidates (host arrays, borrowed). */

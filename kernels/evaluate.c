@@ -16,6 +16,9 @@ int ncf_backend_load_cache(struct ncf_backend *be, const struct ncf_cache *c, ui
 			.offsets = c->offsets,
 			.items_csr = c->train_items,
 			.entry_user = c->entry_user,
+			.train_negatives = c->train_negatives,
+			.neg_offsets = c->neg_offsets,
+			.neg_items = c->neg_items,
 		};
 		if (ncf_backend_set_train_data(be, &td) != 0)
 			return -1;

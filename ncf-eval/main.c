@@ -59,7 +59,8 @@ static void usage(void)
 enum { OPT_BASELINE = 256, OPT_JSON, OPT_SCORES };
 
 /* Write "user<TAB>item<TAB>probability" for every candidate of every user
- * (the test item first, then the negatives as drawn).  Returns 0 or -1. */
+ * (the test item first, then the negatives as drawn or given), ids as
+ * the cache has them.  Returns 0 or -1. */
 static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const char *path)
 {
 	struct ncf_out o;
@@ -85,8 +86,12 @@ static int write_scores(struct ncf_backend *be, const struct ncf_cache *c, const
 			rc = -1;
 			break;
 		}
-		for (size_t j = 0; j < n; j++)
-			fprintf(o.fp, "%u\t%u\t%.9g\n", c->user_ids[u[j]], c->item_ids[it[j]], p[j]);
+		for (size_t j = 0; j < n; j++) { /* the original ids, numbers or names */
+			ncf_id_print(o.fp, ncf_cache_user_id(c, u[j]));
+			fputc('\t', o.fp);
+			ncf_id_print(o.fp, ncf_cache_item_id(c, it[j]));
+			fprintf(o.fp, "\t%.9g\n", p[j]);
+		}
 	}
 	free(u), free(it), free(p);
 	return ncf_out_end(&o, rc);
@@ -274,11 +279,13 @@ static int check_opts(int argc, char **argv, struct eval_opts *o, const struct n
 }
 
 /* Every K given must be below the cache's candidates per user: with as
- * many every test item is a hit.  Returns 0, or -1 (reported). */
+ * many every test item is a hit.  Where the candidates were given (a
+ * feature spec's series, as NVIDIA's example runs with -k 3) it is
+ * warn_topk's to say.  Returns 0, or -1 (reported). */
 static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
 	uint32_t n = c->eval_negatives + 1;
-	for (int k = 0; k < o->nk && o->topk_given; k++)
+	for (int k = 0; k < o->nk && o->topk_given && !c->split_given; k++)
 		if (o->topk[k] >= n) {
 			ncf_error("--topk %u: %s has %u candidates per user (the test item and %u "
 				  "negatives), so HR@%u would be 1 whatever the model; give K below "
@@ -290,14 +297,18 @@ static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 }
 
 /* The default K is not refused (a cache of few negatives is evaluated as
- * before), but beside the metrics it is said to mean nothing. */
+ * before), nor a K of a given split's, but beside the metrics the first
+ * such K is said to mean nothing. */
 static void warn_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
 	uint32_t n = c->eval_negatives + 1;
-	if (!o->topk_given && o->topk[0] >= n)
-		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
-			 "item and %u negatives); give -k below %u",
-			 o->topk[0], o->cache_path, n, c->eval_negatives, n);
+	for (int k = 0; k < o->nk && (!o->topk_given || c->split_given); k++)
+		if (o->topk[k] >= n) {
+			ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the "
+				 "test item and %u negatives); give -k below %u",
+				 o->topk[k], o->cache_path, n, c->eval_negatives, n);
+			return;
+		}
 }
 
 /* Can rank 0, the one that writes, create --scores?  Asked before the

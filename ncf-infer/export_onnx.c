@@ -11,6 +11,8 @@
  * items, F factors, M = H_0 / 2):
  *
  *   user, item            int64 [B]     original ids, as in the ratings file
+ *                         (string [B] for a column whose ids are names,
+ *                         names.h: the encoders then take keys_strings)
  *   user_row = LabelEncoder(user)        id -> row (ai.onnx.ml; unknown: 0)
  *   user_nan = LabelEncoder(user)        id -> 0.0f (unknown: NaN)
  *   item_row, item_nan    the same for items
@@ -149,6 +151,22 @@ static Onnx__AttributeProto *attr_ints(struct arena *a, const char *name, int64_
 	return t;
 }
 
+/* The n names as a STRINGS attribute (the bytes borrowed from names). */
+static Onnx__AttributeProto *attr_names(struct arena *a, const char *name,
+					const struct ncf_names *names)
+{
+	Onnx__AttributeProto *t = attr(a, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+	t->n_strings = names->n;
+	t->strings = anew(a, (size_t)names->n * sizeof *t->strings + 1);
+	for (uint32_t k = 0; k < names->n; k++) {
+		size_t len;
+		const char *s = ncf_names_at(names, k, &len);
+		t->strings[k].len = len;
+		t->strings[k].data = (uint8_t *)(uintptr_t)s;
+	}
+	return t;
+}
+
 static Onnx__AttributeProto *attr_floats(struct arena *a, const char *name, float *v, size_t n)
 {
 	Onnx__AttributeProto *t = attr(a, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS);
@@ -222,7 +240,8 @@ static Onnx__ValueInfoProto *io_value(struct arena *a, const char *name, int32_t
 }
 
 /* The id -> row and id -> 0/NaN encoders of one input. */
-static void add_encoders(struct graph *g, const char *input, const uint32_t *ids, uint32_t n)
+static void add_encoders(struct graph *g, const char *input, const uint32_t *ids,
+			 const struct ncf_names *names, uint32_t n)
 {
 	struct arena *a = g->a;
 	int64_t *keys = anew(a, (size_t)n * sizeof *keys);
@@ -233,15 +252,16 @@ static void add_encoders(struct graph *g, const char *input, const uint32_t *ids
 	char row[32], nan[32];
 	snprintf(row, sizeof row, "%s_row", input);
 	snprintf(nan, sizeof nan, "%s_nan", input);
+	/* names: the string input's keys, one attribute both encoders share */
+	Onnx__AttributeProto *key = names->n ? attr_names(a, "keys_strings", names)
+					     : attr_ints(a, "keys_int64s", keys, n);
 	add_node(g, &(struct node){.op = "LabelEncoder", .domain = "ai.onnx.ml", .out = row,
 				   .in = {input},
-				   .attr = {attr_ints(a, "keys_int64s", keys, n),
-					    attr_ints(a, "values_int64s", rows, n),
+				   .attr = {key, attr_ints(a, "values_int64s", rows, n),
 					    attr_int(a, "default_int64", 0)}});
 	add_node(g, &(struct node){.op = "LabelEncoder", .domain = "ai.onnx.ml", .out = nan,
 				   .in = {input},
-				   .attr = {attr_ints(a, "keys_int64s", keys, n),
-					    attr_floats(a, "values_floats", zeros, n),
+				   .attr = {key, attr_floats(a, "values_floats", zeros, n),
 					    attr_float(a, "default_float", NAN)}});
 }
 
@@ -303,8 +323,8 @@ static void build_neumf(struct graph *g, const struct ncf_model *m,
 	int64_t U = s->users, I = s->items, F = s->factors, M = ncf_shape_m(s);
 	char name[64], in[64], out[64];
 
-	add_encoders(g, "user", m->user_ids, s->users);
-	add_encoders(g, "item", m->item_ids, s->items);
+	add_encoders(g, "user", m->user_ids, &m->user_names, s->users);
+	add_encoders(g, "item", m->item_ids, &m->item_names, s->items);
 	weights(g, "mf_user_embed.weight", p + L->gmf_user, U, F);
 	weights(g, "mf_item_embed.weight", p + L->gmf_item, I, F);
 	weights(g, "mlp_user_embed.weight", p + L->mlp_user, U, M);
@@ -355,7 +375,7 @@ static void build_neumf(struct graph *g, const struct ncf_model *m,
 
 /* The graph of g's nodes: its name, inputs (user, item) and output
  * (probability). */
-static Onnx__GraphProto *graph_proto(struct graph *g)
+static Onnx__GraphProto *graph_proto(struct graph *g, const struct ncf_model *m)
 {
 	struct arena *a = g->a;
 	Onnx__GraphProto *gp = anew(a, sizeof *gp);
@@ -369,8 +389,10 @@ static Onnx__GraphProto *graph_proto(struct graph *g)
 	gp->initializer = g->init;
 	gp->n_input = 2;
 	gp->input = anew(a, 2 * sizeof *gp->input);
-	gp->input[0] = io_value(a, "user", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
-	gp->input[1] = io_value(a, "item", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+	gp->input[0] = io_value(a, "user", m->user_names.n ? ONNX__TENSOR_PROTO__DATA_TYPE__STRING
+							   : ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+	gp->input[1] = io_value(a, "item", m->item_names.n ? ONNX__TENSOR_PROTO__DATA_TYPE__STRING
+							   : ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
 	gp->n_output = 1;
 	gp->output = anew(a, sizeof *gp->output);
 	gp->output[0] = io_value(a, "probability", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
@@ -454,7 +476,7 @@ int infer_export_onnx(const struct ncf_model *m, const char *path)
 	ncf_layout_make(&m->shape, &L);
 	build_neumf(&g, m, &L);
 	Onnx__ModelProto model;
-	model_proto(&ar, &model, graph_proto(&g), m);
+	model_proto(&ar, &model, graph_proto(&g, m), m);
 	int rc = write_model(&model, path, &g);
 	arena_free(&ar);
 	return rc;

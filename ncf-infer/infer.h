@@ -21,6 +21,7 @@ struct infer_model {
 	struct ncf_hparams hp;
 	uint32_t fingerprint;	       /* of the ids (0 without them) */
 	uint32_t *user_ids, *item_ids; /* (U), (I) original ids, or NULL */
+	struct ncf_names user_names, item_names; /* where the ids are text (names.h) */
 	float *params;		       /* layout.total */
 	struct ncf_idindex users, items; /* original id -> index, for the streams */
 };
@@ -45,6 +46,14 @@ int infer_model_ids_from_cache(struct infer_model *m, const char *model_path,
 int infer_model_read_seen(struct infer_model *m, const char *model_path, const char *path,
 			  struct ncf_cache *seen);
 void infer_model_free(struct infer_model *m);
+
+/* The ids of line s (want: 1 or 2) as m speaks them: numbers only, as
+ * ncf_parse_ids reads them, for a model of numbered ids; with names, as
+ * ncf_id_split.  Returns 0 or -1 (not such a line). */
+int infer_read_ids(const struct infer_model *m, const char *s, int want, struct ncf_id *a,
+		   struct ncf_id *b);
+/* An id for a message: a number's digits, or the name escaped. */
+const char *infer_id_text(struct ncf_id id, char *buf, size_t cap);
 
 /* --score: "user item" lines from l, one probability per line on stdout
  * ("nan" for an unknown id with skip).  m's index is built.  Without skip

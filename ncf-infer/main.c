@@ -570,8 +570,13 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 static int run_export(const struct infer_opts *o, const struct infer_model *m)
 {
 	ncf_out_cleanup_on_signals();
-	struct ncf_model mf = {.shape = m->shape, .hp = m->hp, .user_ids = m->user_ids,
-				    .item_ids = m->item_ids, .params = m->params};
+	struct ncf_model mf = {.shape = m->shape,
+			       .hp = m->hp,
+			       .user_ids = m->user_ids,
+			       .item_ids = m->item_ids,
+			       .user_names = m->user_names,
+			       .item_names = m->item_names,
+			       .params = m->params};
 	int rc = infer_export(&mf, o->export_path, o->efmt);
 	return rc == -3 ? NCF_EXIT_UNAVAILABLE : rc != 0 ? NCF_EXIT_FAIL : 0;
 }
@@ -607,8 +612,8 @@ static int run_stream(const struct infer_opts *o, struct infer_model *m, struct 
 		return -1;
 	struct ncf_lines l;
 	ncf_lines_init(&l, fileno(in), display, 0);
-	ncf_idindex_init(&m->users, m->user_ids, m->shape.users);
-	ncf_idindex_init(&m->items, m->item_ids, m->shape.items);
+	ncf_idindex_init_ids(&m->users, m->user_ids, &m->user_names, m->shape.users);
+	ncf_idindex_init_ids(&m->items, m->item_ids, &m->item_names, m->shape.items);
 	int rc;
 	if (o->mode == SCORE)
 		rc = infer_score(be, m, &l, o->skip);

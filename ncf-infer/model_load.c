@@ -4,6 +4,7 @@
  * given); its original ids, from the model or from a cache (--ids,
  * --exclude-seen).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,8 @@ int infer_model_load(struct infer_model *m, const char *path)
 	m->fingerprint = f.user_ids ? ncf_model_file_fingerprint(&f) : 0;
 	m->user_ids = f.user_ids;
 	m->item_ids = f.item_ids;
+	m->user_names = f.user_names;
+	m->item_names = f.item_names;
 	m->params = f.params;
 	return 0;
 }
@@ -65,7 +68,11 @@ int infer_model_ids_from_cache(struct infer_model *m, const char *model_path,
 		ncf_model_file_note_no_ids(model_path, cache_path, &c);
 		m->user_ids = c.user_ids;
 		m->item_ids = c.item_ids;
+		m->user_names = c.user_names;
+		m->item_names = c.item_names;
 		c.user_ids = c.item_ids = NULL;
+		memset(&c.user_names, 0, sizeof c.user_names);
+		memset(&c.item_names, 0, sizeof c.item_names);
 		m->fingerprint = fp;
 	}
 	ncf_cache_free(&c);
@@ -85,6 +92,8 @@ int infer_model_read_seen(struct infer_model *m, const char *model_path, const c
 		m->item_ids = ncf_xmalloc((size_t)seen->items * sizeof *m->item_ids);
 		memcpy(m->user_ids, seen->user_ids, (size_t)seen->users * sizeof *m->user_ids);
 		memcpy(m->item_ids, seen->item_ids, (size_t)seen->items * sizeof *m->item_ids);
+		ncf_names_copy(&m->user_names, &seen->user_names);
+		ncf_names_copy(&m->item_names, &seen->item_names);
 		m->fingerprint = fp_seen;
 	}
 	if (fp_seen != m->fingerprint || seen->users != m->shape.users ||
@@ -104,5 +113,29 @@ void infer_model_free(struct infer_model *m)
 	free(m->params);
 	free(m->user_ids);
 	free(m->item_ids);
+	ncf_names_free(&m->user_names);
+	ncf_names_free(&m->item_names);
 	memset(m, 0, sizeof *m);
+}
+
+int infer_read_ids(const struct infer_model *m, const char *s, int want, struct ncf_id *a,
+		   struct ncf_id *b)
+{
+	if (m->user_names.n || m->item_names.n)
+		return ncf_id_split(s, want, a, b);
+	uint32_t x, y = 0;
+	if (ncf_parse_ids(s, want, &x, &y) != 0)
+		return -1;
+	*a = (struct ncf_id){NULL, 0, x};
+	*b = (struct ncf_id){NULL, 0, y};
+	return 0;
+}
+
+const char *infer_id_text(struct ncf_id id, char *buf, size_t cap)
+{
+	if (id.text)
+		snprintf(buf, cap, "'%s'", ncf_escape(id.text, id.len, 60));
+	else
+		snprintf(buf, cap, "%u", id.num);
+	return buf;
 }

@@ -107,24 +107,26 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 			goto out;
 		if (got == 0)
 			break;
-		uint32_t a, dummy;
-		if (ncf_parse_ids(s, 1, &a, &dummy) != 0) {
+		struct ncf_id a, dummy;
+		if (infer_read_ids(m, s, 1, &a, &dummy) != 0) {
 			ncf_error("%s:%llu: expected a user id, found '%s'", l->display,
 				  (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
 			goto out;
 		}
 		users++;
-		int64_t ui = ncf_idindex_find(&m->users, a);
+		int64_t ui = ncf_idindex_find_id(&m->users, a);
 		if (ui < 0) {
 			if (skip) {
-				printf("%u\tnan\tnan\n", a);
+				ncf_id_print(stdout, a);
+				fputs("\tnan\tnan\n", stdout);
 				continue;
 			}
-			ncf_error("%s:%llu: unknown user id %u (the model knows %u users; "
+			char id[160];
+			ncf_error("%s:%llu: unknown user id %s (the model knows %u users; "
 				  "--skip-unknown writes nan instead); the lists of the %llu user%s "
 				  "before it are written",
-				  l->display, (unsigned long long)l->line, a, m->shape.users,
-				  (unsigned long long)users - 1, users == 2 ? "" : "s");
+				  l->display, (unsigned long long)l->line, infer_id_text(a, id, sizeof id),
+				  m->shape.users, (unsigned long long)users - 1, users == 2 ? "" : "s");
 			goto out;
 		}
 		for (uint32_t i = 0; i < I; i++)
@@ -135,9 +137,12 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 		mark_seen(seen, ui, excluded, 1);
 		size_t n = top_k(lg, I, excluded, K, heap);
 		mark_seen(seen, ui, excluded, 0);
-		for (size_t k = 0; k < n; k++) {
+		for (size_t k = 0; k < n; k++) { /* the user as the model has it */
 			float p = ncf_sigmoid(heap[k].logit);
-			printf("%u\t%u\t%.9g\n", a, m->item_ids[heap[k].item], p);
+			ncf_id_print(stdout, ncf_id_at(m->user_ids, &m->user_names, (uint32_t)ui));
+			putchar('\t');
+			ncf_id_print(stdout, ncf_id_at(m->item_ids, &m->item_names, heap[k].item));
+			printf("\t%.9g\n", p);
 		}
 	}
 	if (users == 0) {

@@ -1,6 +1,6 @@
 /*
- * score.c - ncf-infer --score: "user item" lines in (original ids), one
- * probability out per line, in order.  Pairs are scored SCORE_BATCH at a
+ * score.c - ncf-infer --score: "user item" lines in (original ids,
+ * numbers or names), one probability out per line, in order.  Pairs are scored SCORE_BATCH at a
  * time, and whatever is pending is scored and written before the reader
  * blocks for more input, so that a pipe or a terminal gets each answer as
  * soon as its line is in.
@@ -68,24 +68,25 @@ int infer_score(struct ncf_backend *be, const struct infer_model *m, struct ncf_
 			goto out;
 		if (got == 0)
 			break;
-		uint32_t a, b;
-		if (ncf_parse_ids(s, 2, &a, &b) != 0) {
+		struct ncf_id a, b;
+		if (infer_read_ids(m, s, 2, &a, &b) != 0) {
 			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
 				  "or a comma), found '%s'",
 				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
 			goto out;
 		}
-		int64_t ui = ncf_idindex_find(&m->users, a), ii = ncf_idindex_find(&m->items, b);
+		int64_t ui = ncf_idindex_find_id(&m->users, a), ii = ncf_idindex_find_id(&m->items, b);
 		if ((ui < 0 || ii < 0) && !skip) {
 			/* the lines before it are answered: scored and written */
 			if (flush_scores(be, &pd) != 0)
 				goto out;
-			ncf_error("%s:%llu: unknown %s id %u (the model knows %u users and %u items; "
+			char id[160];
+			ncf_error("%s:%llu: unknown %s id %s (the model knows %u users and %u items; "
 				  "--skip-unknown writes nan instead); the %llu score%s before it %s "
 				  "written",
 				  l->display, (unsigned long long)l->line, ui < 0 ? "user" : "item",
-				  ui < 0 ? a : b, m->shape.users, m->shape.items,
-				  (unsigned long long)pairs, pairs == 1 ? "" : "s",
+				  infer_id_text(ui < 0 ? a : b, id, sizeof id), m->shape.users,
+				  m->shape.items, (unsigned long long)pairs, pairs == 1 ? "" : "s",
 				  pairs == 1 ? "is" : "are");
 			goto out;
 		}

@@ -19,11 +19,14 @@
 #include "err.h"
 #include "io.h"
 #include "kinds.h"
+#include "given.h"
 #include "omp_wait.h"
+#include "paper.h"
 #include "parse.h"
 #include "protocol.h"
 #include "rows.h"
 #include "samefile.h"
+#include "spec.h"
 #include "spill.h"
 #include "synth.h"
 #include "usage.h"
@@ -31,15 +34,24 @@
 static void usage(void)
 {
 	printf("usage: ncf-prep [options] [FILE]\n"
+	       "       ncf-prep --feature-spec DIR/feature_spec.yaml [-o CACHE]\n"
+	       "       ncf-prep --ncf-paper DIR/NAME [-o CACHE]\n"
 	       "       ncf-prep --synthetic SHAPE[xSCALE] [options]\n"
 	       "       ncf-prep --info CACHE\n"
 	       "\n"
-	       "Turn MovieLens ratings (FILE or stdin) into an ncf cache: leave-one-out\n"
-	       "split by time, training positives, evaluation negatives.\n"
+	       "Turn ratings (FILE or stdin) into an ncf cache: leave-one-out split by\n"
+	       "time, training positives, evaluation negatives; or read a split made\n"
+	       "elsewhere, with its candidates.\n"
 	       "\n"
 	       "  -o, --output FILE        write the cache to FILE (default stdout)\n"
 	       "      --format NAME        input format: ml-20m, ml-1m, ml-100k, csv\n"
 	       "                           (default: detected from the first line)\n"
+	       "      --columns SPEC       a CSV's columns: user=COL,item=COL,time=COL, each\n"
+	       "                           COL a header's name or a number from 1\n"
+	       "      --delimiter C        a CSV's separator: one character, or tab\n"
+	       "      --feature-spec FILE  NVIDIA's feature spec over CSV files: a given split\n"
+	       "      --ncf-paper NAME     NAME.train.rating, .test.rating, .test.negative (the\n"
+	       "                           NCF paper's files; also read when FILE is one)\n"
 	       "      --min-ratings N      drop users with fewer than N distinct items (0: off)\n"
 	       "      --eval-negatives N   evaluation negatives per user (default 100)\n"
 	       "  -s, --seed N             seed of the negatives and synthetic data (default 1)\n"
@@ -63,7 +75,20 @@ static void usage(void)
 	       prep_synth_shapes());
 }
 
-enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PROG, OPT_PATH };
+enum {
+	OPT_FORMAT = 256,
+	OPT_MIN,
+	OPT_NEG,
+	OPT_SYNTH,
+	OPT_EMIT,
+	OPT_INFO,
+	OPT_PROG,
+	OPT_PATH,
+	OPT_COLUMNS,
+	OPT_DELIM,
+	OPT_SPEC,
+	OPT_PAPER,
+};
 
 /* The default -S: this share of physical memory. */
 #define DEFAULT_BUFFER_PERCENT 50
@@ -73,6 +98,10 @@ enum { OPT_FORMAT = 256, OPT_MIN, OPT_NEG, OPT_SYNTH, OPT_EMIT, OPT_INFO, OPT_PR
 static const struct option long_opts[] = {
 	{"output", required_argument, 0, 'o'},
 	{"format", required_argument, 0, OPT_FORMAT},
+	{"columns", required_argument, 0, OPT_COLUMNS},
+	{"delimiter", required_argument, 0, OPT_DELIM},
+	{"feature-spec", required_argument, 0, OPT_SPEC},
+	{"ncf-paper", required_argument, 0, OPT_PAPER},
 	{"min-ratings", required_argument, 0, OPT_MIN},
 	{"eval-negatives", required_argument, 0, OPT_NEG},
 	{"seed", required_argument, 0, 's'},
@@ -93,7 +122,12 @@ struct prep_opts {
 	const char *path;      /* --path FILE (NVIDIA's spelling of FILE) */
 	const char *synthetic; /* --synthetic SPEC */
 	const char *info;      /* --info CACHE */
-	enum ncf_format format; /* --format, NCF_FORMAT_UNKNOWN: detect */
+	const char *spec;      /* --feature-spec FILE (or FILE.yaml) */
+	const char *paper;     /* --ncf-paper NAME (or a file of the paper's) */
+	char paper_name[4096]; /* NAME of a file of the paper's given as FILE */
+	const char *drawn;     /* the first of the options of ncf-prep's own split given
+				  (--min-ratings, --eval-negatives, --seed), or NULL */
+	struct prep_parse_opts parse; /* --format, --columns, --delimiter, --progress */
 	struct prep_protocol_opts po;
 	uint64_t buffer;       /* -S, bytes */
 	int emit_csv, progress;
@@ -168,20 +202,38 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o, struct ncf_cli
 			o->buffer = parse_size(optarg);
 			break;
 		case OPT_FORMAT:
-			o->format = prep_parse_format(optarg);
-			if (o->format == NCF_FORMAT_UNKNOWN)
+			o->parse.format = prep_parse_format(optarg);
+			if (o->parse.format == NCF_FORMAT_UNKNOWN)
 				ncf_usage_error("--format: unknown format '%s' (ml-20m, ml-1m, ml-100k, "
 						"csv)",
 						ncf_escape(optarg, strlen(optarg), 40));
 			break;
+		case OPT_COLUMNS:
+			if (prep_parse_columns_check(optarg))
+				ncf_usage_error("--columns: '%s': %s (like user=userId,item=movieId,"
+						"time=timestamp, or user=1,item=2,time=4)",
+						ncf_escape(optarg, strlen(optarg), 60),
+						prep_parse_columns_check(optarg));
+			o->parse.columns = optarg;
+			break;
+		case OPT_DELIM:
+			o->parse.delimiter = prep_parse_delimiter(optarg);
+			if (!o->parse.delimiter)
+				ncf_usage_error("--delimiter: '%s' is not one character (other than a "
+						"quote, a space or a line end), or tab",
+						ncf_escape(optarg, strlen(optarg), 20));
+			break;
 		case OPT_MIN:
+			o->drawn = o->drawn ? o->drawn : "--min-ratings";
 			o->po.min_ratings = (uint32_t)ncf_opt_int("--min-ratings", optarg, 0, UINT32_MAX);
 			break;
 		case OPT_NEG:
+			o->drawn = o->drawn ? o->drawn : "--eval-negatives";
 			o->po.eval_negatives = (uint32_t)ncf_opt_int("--eval-negatives", optarg, 1,
 									 NCF_CACHE_MAX_NEGATIVES);
 			break;
 		case 's':
+			o->drawn = o->drawn ? o->drawn : "--seed";
 			o->po.seed = ncf_opt_u64("--seed", optarg);
 			break;
 		case OPT_SYNTH:
@@ -194,10 +246,16 @@ static int parse_opts(int argc, char **argv, struct prep_opts *o, struct ncf_cli
 			o->info = optarg;
 			break;
 		case OPT_PROG:
-			o->progress = 1;
+			o->progress = o->parse.progress = 1;
 			break;
 		case OPT_PATH:
 			o->path = optarg;
+			break;
+		case OPT_SPEC:
+			o->spec = optarg;
+			break;
+		case OPT_PAPER:
+			o->paper = optarg;
 			break;
 		default:
 			ncf_cli_common(c, cli);
@@ -298,23 +356,84 @@ static void check_operands(int argc, char **argv, struct prep_opts *o, const str
  * Returns 0, NCF_EXIT_USAGE after a same-file refusal, or NCF_EXIT_FAIL
  * when -o cannot be created or the input is not ratings (said before a
  * large input is read; other usage errors exit here). */
+/* Is name a YAML file (by its name)? */
+static int yaml_name(const char *name)
+{
+	size_t n = strlen(name);
+	return (n > 5 && !strcmp(name + n - 5, ".yaml")) || (n > 4 && !strcmp(name + n - 4, ".yml"));
+}
+
+/* A split given with the data: FILE a feature spec's YAML or one of the
+ * NCF paper's files is read as --feature-spec or --ncf-paper would; the
+ * options that belong to ncf-prep's own split or to ratings files are
+ * refused with one. */
+static void check_given(struct prep_opts *o)
+{
+	if (o->input && !o->spec && !o->paper) {
+		if (prep_paper_name(o->input, o->paper_name, sizeof o->paper_name))
+			o->paper = o->paper_name;
+		else if (yaml_name(o->input))
+			o->spec = o->input;
+		else
+			return;
+		o->input = NULL;
+	}
+	if (!o->spec && !o->paper)
+		return;
+	const char *given = o->spec ? "--feature-spec" : "--ncf-paper";
+	if (o->spec && o->paper)
+		ncf_usage_error("--feature-spec and --ncf-paper: give one split");
+	if (o->input || o->synthetic)
+		ncf_usage_error("%s reads its own files: no %s", given,
+				o->synthetic ? "--synthetic" : "input file besides");
+	if (o->parse.format != NCF_FORMAT_UNKNOWN || o->parse.columns || o->parse.delimiter)
+		ncf_usage_error("%s: the files' layout is the split's own (no --format, --columns, "
+				"--delimiter)",
+				given);
+	if (o->drawn)
+		ncf_usage_error("%s: %s belongs to ncf-prep's own split, and this one is given with "
+				"its candidates (nothing is drawn, no user dropped)",
+				given, o->drawn);
+	if (o->spec && !strcmp(o->spec, "-"))
+		ncf_usage_error("--feature-spec: a file, not standard input (its CSV files are "
+				"found beside it)");
+}
+
+/* --format, --columns, --delimiter: an input file's, a CSV's for the
+ * last two.  Exits 2 on a conflict. */
+static void check_layout(const struct prep_opts *o)
+{
+	if (o->synthetic && (o->parse.format != NCF_FORMAT_UNKNOWN || o->parse.columns ||
+			     o->parse.delimiter))
+		ncf_usage_error("--%s applies to input files, not --synthetic",
+				o->parse.format != NCF_FORMAT_UNKNOWN ? "format"
+				: o->parse.columns		       ? "columns"
+								       : "delimiter");
+	if ((o->parse.columns || o->parse.delimiter) && o->parse.format != NCF_FORMAT_UNKNOWN &&
+	    o->parse.format != NCF_FORMAT_CSV)
+		ncf_usage_error("--%s reads a CSV file, not --format %s: leave --format out",
+				o->parse.columns ? "columns" : "delimiter",
+				ncf_format_name(o->parse.format));
+}
+
 static int check_opts(int argc, char **argv, struct prep_opts *o, const struct ncf_cli *cli)
 {
 	check_operands(argc, argv, o, cli);
+	check_given(o);
 	if (o->synthetic && o->input)
 		ncf_usage_error("--synthetic takes no input file");
 	if (o->emit_csv && !o->synthetic)
 		ncf_usage_error("--emit-csv needs --synthetic");
-	if (o->synthetic && o->format != NCF_FORMAT_UNKNOWN)
-		ncf_usage_error("--format applies to input files, not --synthetic");
+	check_layout(o);
+	int given = o->spec || o->paper;
 	struct ncf_named files[] = {
-		{.path = o->synthetic ? NULL : o->input ? o->input : "-", .what = "the input"},
+		{.path = o->synthetic || given ? NULL : o->input ? o->input : "-", .what = "the input"},
 		{.path = o->output ? o->output : "-", .what = "-o", .output = 1}};
 	if (ncf_refuse_same_file(files, 2) != 0)
 		return NCF_EXIT_USAGE;
 	if (refuse_output_dir(o) != 0 || ncf_probe_outputs(files, 2) != 0)
 		return NCF_EXIT_FAIL;
-	return !o->synthetic && check_input_kind(o) != 0 ? NCF_EXIT_FAIL : 0;
+	return !o->synthetic && !given && check_input_kind(o) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
 /* --synthetic SPEC --emit-csv: the generator's ratings as ml-20m CSV.
@@ -335,10 +454,12 @@ static int run_emit_csv(const struct prep_opts *o, const struct prep_synth *synt
 }
 
 /* The ratings into rows, from the generator (synth non-NULL) or the input
- * file; the cache's source fields.  *display names the input.  Returns 0
- * or -1 (reported). */
+ * file; the cache's source fields, and in pi the keys of a CSV's ids
+ * (prep_parse_ids, once the rows are indexed).  *display names the
+ * input.  Returns 0 or -1 (reported). */
 static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
-		     struct prep_rows *rows, struct ncf_cache *cache, const char **display)
+		     struct prep_rows *rows, struct ncf_cache *cache, const char **display,
+		     struct prep_parse_info *pi)
 {
 	*display = "<synthetic>";
 	if (synth) {
@@ -350,14 +471,13 @@ static int read_rows(const struct prep_opts *o, const struct prep_synth *synth,
 	FILE *in = ncf_in_open(o->input, display);
 	if (!in)
 		return -1;
-	struct prep_parse_info pi;
-	int rc = prep_parse(in, *display, o->format, rows, &pi, o->progress);
+	int rc = prep_parse(in, *display, &o->parse, rows, pi);
 	ncf_in_close(in);
 	if (rc != 0)
 		return -1;
-	cache->format = pi.format;
-	cache->source_bytes = pi.bytes;
-	cache->source_crc = pi.crc;
+	cache->format = pi->format;
+	cache->source_bytes = pi->bytes;
+	cache->source_crc = pi->crc;
 	return 0;
 }
 
@@ -382,11 +502,23 @@ static int write_cache(const struct prep_opts *o, const struct ncf_cache *cache,
 static void report_cache(const char *display, const struct ncf_cache *cache,
 			 const struct prep_times *t, long out_bytes)
 {
-	ncf_info("%s: %llu ratings, %u users, %u items -> %lld training positives, %u test "
-		 "positives, %u negatives each",
-		 display, (unsigned long long)cache->ratings_read, cache->users, cache->items,
-		 (long long)cache->train_positives, cache->users, cache->eval_negatives);
-	if (cache->duplicates_dropped || cache->users_dropped || cache->test_only_users)
+	if (cache->split_given)
+		ncf_info("%s: a given split: %u users, %u items, %lld training positives, %llu "
+			 "explicit negatives; %u test positives, %u negative candidates each",
+			 display, cache->users, cache->items, (long long)cache->train_positives,
+			 (unsigned long long)cache->train_negatives, cache->users,
+			 cache->eval_negatives);
+	else
+		ncf_info("%s: %llu ratings, %u users, %u items -> %lld training positives, %u test "
+			 "positives, %u negatives each",
+			 display, (unsigned long long)cache->ratings_read, cache->users, cache->items,
+			 (long long)cache->train_positives, cache->users, cache->eval_negatives);
+	if (cache->split_given && (cache->duplicates_dropped || cache->test_only_users))
+		ncf_info("dropped %llu repeated training positives; %llu users have only a test "
+			 "positive",
+			 (unsigned long long)cache->duplicates_dropped,
+			 (unsigned long long)cache->test_only_users);
+	else if (cache->duplicates_dropped || cache->users_dropped || cache->test_only_users)
 		ncf_info("dropped %llu duplicate ratings, %llu users under --min-ratings (%llu "
 			 "ratings, %llu items); %llu users have only a test positive",
 			 (unsigned long long)cache->duplicates_dropped,
@@ -414,12 +546,13 @@ static void report_cache(const char *display, const struct ncf_cache *cache,
 /* The rows, all in memory, to the cache, written: index, protocol,
  * oracle (synth: freed once it is computed).  Returns 0 or -1. */
 static int prep_in_memory(const struct prep_opts *o, struct prep_synth *synth,
-			  struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
-			  long *out_bytes)
+			  struct prep_rows *rows, struct prep_parse_info *pi,
+			  struct ncf_cache *cache, struct prep_times *t, long *out_bytes)
 {
 	cache->ratings_read = rows->n;
 	ncf_progress_phase(&t->prog, "indexing users and items");
 	prep_rows_index(rows);
+	prep_parse_ids(pi, rows);
 	t->index = ncf_now();
 	ncf_progress_phase(&t->prog, "protocol: leave-one-out, evaluation negatives");
 	NCF_TRY(prep_protocol_run(rows, &o->po, cache));
@@ -456,11 +589,12 @@ static void oracle_batch(void *ctx, const struct ncf_cache *c, uint32_t first, u
  * the oracle batch by batch (synth: freed once it is computed), the
  * cache from its planes.  Returns 0 or -1. */
 static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, struct prep_spill *sp,
-			struct prep_rows *rows, struct ncf_cache *cache, struct prep_times *t,
-			long *out_bytes)
+			struct prep_rows *rows, struct prep_parse_info *pi, struct ncf_cache *cache,
+			struct prep_times *t, long *out_bytes)
 {
 	ncf_progress_phase(&t->prog, "sorting and spilling the last run");
 	NCF_TRY(prep_spill_finish(sp, rows));
+	prep_parse_ids(pi, rows);
 	cache->ratings_read = prep_spill_rows(sp);
 	t->index = ncf_now();
 	ncf_progress_phase(&t->prog, "merging the runs, protocol: leave-one-out, evaluation negatives");
@@ -482,6 +616,66 @@ static int prep_spilled(const struct prep_opts *o, struct prep_synth *synth, str
 	prep_planes_free(train);
 	prep_planes_free(neg);
 	return rc;
+}
+
+/* -o is none of the files a given split was read from (g's), each of
+ * them known only once it is read.  0, or -1 (reported: exit 2). */
+static int refuse_given_output(const struct prep_opts *o, const struct prep_given *g)
+{
+	size_t n = g->n_files + 1;
+	struct ncf_named *f = ncf_xcalloc(n, sizeof *f);
+	for (uint32_t k = 0; k < g->n_files; k++)
+		f[k] = (struct ncf_named){.path = g->files[k], .what = "an input of the split"};
+	f[g->n_files] = (struct ncf_named){.path = o->output ? o->output : "-", .what = "-o",
+					   .output = 1};
+	int rc = ncf_refuse_same_file(f, n);
+	free(f);
+	return rc;
+}
+
+/* A split given with the data (--feature-spec, --ncf-paper) to a cache:
+ * its files read (spec.c, paper.c), the protocol's given way in
+ * (protocol.c), the cache written.  Returns the exit status. */
+static int run_given(const struct prep_opts *o, double t0)
+{
+	struct prep_times t = {.start = t0};
+	ncf_progress_init(&t.prog, o->progress);
+	ncf_progress_phase(&t.prog, "reading the given split");
+	struct prep_given g;
+	prep_given_init(&g);
+	struct ncf_cache cache;
+	memset(&cache, 0, sizeof cache);
+	cache.oracle_hr = NAN;
+	cache.format = o->spec ? NCF_FORMAT_FEATURE_SPEC : NCF_FORMAT_NCF_PAPER;
+	int rc = o->spec ? prep_spec_read(o->spec, &prep_open_files, &g)
+			 : prep_paper_read(o->paper, &prep_open_files, &g);
+	int status = rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
+	if (rc == 0 && refuse_given_output(o, &g) != 0) {
+		rc = -1;
+		status = NCF_EXIT_USAGE;
+	}
+	cache.source_bytes = g.bytes;
+	cache.source_crc = g.crc;
+	t.read = t.index = ncf_now();
+	if (rc == 0) {
+		ncf_progress_phase(&t.prog, "protocol: the given split");
+		rc = prep_protocol_run_given(&g, &cache);
+	}
+	prep_given_free(&g);
+	t.protocol = t.oracle = ncf_now();
+	long out_bytes = -1;
+	if (rc == 0) {
+		ncf_progress_phase(&t.prog, "writing the cache");
+		rc = write_cache(o, &cache, NULL, NULL, &out_bytes);
+	}
+	t.write = ncf_now();
+	ncf_progress_clear(&t.prog);
+	if (rc == 0) {
+		report_cache(o->spec ? o->spec : o->paper, &cache, &t, out_bytes);
+		status = 0;
+	}
+	ncf_cache_free(&cache);
+	return status;
 }
 
 /* Ratings (or the generator) to a cache, in memory or, when the rows
@@ -507,11 +701,12 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	int status = NCF_EXIT_FAIL;
 	if (synth)
 		ncf_progress_phase(&t.prog, "generating the synthetic ratings");
-	if (read_rows(o, synth, &rows, &cache, &display) != 0)
+	struct prep_parse_info pi = {0};
+	if (read_rows(o, synth, &rows, &cache, &display, &pi) != 0)
 		goto out;
 	t.read = ncf_now();
-	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &cache, &t, &out_bytes)
-				: prep_in_memory(o, synth, &rows, &cache, &t, &out_bytes)) != 0)
+	if ((prep_spill_used(sp) ? prep_spilled(o, synth, sp, &rows, &pi, &cache, &t, &out_bytes)
+				: prep_in_memory(o, synth, &rows, &pi, &cache, &t, &out_bytes)) != 0)
 		goto out;
 	t.write = ncf_now();
 	ncf_progress_clear(&t.prog);
@@ -519,6 +714,7 @@ static int run_prep(const struct prep_opts *o, struct prep_synth *synth, double 
 	status = 0;
 out:
 	ncf_progress_clear(&t.prog);
+	prep_parse_info_free(&pi);
 	prep_spill_free(sp);
 	prep_rows_free(&rows);
 	ncf_cache_free(&cache);
@@ -530,11 +726,13 @@ int main(int argc, char **argv)
 	ncf_omp_wait_init(argv);
 	ncf_set_progname(argv[0]);
 	ncf_init_std_streams();
-	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME] [--min-ratings N] [--eval-negatives N] "
-		       "[--seed N] [-S SIZE] [FILE | --synthetic SPEC [--emit-csv]] | --info CACHE";
+	ncf_synopsis = "ncf-prep [-o CACHE] [--format NAME | --columns SPEC] [--delimiter C] "
+		       "[--min-ratings N] [--eval-negatives N] [--seed N] [-S SIZE] "
+		       "[FILE | --synthetic SPEC [--emit-csv]] | --feature-spec FILE | --ncf-paper NAME "
+		       "| --info CACHE";
 	struct ncf_cli cli = {.tool = "ncf-prep", .short_opts = ":o:S:s:qvhV",
 			      .long_opts = long_opts, .usage = usage};
-	struct prep_opts o = {.format = NCF_FORMAT_UNKNOWN,
+	struct prep_opts o = {.parse = {.format = NCF_FORMAT_UNKNOWN},
 			      .po = {.min_ratings = 0, .eval_negatives = 100, .seed = 1}};
 	if (parse_opts(argc, argv, &o, &cli)) {
 		ncf_cli_free(&cli);
@@ -569,6 +767,8 @@ int main(int argc, char **argv)
 		ncf_error("refusing to write binary data to a terminal; use -o FILE or redirect "
 			  "stdout");
 		status = NCF_EXIT_FAIL;
+	} else if (o.spec || o.paper) {
+		status = run_given(&o, t0);
 	} else {
 		status = run_prep(&o, o.synthetic ? &synth : NULL, t0);
 	}

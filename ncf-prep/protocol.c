@@ -22,10 +22,11 @@
  *
  * Each rule is said once, for one user: feed_add (repeats), user_kept
  * (--min-ratings), index_items (the order of the items kept),
- * leave_one_out (the test positive, ties), write_split (the training
- * items, test-only users) and user_negatives (the evaluation negatives);
- * protocol_user applies steps 2-4 to a user.  The rows reach them two
- * ways, both in two passes over the users (the first counts each user's
+ * leave_one_out (the test positive, ties) or given_split (a test
+ * positive given with the data), write_split (the training items,
+ * test-only users) and user_negatives (the evaluation negatives);
+ * protocol_user applies steps 2-4 to a user.  The rows reach them three
+ * ways, each in two passes over the users (the first counts each user's
  * distinct items, the second splits it):
  *  - in memory (prep_protocol_run): the rows grouped by user and ordered
  *    (prep_rows_order), each user fed from them, users in parallel;
@@ -33,10 +34,12 @@
  *    timestamp, row) order (spill.h), each user fed from the stream as it
  *    comes, and split in batches that hold a share of the budget, so that
  *    memory stays bounded whatever the input.
- * A split given with the data would be a third way in: its training rows
- * fed to a user as here, its test positive given in the place of
- * leave_one_out's, then write_split, its candidates in the place of
- * user_negatives' draw.
+ *  - given (prep_protocol_run_given): a split made elsewhere (given.h),
+ *    its training positives fed to each user as in memory, its test
+ *    positive given in the place of leave_one_out's (given_split), then
+ *    write_split, its candidates in the place of user_negatives' draw,
+ *    its explicit negatives kept per user in the order given; nothing
+ *    dropped, nothing drawn.
  * Nothing here depends on the number of threads: users are independent,
  * counters are sums of integers, and every random number is addressed by
  * (seed, user, k, attempt).
@@ -46,6 +49,7 @@
 
 #include "err.h"
 #include "ncf_hd.h"
+#include "given.h"
 #include "protocol.h"
 #include "spill.h"
 
@@ -139,21 +143,23 @@ static int user_kept(uint32_t len, uint32_t min_ratings)
 	return len >= min_ratings;
 }
 
-/* 4. The training positives of a user of len distinct items: all but the
- * one left out. */
-static uint32_t train_count(uint32_t len)
-{
-	return len - 1;
-}
-
 /* What the rules need besides a user's rows: the final indices
- * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives. */
+ * (UINT32_MAX: dropped by --min-ratings), I, and how to draw negatives;
+ * or, for a split that was given, each user's given test positive. */
 struct rules {
 	const uint32_t *user_new, *item_new;
 	uint32_t items;
 	uint32_t negatives; /* N per user */
 	uint64_t seed;
+	const uint32_t *given; /* (U0) the given test positives; NULL: leave one out */
 };
+
+/* 4. The training positives of a user of len distinct items: all but the
+ * one left out, or all of them when the test positive was given. */
+static uint32_t train_count(uint32_t len, const struct rules *x)
+{
+	return x->given ? len : len - 1;
+}
 
 /* Where users first .. go: user nu's test positive to test[j], its
  * training items to train[offsets[j] ..], j = nu - first. */
@@ -204,12 +210,20 @@ struct split {
 
 /* 4. Leave one out: the last of h's history is the test positive, a tie
  * (counted in n) when the one before it has the same timestamp; the
- * others, train_count(h->len) of them, train. */
+ * others, h->len - 1 of them, train. */
 static struct split leave_one_out(const struct history *h, struct counts *n)
 {
 	uint32_t last = h->len - 1;
 	n->ties += last >= 1 && h->ts_last == h->ts_before;
-	return (struct split){h->item, train_count(h->len), h->item[last]};
+	return (struct split){h->item, h->len - 1, h->item[last]};
+}
+
+/* 4. A split that was given: all of h's history trains (none: the user
+ * only has a test positive), and its test positive is the one given (it
+ * may be among them: the split is taken as given). */
+static struct split given_split(const struct history *h, const struct rules *x)
+{
+	return (struct split){h->item, h->len, x->given[h->user]};
 }
 
 /* 4. User nu's split into out in final indices, its training items in
@@ -227,11 +241,10 @@ static void write_split(const struct split *sp, uint32_t nu, const struct rules 
 	out->test[j] = x->item_new[sp->test];
 }
 
-/* Steps 2-4 for one user whose rows came in by either way: its repeats
- * counted; when --min-ratings kept it, its leave-one-out split into out.
- * A split given with the data would come in beside this: its training
- * rows fed (feed_add: repeats), its test positive given, then write_split,
- * and its candidates in place of user_negatives' draw. */
+/* Steps 2-4 for one user whose rows came in by any way: its repeats
+ * counted; when --min-ratings kept it, its split into out: leave one
+ * out, or the test positive given with the data (whose candidates then
+ * take user_negatives' place). */
 static void protocol_user(const struct history *h, const struct rules *x,
 			  const struct split_out *out, struct counts *n)
 {
@@ -239,7 +252,7 @@ static void protocol_user(const struct history *h, const struct rules *x,
 	uint32_t nu = x->user_new[h->user];
 	if (nu == UINT32_MAX)
 		return;
-	struct split sp = leave_one_out(h, n);
+	struct split sp = x->given ? given_split(h, x) : leave_one_out(h, n);
 	write_split(&sp, nu, x, out, n);
 }
 
@@ -333,6 +346,27 @@ static void index_items(struct grouping *g, const uint32_t *first_row, struct nc
 	c->items_dropped = g->I0 - n;
 }
 
+/* A named column's names in the final indices (to: n0 of the rows' of
+ * which n are kept, UINT32_MAX dropped): names kept in index order, and
+ * the u32 ids, which are the indices. */
+static void set_names(const struct ncf_names *from, const uint32_t *to, uint32_t n0, uint32_t n,
+		      uint32_t *ids, struct ncf_names *out)
+{
+	if (!from->n)
+		return;
+	uint32_t *old = ncf_xmalloc(((size_t)n + 1) * sizeof *old);
+	for (uint32_t k = 0; k < n0; k++)
+		if (to[k] != UINT32_MAX)
+			old[to[k]] = k;
+	for (uint32_t k = 0; k < n; k++) {
+		size_t len;
+		const char *s = ncf_names_at(from, old[k], &len);
+		ncf_names_add(out, s, len);
+		ids[k] = k;
+	}
+	free(old);
+}
+
 /* c's id maps and protocol settings, from the final indices of g and the
  * rows' maps (ids). */
 static void set_ids(const struct grouping *g, const struct prep_rows *ids,
@@ -349,6 +383,8 @@ static void set_ids(const struct grouping *g, const struct prep_rows *ids,
 	for (uint32_t i = 0; i < g->I0; i++)
 		if (g->item_new[i] != UINT32_MAX)
 			c->item_ids[g->item_new[i]] = ids->item_ids[i];
+	set_names(&ids->user_names, g->user_new, g->U0, c->users, c->user_ids, &c->user_names);
+	set_names(&ids->item_names, g->item_new, g->I0, c->items, c->item_ids, &c->item_names);
 }
 
 static struct rules rules_of(const struct grouping *g, const struct prep_protocol_opts *o,
@@ -358,7 +394,8 @@ static struct rules rules_of(const struct grouping *g, const struct prep_protoco
 			      .item_new = g->item_new,
 			      .items = c->items,
 			      .negatives = o->eval_negatives,
-			      .seed = o->seed};
+			      .seed = o->seed,
+			      .given = o->given};
 }
 
 /* ---- in memory ------------------------------------------------------------ */
@@ -415,17 +452,17 @@ static void split_rows(const struct prep_rows *r, const struct by_user *b,
 		       struct ncf_cache *c)
 {
 	const uint32_t U = c->users;
+	struct rules x = rules_of(g, o, c);
 	c->offsets = ncf_xmalloc(((size_t)U + 1) * sizeof *c->offsets);
 	c->offsets[0] = 0;
 	for (uint32_t u = 0; u < g->U0; u++)
 		if (g->user_new[u] != UINT32_MAX)
 			c->offsets[g->user_new[u] + 1] =
-				c->offsets[g->user_new[u]] + train_count(g->distinct[u]);
+				c->offsets[g->user_new[u]] + train_count(g->distinct[u], &x);
 	c->train_positives = c->offsets[U];
 	c->train_items = ncf_xmalloc((size_t)(c->train_positives ? c->train_positives : 1) *
 				     sizeof *c->train_items);
 	c->test_items = ncf_xmalloc((size_t)U * sizeof *c->test_items);
-	struct rules x = rules_of(g, o, c);
 	struct split_out out = {0, c->offsets, c->test_items, c->train_items};
 	struct counts total = {0};
 #pragma omp parallel
@@ -496,6 +533,61 @@ int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, s
 	free(b.order);
 	if (rc == 0) /* once the order is freed: the two are never held together */
 		draw_negatives(&g, o, c);
+	grouping_free(&g);
+	return rc;
+}
+
+/* ---- given ---------------------------------------------------------------- */
+
+/* The explicit negatives (n, file order) as c's CSR over users, each
+ * user's in the order given (a counting sort, stable). */
+static void explicit_negatives(const uint32_t *user, const uint32_t *item, size_t n,
+			       struct ncf_cache *c)
+{
+	c->train_negatives = n;
+	if (!n)
+		return;
+	uint32_t U = c->users;
+	c->neg_offsets = ncf_xcalloc((size_t)U + 1, sizeof *c->neg_offsets);
+	c->neg_items = ncf_xmalloc(n * sizeof *c->neg_items);
+	for (size_t k = 0; k < n; k++)
+		c->neg_offsets[user[k] + 1]++;
+	for (uint32_t u = 0; u < U; u++)
+		c->neg_offsets[u + 1] += c->neg_offsets[u];
+	int64_t *fill = ncf_xmalloc((size_t)U * sizeof *fill);
+	memcpy(fill, c->neg_offsets, (size_t)U * sizeof *fill);
+	for (size_t k = 0; k < n; k++)
+		c->neg_items[fill[user[k]]++] = item[k];
+	free(fill);
+}
+
+int prep_protocol_run_given(struct prep_given *gv, struct ncf_cache *c)
+{
+	struct prep_rows *r = &gv->pos;
+	prep_given_ids(gv, r);
+	NCF_TRY(prep_rows_check_count(r->n));
+	struct prep_protocol_opts o = {.eval_negatives = gv->N, .given = gv->test};
+	struct grouping g;
+	grouping_init(&g, r->n_users, r->n_items);
+	struct by_user b;
+	b.start = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *b.start);
+	b.order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b.order);
+	prep_rows_order(r, 0, g.U0, b.start, b.order);
+	count_rows(r, &b, &g);
+	int rc = keep_users(&g, 0, c); /* every user is kept: its split was given */
+	if (rc == 0) {
+		index_items(&g, NULL, c);
+		set_ids(&g, r, &o, c);
+		split_rows(r, &b, &g, &o, c);
+		c->seed = 0; /* nothing is drawn */
+		c->split_given = 1;
+		c->ratings_read = r->n + c->users; /* the positives: train rows and test */
+		c->eval_neg = gv->cand; /* in user_negatives' place */
+		gv->cand = NULL;
+		explicit_negatives(gv->neg_user, gv->neg_item, gv->n_neg, c);
+	}
+	free(b.start);
+	free(b.order);
 	grouping_free(&g);
 	return rc;
 }
@@ -622,7 +714,7 @@ static int batch_fits(const struct batch *b, const struct history *h)
 }
 
 /* Add user h (kept) to the batch, growing it when h alone outgrows it. */
-static void batch_add(struct batch *b, const struct history *h)
+static void batch_add(struct batch *b, const struct history *h, const struct rules *x)
 {
 	if (h->len > b->cap_items - b->items) {
 		b->cap_items = b->items + h->len;
@@ -632,7 +724,7 @@ static void batch_add(struct batch *b, const struct history *h)
 	memcpy(b->item + b->items, h->item, h->len * sizeof *b->item);
 	b->items += h->len;
 	b->hist[b->n] = *h; /* its item set when the batch is split: item may move */
-	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len);
+	b->offsets[b->n + 1] = b->offsets[b->n] + train_count(h->len, x);
 	b->at[++b->n] = (uint32_t)b->items;
 }
 
@@ -709,7 +801,7 @@ static int split_spilled(struct prep_spill *sp, const struct grouping *g,
 		}
 		if (b.n && !batch_fits(&b, &ur.f.h))
 			rc = batch_flush(&b, &x, so, &total);
-		batch_add(&b, &ur.f.h);
+		batch_add(&b, &ur.f.h, &x);
 	}
 	if (rc == 0 && b.n)
 		rc = batch_flush(&b, &x, so, &total);

@@ -1,6 +1,7 @@
 /*
- * protocol.h - the leave-one-out protocol (protocol.c says its rules once,
- * per user): over rows in memory, or over rows that spilled to sorted runs.
+ * protocol.h - the protocol (protocol.c says its rules once, per user):
+ * leave one out over rows in memory or over rows that spilled to sorted
+ * runs, or a split given with the data.
  */
 #ifndef NCF_PROTOCOL_H
 #define NCF_PROTOCOL_H
@@ -12,6 +13,7 @@ struct prep_protocol_opts {
 	uint32_t min_ratings;	 /* 0: keep every user */
 	uint32_t eval_negatives; /* per user, NVIDIA: 100 */
 	uint64_t seed;		 /* of the evaluation negatives */
+	const uint32_t *given;	 /* a given split's test positives (prep_protocol_run_given's) */
 };
 
 /*
@@ -22,6 +24,18 @@ struct prep_protocol_opts {
  * too many users for N: prep_protocol_check_size).
  */
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c);
+
+/*
+ * A split given with the data (given.h: its training rows read, every
+ * user's series given) to the cache's arrays and counts: the training
+ * positives fed to each user as any user's rows (repeats dropped and
+ * counted), its test positive the one given, its evaluation negatives the
+ * candidates given, its explicit negatives in the order given; users and
+ * items in g's order of first appearance, none dropped; split_given 1.
+ * g's maps, rows and candidates are taken.  Returns 0 or -1 (reported).
+ */
+struct prep_given;
+int prep_protocol_run_given(struct prep_given *g, struct ncf_cache *c);
 
 /* Do U users with N evaluation negatives each fit in a cache (at most
  * NCF_CACHE_MAX_SCORES, cache.h)?  0, or -1 after reporting the limit and

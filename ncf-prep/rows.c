@@ -166,5 +166,7 @@ void prep_rows_free(struct prep_rows *r)
 	free(r->ts);
 	free(r->user_ids);
 	free(r->item_ids);
+	ncf_names_free(&r->user_names);
+	ncf_names_free(&r->item_names);
 	memset(r, 0, sizeof *r);
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "names.h"
+
 struct prep_rows {
 	uint32_t *user; /* (n) original id while reading; dense index after prep_rows_index */
 	uint32_t *item; /* (n) likewise */
@@ -17,8 +19,10 @@ struct prep_rows {
 	size_t n, cap;
 	/* filled by prep_rows_index */
 	uint32_t n_users, n_items;
-	uint32_t *user_ids; /* (n_users) original id of each index */
+	uint32_t *user_ids; /* (n_users) original id of each index (the index
+			       itself when the users are named) */
 	uint32_t *item_ids; /* (n_items) */
+	struct ncf_names user_names, item_names; /* (n_users), (n_items) when named */
 	/* a memory budget (spill.h): with spill set the rows never grow past
 	 * limit; a push that would calls spill(spill_ctx, r) first, which
 	 * takes the rows away (n becomes 0) or sets failed (reported), after

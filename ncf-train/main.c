@@ -39,6 +39,9 @@ static void usage(void)
 	       "      --checkpoint FILE        the latest state, for --resume (default MODEL.last)\n"
 	       "      --keep-epochs            also keep MODEL.epoch-NNN after every epoch\n"
 	       "      --resume FILE            continue from a checkpoint, exactly\n"
+	       "      --init MODEL             start a new run from a model's weights (ncf's, or\n"
+	       "                               NVIDIA's safetensors): fine-tuning, with this\n"
+	       "                               run's settings and a fresh optimizer\n"
 	       "  -e, --epochs N               epochs in all (default 30)\n"
 	       "  -b, --batch-size N           global batch (default 1048576)\n"
 	       "  -f, --factors N              GMF factors (default 64)\n"
@@ -75,7 +78,7 @@ static void usage(void)
 
 enum {
 	OPT_LAYERS = 256, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_DROPOUT, OPT_TRUENEG, OPT_RESUME,
-	OPT_LOG, OPT_PROGRESS, OPT_CHECKPOINT, OPT_KEEP,
+	OPT_LOG, OPT_PROGRESS, OPT_CHECKPOINT, OPT_KEEP, OPT_INIT,
 };
 
 static const struct option long_opts[] = {
@@ -83,6 +86,7 @@ static const struct option long_opts[] = {
 	{"checkpoint", required_argument, 0, OPT_CHECKPOINT},
 	{"keep-epochs", no_argument, 0, OPT_KEEP},
 	{"resume", required_argument, 0, OPT_RESUME},
+	{"init", required_argument, 0, OPT_INIT},
 	{"epochs", required_argument, 0, 'e'},
 	{"batch-size", required_argument, 0, 'b'},
 	{"factors", required_argument, 0, 'f'},
@@ -205,6 +209,9 @@ static int parse_opts(int argc, char **argv, struct train_opts *o, struct ncf_cl
 		case OPT_RESUME:
 			o->resume = optarg;
 			break;
+		case OPT_INIT:
+			o->init = optarg;
+			break;
 		case 'e':
 			o->epochs = (uint32_t)ncf_opt_int("--epochs", optarg, 0, 1000000);
 			break;
@@ -231,12 +238,13 @@ static int parse_opts(int argc, char **argv, struct train_opts *o, struct ncf_cl
 
 /* The files of the run into f (room for TRAIN_FILES): the inputs, the
  * outputs and the epoch files of --keep-epochs.  Returns how many. */
-#define TRAIN_FILES 6
+#define TRAIN_FILES 7
 static size_t train_files(const struct train_opts *o, struct ncf_named *f)
 {
 	struct ncf_named files[TRAIN_FILES] = {
 		{.path = o->cache_path, .what = "the cache"},
 		{.path = o->resume, .what = "--resume", .read_first = 1},
+		{.path = o->init, .what = "--init"},
 		{.path = o->output, .what = "-o", .output = 1},
 		{.path = o->checkpoint, .what = "--checkpoint", .output = 1},
 		{.path = o->log_path, .what = "--log", .output = 1, .appends = 1},
@@ -247,19 +255,28 @@ static size_t train_files(const struct train_opts *o, struct ncf_named *f)
 	return TRAIN_FILES;
 }
 
-/* The cache and --resume, by what they are: a model where the cache goes,
- * a cache given to --resume, ratings not made into a cache yet.  Returns
- * 0, or -1 (reported). */
+/* The cache, --resume and --init, by what they are: a model where the
+ * cache goes, a cache given to --resume or --init, ratings not made into a
+ * cache yet.  Returns 0, or -1 (reported). */
 static int check_kinds(const struct train_opts *o)
 {
-	enum ncf_kind ck = ncf_kind_of(o->cache_path), rk = ncf_kind_of(o->resume);
+	enum ncf_kind ck = ncf_kind_of(o->cache_path), rk = ncf_kind_of(o->resume),
+		      ik = ncf_kind_of(o->init);
 	char name[256];
 	if (ck == NCF_KIND_MODEL && rk == NCF_KIND_CACHE)
 		ncf_error("the cache and --resume are swapped: ncf-train %s --resume %s -o %s",
 			  o->resume, o->cache_path, o->output);
-	else if (ck == NCF_KIND_MODEL || ck == NCF_KIND_SAFETENSORS)
+	else if ((ck == NCF_KIND_MODEL || ck == NCF_KIND_SAFETENSORS) && ik == NCF_KIND_CACHE)
+		ncf_error("the cache and --init are swapped: ncf-train %s --init %s -o %s", o->init,
+			  o->cache_path, o->output);
+	else if (ck == NCF_KIND_MODEL)
 		ncf_error("%s is %s, not a cache: to train it on, give it to --resume with the "
-			  "cache it was trained on: ncf-train CACHE --resume %s -o %s",
+			  "cache it was trained on: ncf-train CACHE --resume %s -o %s; or start a "
+			  "new run from its weights: ncf-train CACHE --init %s -o NEW.ncfm",
+			  o->cache_path, ncf_kind_says(ck), o->cache_path, o->output, o->cache_path);
+	else if (ck == NCF_KIND_SAFETENSORS)
+		ncf_error("%s is %s, not a cache: to train it on, start a run from its weights: "
+			  "ncf-train CACHE --init %s -o %s",
 			  o->cache_path, ncf_kind_says(ck), o->cache_path, o->output);
 	else if (ck == NCF_KIND_TEXT)
 		ncf_error("%s is %s (ratings?), not a cache: make the cache first: ncf-prep -o %s %s",
@@ -269,9 +286,21 @@ static int check_kinds(const struct train_opts *o)
 		ncf_error("--resume: %s is %s, not a checkpoint: the cache is the operand, "
 			  "--resume takes MODEL.last (or -o's MODEL)",
 			  o->resume, ncf_kind_says(rk));
-	else if (rk == NCF_KIND_TEXT || rk == NCF_KIND_SAFETENSORS)
+	else if (rk == NCF_KIND_SAFETENSORS)
+		ncf_error("--resume: %s is %s, not a checkpoint written by ncf-train: to start a "
+			  "run from its weights give it to --init",
+			  o->resume, ncf_kind_says(rk));
+	else if (rk == NCF_KIND_TEXT)
 		ncf_error("--resume: %s is %s, not a checkpoint written by ncf-train", o->resume,
 			  ncf_kind_says(rk));
+	else if (ik == NCF_KIND_CACHE)
+		ncf_error("--init: %s is %s, not a model: the cache is the operand, --init takes a "
+			  "model (ncf-train's -o, or safetensors with NVIDIA's names)",
+			  o->init, ncf_kind_says(ik));
+	else if (ik == NCF_KIND_TEXT)
+		ncf_error("--init: %s is %s, not a model (ncf-train's -o, or safetensors with "
+			  "NVIDIA's names)",
+			  o->init, ncf_kind_says(ik));
 	else
 		return 0;
 	return -1;
@@ -297,8 +326,14 @@ static int check_opts(int argc, char **argv, struct train_opts *o, const struct 
 	o->cache_path = argv[optind];
 	if (!o->checkpoint)
 		o->checkpoint = *default_ckpt = train_suffixed(o->output, ".last");
+	if (o->resume && o->init)
+		ncf_usage_error("--init and --resume exclude each other: --resume continues a run "
+				"exactly (its settings, optimizer and place), --init starts a new run "
+				"from a model's weights");
 	if (o->resume && !strcmp(o->resume, "-") && !strcmp(o->cache_path, "-"))
 		ncf_usage_error("the cache and --resume cannot both come from stdin");
+	if (o->init && !strcmp(o->init, "-") && !strcmp(o->cache_path, "-"))
+		ncf_usage_error("the cache and --init cannot both come from stdin");
 	if (!strcmp(o->output, "-") || !strcmp(o->checkpoint, "-"))
 		ncf_usage_error("models are files: -o and --checkpoint cannot be stdout");
 	struct ncf_named files[TRAIN_FILES];

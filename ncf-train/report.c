@@ -168,9 +168,15 @@ void train_report_start(struct train_run *r)
 #ifdef _OPENMP
 	nthreads = omp_get_max_threads();
 #endif
-	ncf_info("training %s on %s: %u users, %u items, %llu samples per epoch, batch %llu "
+	char made[160] = "";
+	uint64_t P = (uint64_t)r->cache.train_positives, E = r->cache.train_negatives;
+	if (E)
+		snprintf(made, sizeof made, " (%llu positives, %llu drawn and %llu explicit negatives)",
+			 (unsigned long long)P, (unsigned long long)(P * r->ck.hp.negatives),
+			 (unsigned long long)E);
+	ncf_info("training %s on %s: %u users, %u items, %llu samples per epoch%s, batch %llu "
 		 "(%llu step%s), %s backend, %d thread%s",
-		 o->output, o->cache_path, s->users, s->items, (unsigned long long)r->samples,
+		 o->output, o->cache_path, s->users, s->items, (unsigned long long)r->samples, made,
 		 (unsigned long long)r->ck.hp.batch, (unsigned long long)r->steps_per_epoch,
 		 r->steps_per_epoch == 1 ? "" : "s", ncf_backend_name(&r->be), nthreads,
 		 nthreads == 1 ? "" : "s");

@@ -1,8 +1,8 @@
 /*
  * run.c - the setup of an ncf-train run and its end: the cache, the
- * starting state (fresh, or resumed from a checkpoint), the backend, and
- * with several ranks the check that every rank starts from the same place.
- * The epochs are epoch.c's.
+ * starting state (fresh, from --init's weights (init.c), or resumed from a
+ * checkpoint), the backend, and with several ranks the check that every
+ * rank starts from the same place.  The epochs are epoch.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "err.h"
 #include "evaluate.h"
 #include "io.h"
+#include "ncf_hd.h"
 #include "train.h"
 #include "usage.h"
 
@@ -109,7 +110,8 @@ static int resumed_state(struct train_run *r, const struct train_opts *o, uint32
 		return -1;
 	if (r->ck.fingerprint != fingerprint ||
 	    r->ck.shape.users != r->cache.users || r->ck.shape.items != r->cache.items ||
-	    r->ck.train_positives != (uint64_t)r->cache.train_positives) {
+	    r->ck.train_positives != (uint64_t)r->cache.train_positives ||
+	    r->ck.train_negatives != r->cache.train_negatives) {
 		ncf_error("%s was trained on another data set than %s (%u users, %u items vs "
 			  "%u, %u); resume with the cache it was trained on",
 			  o->resume, o->cache_path, r->ck.shape.users, r->ck.shape.items,
@@ -125,6 +127,8 @@ static int resumed_state(struct train_run *r, const struct train_opts *o, uint32
 	r->topk = r->ck.topk ? r->ck.topk : r->topk;
 	free(r->ck.user_ids);
 	free(r->ck.item_ids);
+	ncf_names_free(&r->ck.user_names); /* the cache's go in (its fingerprint held them) */
+	ncf_names_free(&r->ck.item_names);
 	return 0;
 }
 
@@ -136,7 +140,7 @@ static int check_topk(struct train_run *r, const struct train_opts *o)
 	uint32_t n = r->cache.eval_negatives + 1;
 	if (r->topk < n)
 		return 0;
-	if (!o->topk_given || o->resume) {
+	if (!o->topk_given || o->resume || r->cache.split_given) { /* given: NVIDIA's -k 3 */
 		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
 			 "item and %u negatives); give -k below %u",
 			 r->topk, o->cache_path, n, r->cache.eval_negatives, n);
@@ -159,23 +163,34 @@ static int open_state(struct train_run *r, const struct train_opts *o)
 	if (o->resume) {
 		if (resumed_state(r, o, fingerprint) != 0)
 			return -1;
+	} else if (o->init) {
+		if (train_init_state(r, o) != 0)
+			return -1;
 	} else {
 		fresh_state(r, o);
 	}
 	r->ck.user_ids = r->cache.user_ids;
 	r->ck.item_ids = r->cache.item_ids;
+	r->ck.user_names = r->cache.user_names; /* borrowed too: a named cache's ids */
+	r->ck.item_names = r->cache.item_names;
 	r->ck.fingerprint = fingerprint;
 	r->ck.train_positives = (uint64_t)r->cache.train_positives;
+	r->ck.train_negatives = r->cache.train_negatives;
 
 	if (check_topk(r, o) != 0)
 		return -1;
 	const struct ncf_hparams *hp = &r->ck.hp;
 	uint64_t P = (uint64_t)r->cache.train_positives;
-	r->samples = P * (1 + (uint64_t)hp->negatives);
-	if (r->samples == 0) {
+	if (P == 0) {
 		ncf_error("%s has no training positives: nothing to train on", o->cache_path);
 		return -1;
 	}
+	r->samples = ncf_epoch_samples(P, hp->negatives, r->cache.train_negatives);
+	if (hp->negatives == 0 && r->cache.train_negatives == 0)
+		ncf_warn("-n 0 and %s has no explicit negatives: every sample is a positive "
+			 "(label 1), so nothing teaches the model what a user passes over; give "
+			 "-n 1 or more",
+			 o->cache_path);
 	r->steps_per_epoch = (r->samples + hp->batch - 1) / hp->batch;
 	if (hp->batch > r->samples) {
 		/* the largest power of two that gives at least 20 steps */
@@ -246,10 +261,11 @@ static int open_backend(struct train_run *r, const struct train_opts *o)
 struct start_digest {
 	struct {
 		uint64_t train_positives;
+		uint64_t train_negatives;
 		uint32_t fingerprint;
 		uint32_t csr_crc;  /* offsets and training items */
 		uint32_t eval_crc; /* test items and evaluation negatives */
-		uint32_t zero;
+		uint32_t neg_crc;  /* the explicit negatives (0 when none) */
 	} data;
 	struct {
 		uint64_t batch, seed, step, position;
@@ -276,6 +292,12 @@ static void make_digest(const struct train_run *r, struct start_digest *d)
 	crc = ncf_crc32c(0, c->test_items, (size_t)c->users * sizeof *c->test_items);
 	d->data.eval_crc = ncf_crc32c(crc, c->eval_neg,
 				      (size_t)c->users * c->eval_negatives * sizeof *c->eval_neg);
+	d->data.train_negatives = c->train_negatives;
+	if (c->train_negatives) {
+		crc = ncf_crc32c(0, c->neg_offsets, ((size_t)c->users + 1) * sizeof *c->neg_offsets);
+		d->data.neg_crc = ncf_crc32c(crc, c->neg_items,
+					     (size_t)c->train_negatives * sizeof *c->neg_items);
+	}
 	d->model.batch = hp->batch;
 	d->model.seed = hp->seed;
 	d->model.step = r->ck.step;
@@ -384,6 +406,8 @@ int train_close(struct train_run *r, int status)
 	ncf_backend_close(&r->be);
 	free(r->mask);
 	r->ck.user_ids = r->ck.item_ids = NULL; /* the cache's */
+	memset(&r->ck.user_names, 0, sizeof r->ck.user_names);
+	memset(&r->ck.item_names, 0, sizeof r->ck.item_names);
 	ncf_ckpt_free(&r->ck);
 	ncf_cache_free(&r->cache);
 	int rank0 = r->dist.rank == 0;

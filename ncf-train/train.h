@@ -4,6 +4,7 @@
  *   main.c    the options, into struct train_opts; then open, epochs, close
  *   run.c     the run's setup (cache, fresh or resumed state, backend, the
  *             ranks' agreement) and its end
+ *   init.c    --init: a new run's state from a model's weights
  *   epoch.c   the epoch loop: steps, signals, evaluation, the stop rules
  *   save.c    checkpoints: the best model, the latest state, --keep-epochs
  *   report.c  people's lines on stderr, progress, the --log JSON objects,
@@ -46,6 +47,7 @@ struct train_opts {
 	const char *output;	 /* -o: the best model */
 	const char *checkpoint;	 /* --checkpoint (default MODEL.last) */
 	const char *resume;	 /* --resume, or NULL */
+	const char *init;	 /* --init: a model whose weights start the run, or NULL */
 	const char *log_path;	 /* --log, or NULL */
 	int keep_epochs;	 /* --keep-epochs */
 	int progress;		 /* --progress */
@@ -101,7 +103,8 @@ struct train_run {
 	const struct train_opts *o;
 	uint32_t epochs;	  /* -e, or fewer when a resumed run is done already */
 	uint32_t topk;		  /* -k, or the resumed model's */
-	uint64_t samples;	  /* S = P (1 + negatives): samples per epoch */
+	uint64_t samples;	  /* S = P (1 + negatives) + E: samples per epoch
+				   * (ncf_epoch_samples) */
 	uint64_t steps_per_epoch;
 	struct ncf_dist dist;
 	struct ncf_backend be;
@@ -126,6 +129,12 @@ int train_open(struct train_run *r, const struct train_opts *o);
 /* Close the log, free the run, leave MPI, close stdout.  Returns status,
  * or 1 when the log or stdout cannot be closed. */
 int train_close(struct train_run *r, int status);
+
+/* init.c */
+/* With r->cache read: r->ck as a new run from --init's model (its shape
+ * and weights, rows matched by original id; o's settings, a fresh
+ * optimizer).  Returns 0 or -1 (reported). */
+int train_init_state(struct train_run *r, const struct train_opts *o);
 
 /* epoch.c */
 /* SIGINT and SIGTERM stop the run at the next step, state saved. */

@@ -8,7 +8,10 @@
 # Wanted: MPI (installed like the required ones unless NO_MPI=1).  Wanted
 # but optional: oneDNN (libdnnl-dev: the cpu backend's fused dense layers
 # and bf16), installed unless NO_DNNL=1; without it the cpu backend runs on
-# OpenBLAS alone and --precision bf16 on the cpu exits 3.
+# OpenBLAS alone and --precision bf16 on the cpu exits 3.  Wanted but
+# optional: libyaml (libyaml-dev: ncf-prep --feature-spec reads NVIDIA's
+# feature_spec.yaml), installed unless NO_YAML=1; without it
+# --feature-spec exits 3.
 # Optional: CUDA with cuBLAS/cuBLASLt, NCCL (probed, never installed;
 # NO_CUDA=1 turns them off).  Wanted but optional: ONNX
 # export (protobuf-c, protoc-c and the onnx.proto of libonnx-dev, with
@@ -18,7 +21,7 @@
 # Missing Debian packages are installed with apt-get when we are root or
 # have password-less sudo; otherwise the script stops with the exact
 # apt-get line to run.  Environment: CC, NVCC, CUDA_HOME, NO_CUDA, NO_MPI,
-# NO_DNNL, NO_ONNX, ONNX_PROTO (default /usr/include/onnx/onnx.proto), NO_INSTALL (1:
+# NO_DNNL, NO_YAML, NO_ONNX, ONNX_PROTO (default /usr/include/onnx/onnx.proto), NO_INSTALL (1:
 # never install, only report).
 set -u
 out=${1:-build/config.mk}
@@ -28,6 +31,7 @@ NO_CUDA=${NO_CUDA:-0}
 NO_MPI=${NO_MPI:-0}
 NO_ONNX=${NO_ONNX:-0}
 NO_DNNL=${NO_DNNL:-0}
+NO_YAML=${NO_YAML:-0}
 ONNX_PROTO=${ONNX_PROTO:-/usr/include/onnx/onnx.proto}
 NO_INSTALL=${NO_INSTALL:-0}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ncf-probe.XXXXXX") || exit 1
@@ -202,6 +206,40 @@ else
 	fi
 fi
 
+# libyaml: a program that loads a YAML document through the API
+# ncf-prep/spec.c uses (yaml_parser_load, the nodes of a mapping).
+probe_yaml() {
+	probe yaml "" "-lyaml" <<'EOF'
+#include <string.h>
+#include <yaml.h>
+int main(void) { yaml_parser_t p; yaml_document_t d; const char *s = "a: [1, 2]\n";
+  if (!yaml_parser_initialize(&p)) return 1;
+  yaml_parser_set_input_string(&p, (const unsigned char *)s, strlen(s));
+  int ok = yaml_parser_load(&p, &d); yaml_node_t *r = ok ? yaml_document_get_root_node(&d) : 0;
+  ok = r && r->type == YAML_MAPPING_NODE && r->data.mapping.pairs.top - r->data.mapping.pairs.start == 1;
+  if (r) yaml_document_delete(&d); yaml_parser_delete(&p); return !ok; }
+EOF
+}
+HAVE_YAML=0
+if [ "$NO_YAML" = 1 ]; then
+	say "libyaml" "off (NO_YAML=1): ncf-prep --feature-spec exits 3"
+else
+	if ! probe_yaml && [ "$NO_INSTALL" != 1 ]; then
+		find_sudo
+		if [ "$sudo" != none ]; then
+			echo "configure: installing libyaml-dev (YAML)"
+			apt_install "$dir/apt-yaml.log" libyaml-dev ||
+				echo "configure: installing libyaml-dev failed; going on without it" >&2
+		fi
+	fi
+	if probe_yaml; then
+		HAVE_YAML=1
+		say "libyaml" "found"
+	else
+		say "libyaml" "not found (apt-get install libyaml-dev): ncf-prep --feature-spec exits 3"
+	fi
+fi
+
 # CUDA: nvcc, then a host program that links cudart, cuBLAS and cuBLASLt.
 HAVE_CUDA=0; HAVE_NCCL=0; NVCC=${NVCC:-}
 if [ "$NO_CUDA" = 1 ]; then
@@ -318,6 +356,8 @@ tmp="$out.tmp"
 	echo "CONFIG_NO_MPI := $NO_MPI"
 	echo "HAVE_DNNL := $HAVE_DNNL"
 	echo "CONFIG_NO_DNNL := $NO_DNNL"
+	echo "HAVE_YAML := $HAVE_YAML"
+	echo "CONFIG_NO_YAML := $NO_YAML"
 	echo "HAVE_ONNX := $HAVE_ONNX"
 	echo "PROTOC_C := $PROTOC_C"
 	echo "ONNX_PROTO := $ONNX_PROTO"

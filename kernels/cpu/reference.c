@@ -395,7 +395,8 @@ static int ref_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t fir
 		ncf_error("reference backend: no training data");
 		return -1;
 	}
-	uint64_t S = ncf_epoch_check("reference", td->positives, be->hp.negatives, first, n);
+	uint64_t S = ncf_epoch_check("reference", td->positives, be->hp.negatives,
+				     td->train_negatives, first, n);
 	if (S == 0)
 		return -1;
 	uint64_t lo, hi;

@@ -77,5 +77,9 @@ ncf_stream ncf_host_stream(const struct ncf_backend *be, const struct ncf_host_s
 			    .true_neg = (int)be->hp.true_neg,
 			    .entry_user = td->entry_user,
 			    .offsets = td->offsets,
-			    .csr_items = td->items_csr};
+			    .csr_items = td->items_csr,
+			    .train_negatives = td->train_negatives,
+			    .users = td->users,
+			    .neg_offsets = td->neg_offsets,
+			    .neg_items = td->neg_items};
 }

@@ -34,7 +34,8 @@ int ncf_host_set_train_data(struct ncf_backend *be, const struct ncf_train_data 
 int ncf_host_set_eval_data(struct ncf_backend *be, const struct ncf_eval_data *d);
 
 /* The sample stream of epoch, S samples (ncf_epoch_check), over h's
- * training data with be's seed and --true-negatives. */
+ * training data (its explicit negatives included) with be's seed and
+ * --true-negatives. */
 ncf_stream ncf_host_stream(const struct ncf_backend *be, const struct ncf_host_state *h,
 			   uint64_t S, uint32_t epoch);
 

@@ -712,7 +712,8 @@ int ncf_cpu_compute_grad(struct ncf_backend *be, uint32_t epoch, uint64_t first,
 		ncf_error("cpu backend: no training data");
 		return -1;
 	}
-	uint64_t S = ncf_epoch_check("cpu", c->h.td.positives, be->hp.negatives, first, n);
+	uint64_t S = ncf_epoch_check("cpu", c->h.td.positives, be->hp.negatives,
+				     c->h.td.train_negatives, first, n);
 	if (S == 0)
 		return -1;
 	uint64_t lo, hi;

@@ -130,6 +130,7 @@ static void cuda_free(struct ncf_backend *be)
 	dfree(c->params), dfree(c->m), dfree(c->v), dfree(c->grad), dfree(c->plo);
 	dfree(c->AU), dfree(c->AI), dfree(c->dAU), dfree(c->dAI);
 	dfree(c->entry_user), dfree(c->items_csr), dfree(c->offsets);
+	dfree(c->neg_offsets), dfree(c->neg_items);
 	dfree(c->test), dfree(c->neg), dfree(c->counted);
 	dfree(c->loss_dev), dfree(c->loss_acc), dfree(c->flag);
 	nccl_free(c);
@@ -209,8 +210,15 @@ static int cuda_set_train_data(struct ncf_backend *be, const struct ncf_train_da
 	NCF_TRY(upload(&c->offsets, d->offsets, (size_t)d->users + 1, c->s));
 	NCF_TRY(upload(&c->items_csr, d->items_csr, P, c->s));
 	NCF_TRY(upload(&c->entry_user, d->entry_user, P, c->s));
+	/* the explicit negatives, which ncf_sample_at reads past the drawn ones */
+	dfree(c->neg_offsets), dfree(c->neg_items);
+	if (d->train_negatives) {
+		NCF_TRY(upload(&c->neg_offsets, d->neg_offsets, (size_t)d->users + 1, c->s));
+		NCF_TRY(upload(&c->neg_items, d->neg_items, (size_t)d->train_negatives, c->s));
+	}
 	CUDA_TRY(cudaStreamSynchronize(c->s));
 	c->P = d->positives;
+	c->E = d->train_negatives;
 	c->have_td = 1;
 	return 0;
 }

@@ -179,7 +179,7 @@ void ncf_cuda_graph_counts(const struct ncf_backend *be, struct ncf_cuda_graphs 
  * ncf_backend_i, struct ncf_backend or anything they point at changes
  * meaning; backend_size and table_size catch a forgotten bump.
  */
-#define NCF_CUDA_ABI 5
+#define NCF_CUDA_ABI 6
 struct ncf_cuda_api {
 	uint32_t abi;	       /* NCF_CUDA_ABI of the module's build */
 	uint32_t backend_size; /* sizeof(struct ncf_backend) */

@@ -81,8 +81,9 @@ static inline int aligned16(const void *p)
 
 /*
  * The sample stream (ncf_sample_at; cpu/train.c step 1): row j of n gets
- * the sample at epoch position pos0 + j of the stream, whose training CSR
- * (entry_user, offsets, csr_items) is on the device.
+ * the sample at epoch position pos0 + j of the stream, whose arrays (the
+ * training CSR: entry_user, offsets, csr_items; the explicit negatives'
+ * CSR: neg_offsets, neg_items) are on the device (state.cuh's stream_of).
  */
 struct sample_src {
 	ncf_stream stream; /* the epoch's stream, its arrays on the device */

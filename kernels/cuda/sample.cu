@@ -38,11 +38,23 @@ int sample_cuda(const sample_src &a, size_t n, const sample_out &o, cudaStream_t
 	if (!blocks)
 		return 0;
 	/* writes user, item, label; reads the entry's user (and item, for
-	 * positives; the user's CSR row with --true-negatives) */
-	/* the entry's user and item at once; with --true-negatives a search of the
-	 * user's CSR row, one round trip a step */
-	cost_shape sh = cost_shape_for(sample_facts, blocks, 8, true_neg ? 12 : 1);
-	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0)), 0, sh))
+	 * positives; the user's CSR row with --true-negatives; for an explicit
+	 * negative a search of the negatives' row offsets and its item).  The
+	 * chain: the entry's user and item at once; with --true-negatives a
+	 * search of the user's CSR row, one round trip a step; an explicit
+	 * negative's search of the U + 1 offsets likewise */
+	double chain = true_neg ? 12 : 1, explicit_bytes = 0;
+	if (a.stream.train_negatives) {
+		int steps = 1; /* of the binary search over U + 1 offsets */
+		while (steps < 32 && ((uint64_t)1 << steps) < (uint64_t)a.stream.users + 1)
+			steps++;
+		chain = chain > steps + 1 ? chain : steps + 1;
+		explicit_bytes = (double)a.stream.train_negatives / (double)a.stream.perm.n *
+				 (8.0 * steps + 4.0);
+	}
+	cost_shape sh = cost_shape_for(sample_facts, blocks, 8, chain);
+	if (NCF_COST_SHAPED("sample", n * (9.0 + 8.0 + (true_neg ? 24.0 : 0.0) + explicit_bytes),
+			    0, sh))
 		return 0;
 	NCF_LAUNCH(sample_kernel, blocks, BLOCK, 0, stream, a, n, o);
 	return CUDA_CHECK(cudaGetLastError());

@@ -24,9 +24,9 @@
  *
  * Legend: B rows of a step (this rank's slice), U users, I items, F GMF
  * factors, H1..HL the hidden widths, M the MLP embedding width, P training
- * positives, N evaluation negatives per user.  Tables by role: gmf_user
- * (U, F), gmf_item (I, F), mlp_user (U, M), mlp_item (I, M) (the layout's
- * offsets of the same names).
+ * positives, N evaluation negatives per user, E explicit training
+ * negatives.  Tables by role: gmf_user (U, F), gmf_item (I, F), mlp_user
+ * (U, M), mlp_item (I, M) (the layout's offsets of the same names).
  */
 #ifndef NCF_CUDA_STATE_CUH
 #define NCF_CUDA_STATE_CUH
@@ -66,10 +66,15 @@ struct cu {
 	/* backend.cu: parameters, Adam state, gradient (layout.total floats each) */
 	float *params, *m, *v, *grad;
 	float *dAU, *dAI; /* (U, H1), (I, H1): the gradients of the first-layer tables */
-	/* training data: CSR (offsets (U+1), items (P)), entry_user (P) */
+	/* training data: CSR (offsets (U+1), items (P)), entry_user (P); the
+	 * explicit negatives' CSR (neg_offsets (U+1), neg_items (E)), NULL
+	 * when E = 0 */
 	uint32_t *entry_user, *items_csr;
 	int64_t *offsets;
 	int64_t P;
+	int64_t *neg_offsets;
+	uint32_t *neg_items;
+	uint64_t E;
 	int have_td;
 	/* evaluation data: test (U), neg (U, N), counted (U, N) */
 	uint32_t *test, *neg;
@@ -192,6 +197,30 @@ static inline dropout_k dropout_of(const struct ncf_hparams *hp, uint32_t epoch,
 	dk.epoch = epoch;
 	dk.pos0 = pos0;
 	return dk;
+}
+
+/* The sample stream of epoch, S samples (ncf_epoch_check), over c's
+ * training data on the device with be's seed and --true-negatives (the
+ * cpu's ncf_host_stream). */
+static inline ncf_stream stream_of(const struct ncf_backend *be, const struct cu *c, uint64_t S,
+				   uint32_t epoch)
+{
+	ncf_stream st;
+	memset(&st, 0, sizeof st);
+	st.perm = ncf_perm_make(S, be->hp.seed, epoch);
+	st.seed = be->hp.seed;
+	st.epoch = epoch;
+	st.items = be->shape.items;
+	st.positives = c->P;
+	st.true_neg = (int)be->hp.true_neg;
+	st.entry_user = c->entry_user;
+	st.offsets = c->offsets;
+	st.csr_items = c->items_csr;
+	st.train_negatives = c->E;
+	st.users = be->shape.users;
+	st.neg_offsets = c->neg_offsets;
+	st.neg_items = c->neg_items;
+	return st;
 }
 
 } /* namespace NCF_CUDA_NS */

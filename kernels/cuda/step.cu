@@ -102,7 +102,7 @@ int step_init(struct step *st, struct ncf_backend *be, uint32_t epoch, uint64_t 
 	if (st->B == 0)
 		return 0;
 	NCF_TRY(rows_ensure(be, c, st->B));
-	st->S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	st->S = ncf_epoch_check("cuda", c->P, be->hp.negatives, c->E, first, n);
 	return st->S ? 0 : -1;
 }
 
@@ -233,9 +233,7 @@ template <typename T> static int step_run_t(const struct step *st)
 	pp.map.loss_out = c->loss_dev;
 	pp.map.loss_acc = st->loss_acc;
 	/* 1. the slice's samples, its rows sorted by user, then by item */
-	sample_src src = {{ncf_perm_make(st->S, be->hp.seed, st->epoch), be->hp.seed, st->epoch, I,
-			   c->P, (int)be->hp.true_neg, c->entry_user, c->offsets, c->items_csr},
-			  st->pos0};
+	sample_src src = {stream_of(be, c, st->S, st->epoch), st->pos0};
 	sample_out so = {c->su, c->si, c->lab};
 	NCF_TRY(sample_cuda(src, B, so, c->s));
 	sort_scratch tmp = {c->itmp, c->sort_tmp, c->sort_tmp_bytes};

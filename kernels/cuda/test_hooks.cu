@@ -30,16 +30,13 @@ static int samples_run(struct ncf_backend *be, struct bufs *x, uint32_t epoch, u
 		       uint64_t n, uint32_t *users, uint32_t *items, uint8_t *labels)
 {
 	struct cu *c = impl(be);
-	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, first, n);
+	uint64_t S = ncf_epoch_check("cuda", c->P, be->hp.negatives, c->E, first, n);
 	if (S == 0)
 		return -1;
-	ncf_perm perm = ncf_perm_make(S, be->hp.seed, epoch);
 	NCF_TRY(DALLOC(x->u[0], n));
 	NCF_TRY(DALLOC(x->u[1], n));
 	NCF_TRY(DALLOC(x->b, n));
-	sample_src src = {{perm, be->hp.seed, epoch, be->shape.items, c->P, (int)be->hp.true_neg,
-			   c->entry_user, c->offsets, c->items_csr},
-			  first};
+	sample_src src = {stream_of(be, c, S, epoch), first};
 	sample_out so = {x->u[0], x->u[1], x->b};
 	NCF_TRY(sample_cuda(src, n, so, c->s));
 	CUDA_TRY(cudaMemcpyAsync(users, x->u[0], n * 4, cudaMemcpyDeviceToHost, c->s));

@@ -100,7 +100,7 @@ refused ncf-train -b2 c.ncfc -o x.ncfm -b2 0.5
 taken --eps ncf-train -q c.ncfc -o y.ncfm $F -b 512 --eps 1e-7
 taken --dropout ncf-train -q c.ncfc -o y.ncfm $F -b 512 --dropout 0.1
 refused ncf-train --checkpoint_dir --checkpoint_dir ckpt c.ncfc -o x.ncfm
-refused ncf-train --load_checkpoint_path --load_checkpoint_path m.ncfm c.ncfc -o x.ncfm
+train_same --load_checkpoint_path -b 512 --load_checkpoint_path m.ncfm -- -b 512 --init m.ncfm
 train_same --mode -b 512 --mode train -- -b 512
 refused ncf-train --mode --mode test c.ncfc -o x.ncfm
 train_same --grads_accumulated -b 512 --grads_accumulated 1 -- -b 512

@@ -78,9 +78,9 @@ static int ckpt_meta_width(size_t off)
 	    off == 156)
 		return 4;
 	if (off == 48 || off == 88 || off == 96 || off == 104 || off == 120 || off == 128 ||
-	    off == 136 || off == 144 || off == 160 || off == 168 || off == 176)
+	    off == 136 || off == 144 || off == 160 || off == 168 || off == 176 || off == 200)
 		return 8;
-	if (off >= 184 && off < 256)
+	if ((off >= 184 && off < 200) || (off >= 208 && off < 256))
 		return 4;
 	return 0;
 }

@@ -3,8 +3,12 @@
  * the ratings parser (ncf-prep/parse.c) in every input format, the
  * protocol behind it (ncf-prep/rows.c, protocol.c) and the cache writer.
  *
- * Input: byte 0 picks the format (detected, ml-20m, ml-1m, ml-100k, csv),
- * byte 1 --min-ratings (bits 0-1: 0..3), --eval-negatives (bits 2-3: 1..4)
+ * Input: byte 0 picks the format (detected, ml-20m, ml-1m, ml-100k, csv:
+ * byte 0 % 5) and how a CSV is read (byte 0 / 5 % 4: as detected,
+ * --delimiter ';', --columns user=1,item=2,time=4, --columns
+ * user=u,item=i,time=t,rating=r with --delimiter tab; the last three
+ * read the file as CSV, so ids may be text and timestamps dates), byte 1
+ * --min-ratings (bits 0-1: 0..3), --eval-negatives (bits 2-3: 1..4)
  * and whether the file is expanded (bit 4); the rest is the file.  An
  * expanded file repeats: the marker F5 F5 C stands for the byte before it
  * (or 'x' at the start) (C + 1) x 16 KiB times, up to 6 MiB of them, so
@@ -16,9 +20,10 @@
  *
  * Invariants: a refusal has a message naming the input; what is accepted
  * has no line over 1 MiB, no NUL and no CR but before an LF; the id maps
- * give each original id the index of its first appearance; every cache
- * the protocol makes is one the reader accepts, with the counts of the
- * rows read.
+ * give each original id (or a CSV's key) the index of its first
+ * appearance; a named column's names are valid (names.h); every cache the
+ * protocol makes is one the reader accepts (its names distinct), with the
+ * counts of the rows read.
  */
 #include <math.h>
 #include <omp.h>
@@ -108,6 +113,19 @@ static void check_ids(const struct prep_rows *r, const uint32_t *user, const uin
 	FUZZ_ASSERT(next_user == r->n_users && next_item == r->n_items, "index counts");
 }
 
+/* A named column's names: one per index, each one a valid name. */
+static void check_names(const struct ncf_names *m, uint32_t n)
+{
+	if (!m->n)
+		return;
+	FUZZ_ASSERT(m->n == n, "%u names for %u ids", m->n, n);
+	for (uint32_t k = 0; k < n; k++) {
+		size_t len;
+		const char *s = ncf_names_at(m, k, &len);
+		FUZZ_ASSERT(!ncf_name_check(s, len), "name %u: %s", k, ncf_name_check(s, len));
+	}
+}
+
 static void write_and_read_back(struct ncf_cache *c)
 {
 	char *buf = NULL;
@@ -122,7 +140,8 @@ static void write_and_read_back(struct ncf_cache *c)
 	fclose(in);
 	FUZZ_ASSERT(r.users == c->users && r.items == c->items &&
 			    r.train_positives == c->train_positives &&
-			    r.ratings_read == c->ratings_read,
+			    r.ratings_read == c->ratings_read &&
+			    r.user_names.n == c->user_names.n && r.item_names.n == c->item_names.n,
 		    "read back differently");
 	ncf_cache_free(&r);
 	free(buf);
@@ -134,7 +153,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	static const enum ncf_format formats[] = {NCF_FORMAT_UNKNOWN, NCF_FORMAT_ML20M,
 						  NCF_FORMAT_ML1M, NCF_FORMAT_ML100K, NCF_FORMAT_CSV};
-	enum ncf_format format = formats[data[0] % 5];
+	struct prep_parse_opts o = {.format = formats[data[0] % 5]};
+	switch (data[0] / 5 % 4) {
+	case 1:
+		o.delimiter = ';';
+		break;
+	case 2:
+		o.columns = "user=1,item=2,time=4";
+		break;
+	case 3:
+		o.columns = "user=u,item=i,time=t,rating=r";
+		o.delimiter = '\t';
+		break;
+	}
+	if (o.columns || o.delimiter) /* ncf-prep refuses them with a MovieLens --format */
+		o.format = o.format == NCF_FORMAT_CSV ? NCF_FORMAT_CSV : NCF_FORMAT_UNKNOWN;
 	struct prep_protocol_opts po = {.min_ratings = data[1] & 3,
 				       .eval_negatives = 1 + ((data[1] >> 2) & 3), .seed = 1};
 	const uint8_t *file = data + 2;
@@ -146,7 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FILE *fp = fuzz_open(file, n);
 	struct prep_rows rows = {0};
 	struct prep_parse_info pi;
-	int rc = prep_parse(fp, "<fuzz>", format, &rows, &pi, 0);
+	int rc = prep_parse(fp, "<fuzz>", &o, &rows, &pi);
 	fclose(fp);
 	if (rc != 0) {
 		fuzz_check_refusal();
@@ -175,6 +208,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_ids(&rows, user, item);
 	free(user);
 	free(item);
+	prep_parse_ids(&pi, &rows);
+	check_names(&rows.user_names, rows.n_users);
+	check_names(&rows.item_names, rows.n_items);
 	if (prep_protocol_run(&rows, &po, &c) != 0) {
 		fuzz_check_refusal(); /* no user left under --min-ratings */
 		prep_rows_free(&rows);

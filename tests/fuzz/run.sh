@@ -23,7 +23,7 @@ BIN=$BUILD/bin
 F=$BUILD/fuzz
 mkdir -p "$F/logs"
 S=$(mktemp -d "$F/seeds.XXXXXX") || exit 1
-mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines" "$S/safetensors"
+mkdir -p "$S/cache" "$S/ckpt" "$S/prep" "$S/lines" "$S/safetensors" "$S/given"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -51,6 +51,11 @@ done
 { printf '\002\004'; sed 1d "$t/r.csv" | tr ',' '\n' | paste -d: - - - - | sed 's/:/::/g'; } >"$S/prep/ml1m"
 { printf '\003\005'; sed 1d "$t/r.csv" | tr ',' '\t'; } >"$S/prep/ml100k"
 { printf '\004\001'; printf 'item,user,ts\r\n10,1,5\r\n11,1,6\r\n"12",2,7\r\n'; } >"$S/prep/csv"
+# text ids and dates (byte 0 4: csv; 9: --delimiter ;; 12: --columns by number; 19: by name, tabs)
+{ printf '\004\000user,item,time\nu1,B01,2000-07-30\nu1,"B 2",2000-07-30T18:45:03Z\n7,B01,1999-12-31 23:00:00+02:00\n007,x,964982703\n'; } >"$S/prep/names"
+{ printf '\011\000uid;sid;time\na;b;2000-01-01\na;c;2000-01-02\n'; } >"$S/prep/semicolon"
+{ printf '\014\000u1,i1,4.0,2001-09-09T01:46:40\nu1,i2,3.0,1000000001\n'; } >"$S/prep/by-number"
+{ printf '\023\000r\tt\ti\tu\n4\t2000-07-30\tx\ty\n'; } >"$S/prep/by-name-tab"
 { printf '\000\000'; head -n 40 "$t/s.csv"; } >"$S/prep/synth"
 # ids that share one slot of the id maps (the harness pins the key), and
 # lines past 1 MiB made by the harness's marker F5 F5 C (bit 4 of byte 1):
@@ -65,6 +70,38 @@ cp tests/fuzz/prep.dict "$S/prep.dict" &&
 case " $* " in
 *" fuzz_safetensors "*) sh tests/fuzz/seed_safetensors.sh "$BIN" "$S/safetensors" || exit 1 ;;
 esac
+# given splits: byte 0 the kind (0 a feature spec, 1 the paper's files),
+# then the files cut at a line %% (fuzz_given.c): NVIDIA's example as
+# it is, the same with explicit chunks side by side and a cardinality,
+# and the paper's three files made by scripts/paper-split.sh
+nv=../shared/peer/nvidia-ncf-pytorch/data/csv_conversion
+if [ -f "$nv/feature_spec.yaml" ]; then
+	{ printf '\000'; sed 's/train_data_1.csv/a.csv/; s/train_data_2.csv/b.csv/; s/test_data_1.csv/c.csv/' \
+		"$nv/feature_spec.yaml"; printf '\n%%%%\n'; cat "$nv/train_data_1.csv"; printf '\n%%%%\n'
+	  cat "$nv/train_data_2.csv"; printf '\n%%%%\n'; cat "$nv/test_data_1.csv"; } >"$S/given/nvidia"
+fi
+{ printf '\000feature_spec:\n  u: {cardinality: 4}\n  i: {cardinality: auto}\n  l:\nmetadata:\n'
+  printf '  test_samples_per_series: 2\nsource_spec:\n  train:\n    - {type: csv, features: [u, i], files: [a.csv]}\n'
+  printf '    - {type: csv, features: [l], files: [b.csv]}\n  test:\n'
+  printf '    - {type: csv, features: [l, i, u], files: [c.csv, d.csv]}\nchannel_spec:\n'
+  printf '  user_ch: [u]\n  item_ch: [i]\n  label_ch: [l]\n%%%%\n0,1\n0,2\n1,1\n1,3\n%%%%\n1\n0\n1.0\n1\n'
+  printf '%%%%\n1,2,0\n0,3,0\n%%%%\n0, 1, 1\n"1",2,1\n'; } >"$S/given/chunks"
+printf '%s\n' "userId,movieId,rating,timestamp" >"$t/p.csv"
+"$BIN/ncf-prep" -q --synthetic tiny --emit-csv | sed 1d >>"$t/p.csv"
+sh scripts/paper-split.sh "$t/p.csv" "$t/paper" 3 || exit 1
+# version 2 caches and checkpoints: a given split with explicit negatives
+# (NVIDIA's example), names
+"$BIN/ncf-prep" -q -o "$S/cache/paper.ncfc" --ncf-paper "$t/paper" || exit 1
+printf 'user;item;time\nu1;B 1;2000-01-01\nu1;B2;2000-01-02\nu2;B2;1999-12-31T23:00:00Z\nu2;7;5\n' >"$t/n.csv"
+"$BIN/ncf-prep" -q --eval-negatives 1 -o "$S/cache/names.ncfc" "$t/n.csv" || exit 1
+"$BIN/ncf-train" -q --device cpu "$S/cache/names.ncfc" -o "$t/names.ncfm" -e 1 -b 2 -f 2 -k 1 \
+	--layers 4,2 || exit 1
+cp "$t/names.ncfm" "$S/ckpt/names.ncfm"
+if [ -f "$nv/feature_spec.yaml" ]; then
+	"$BIN/ncf-prep" -q -o "$S/cache/nvidia.ncfc" --feature-spec "$nv/feature_spec.yaml" || exit 1
+fi
+{ printf '\001'; cat "$t/paper.train.rating"; printf '%%%%\n'; cat "$t/paper.test.rating"
+  printf '%%%%\n'; cat "$t/paper.test.negative"; } >"$S/given/paper"
 # lines: byte 0 the longest line and the id count
 printf '\001%s' "$(printf '1 10\n2\t11\n\n 3 , 12 \r\n4,10')" >"$S/lines/pairs"
 printf '\002\357\273\277%s' "$(printf '1\r2\n3\r\r\n')" >"$S/lines/bom-cr"
@@ -80,12 +117,14 @@ for target in "$@"; do
 	fuzz_cache*) seeds=$S/cache ;;
 	fuzz_ckpt*) seeds=$S/ckpt ;;
 	fuzz_prep*) seeds=$S/prep ;;
+	fuzz_given*) seeds=$S/given ;;
 	fuzz_lines*) seeds=$S/lines ;;
 	fuzz_safetensors*) seeds=$S/safetensors ;;
 	*) echo "run.sh: no seeds for $target" >&2; exit 2 ;;
 	esac
 	case $target in
 	fuzz_prep*) extra="-dict=$S/prep.dict" ;;
+	fuzz_given*) extra="-dict=tests/fuzz/given.dict" ;;
 	fuzz_safetensors*) extra="-dict=tests/fuzz/safetensors.dict -close_fd_mask=2" ;;
 	*) extra= ;;
 	esac

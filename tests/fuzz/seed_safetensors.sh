@@ -16,4 +16,9 @@ for shape in "--factors 1 --layers 2,1" "--factors 2 --layers 4,2,2" "--factors 
 	"$bin/ncf-infer" -m "$tmp/m$n.ncfm" --export "$dir/seed$n.safetensors"
 	head -c 300 "$dir/seed$n.safetensors" >"$dir/seed$n-cut.safetensors"
 done
+# a model of named ids (ncf.user_names, ncf.item_names)
+printf 'user;item;time\nu1;B 1;1\nu1;B2;2\nu2;B2;3\nu2;7;4\n' >"$tmp/n.csv"
+"$bin/ncf-prep" -q --eval-negatives 1 -o "$tmp/n.ncfc" "$tmp/n.csv"
+"$bin/ncf-train" -q "$tmp/n.ncfc" -o "$tmp/n.ncfm" --device cpu --factors 1 --layers 2,1 -e 1 -b 2 -k 1
+"$bin/ncf-infer" -m "$tmp/n.ncfm" --export "$dir/names.safetensors"
 printf '\002\000\000\000\000\000\000\000{}' >"$dir/empty.safetensors"

@@ -10,8 +10,10 @@
  * Checks, and how close is close (cuBLAS pinned to fp32 math, no TF32, for
  * every comparison with the cpu backend):
  *  - the sample stream of 2^20 positions of two epochs, with and without
- *    --true-negatives: bit for bit (integer formulas of ncf_hd.h, compiled
- *    by nvcc for the device);
+ *    --true-negatives, and with explicit negatives added to the cache in
+ *    memory: bit for bit (integer formulas of ncf_hd.h, compiled by nvcc
+ *    for the device); with those, the gradient of the epoch's last batch
+ *    as below;
  *  - bias + ReLU + dropout, widths 256, 128, 64, 13: bit for bit (the same
  *    Philox bits; the kernels are built with -fmad=false);
  *  - the dense Adam pass: bit for bit against ncf_adam_update (IEEE sqrt
@@ -172,7 +174,8 @@ static int l2_tensors(const struct ncf_backend *be, const float *got, const floa
 
 static void t_samples(int tn)
 {
-	uint64_t P = (uint64_t)cache.train_positives, S = P * 5;
+	uint64_t P = (uint64_t)cache.train_positives;
+	uint64_t S = ncf_epoch_samples(P, 4, cache.train_negatives);
 	uint64_t n = smoke ? 4096 : (uint64_t)1 << 20;
 	if (n > S)
 		n = S;
@@ -190,7 +193,9 @@ static void t_samples(int tn)
 		ncf_stream st = {.perm = ncf_perm_make(S, hp.seed, e), .seed = hp.seed, .epoch = e,
 				 .items = cache.items, .positives = (int64_t)P, .true_neg = tn,
 				 .entry_user = cache.entry_user, .offsets = cache.offsets,
-				 .csr_items = cache.train_items};
+				 .csr_items = cache.train_items,
+				 .train_negatives = cache.train_negatives, .users = cache.users,
+				 .neg_offsets = cache.neg_offsets, .neg_items = cache.neg_items};
 		int bad = 0;
 #pragma omp parallel for reduction(+ : bad)
 		for (int64_t j = 0; j < (int64_t)n; j++) {
@@ -425,7 +430,8 @@ static void t_precision(const struct ncf_backend *cpu, enum ncf_precision p, dou
 		tap_ok(!ncf_backend_grad(&be, 2, B, B, g2, &l2) && !memcmp(gg, g2, total * 4),
 		       "the same gradient twice");
 	double loss = 0;
-	uint64_t S = (uint64_t)cache.train_positives * 5, pos = 0;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
+	uint64_t pos = 0;
 	int ok = 1;
 	for (int st = 0; st < 3; st++) {
 		uint64_t nb = B < S - pos ? B : S - pos;
@@ -547,7 +553,7 @@ static void t_fp16_overflow(uint64_t B)
  * its first position into *first; 0, or -1 when there is none. */
 static int batch_with_user0(struct ncf_backend *be, uint64_t B, uint64_t *first)
 {
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
 	uint32_t *u = ncf_xmalloc(B * 4), *it = ncf_xmalloc(B * 4);
 	uint8_t *lab = ncf_xmalloc(B);
 	int has0 = 0, ok = 1;
@@ -605,8 +611,8 @@ static void t_epoch(uint64_t B)
 	if (!tap_ok(!open_be(&cpu, NCF_DEVICE_CPU, NCF_PRECISION_FP32, &hp, &m1) &&
 			    !open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2),
 		    "open the backends"))
-		return;
-	uint64_t S = (uint64_t)cache.train_positives * 5;
+		exit(tap_done());
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
 	double tc = 0, tg = 0, lc, lg;
 	int ok = 1, steps = 0;
 	for (uint64_t pos = 0; pos < S; pos += B, steps++) {
@@ -626,6 +632,42 @@ static void t_epoch(uint64_t B)
 	ncf_backend_close(&cpu);
 	ncf_backend_close(&gpu);
 	free(m1), free(m2);
+}
+
+/* Explicit negatives (helpers.h) added to the cache in memory, as a data
+ * set with label 0 rows gives them: the stream bit for bit, and the
+ * gradient of the epoch's last batch (explicit samples among its
+ * positions) within t_gradient's bounds of the cpu backend's. */
+static void t_explicit(uint64_t B)
+{
+	cache.neg_offsets = ncf_xmalloc(((size_t)cache.users + 1) * sizeof *cache.neg_offsets);
+	cache.train_negatives =
+		helper_make_explicit(5, cache.users, cache.items, 20, cache.neg_offsets,
+				     &cache.neg_items);
+	t_samples(0);
+	struct ncf_hparams hp = hparams(B, 0);
+	struct ncf_backend cpu, gpu;
+	uint8_t *m1 = NULL, *m2 = NULL;
+	if (!tap_ok(!open_be(&cpu, NCF_DEVICE_CPU, NCF_PRECISION_FP32, &hp, &m1) &&
+			    !open_be(&gpu, NCF_DEVICE_CUDA, NCF_PRECISION_FP32, &hp, &m2),
+		    "open the backends"))
+		return;
+	uint64_t S = ncf_epoch_samples((uint64_t)cache.train_positives, 4, cache.train_negatives);
+	size_t total = cpu.layout.total;
+	float *gc = ncf_xmalloc(total * 4), *gg = ncf_xmalloc(total * 4);
+	double lc, lg;
+	int ok = !ncf_backend_grad(&cpu, 1, S - B, B, gc, &lc) &&
+		 !ncf_backend_grad(&gpu, 1, S - B, B, gg, &lg);
+	tap_ok(ok && close_tensors(&cpu, gg, gc, 1e-4, 1e-4, "grad"),
+	       "the last batch's gradient per tensor within 1e-4");
+	tap_ok(ok && tap_close(lg, lc, 0, 1e-5, "loss"), "its loss within 1e-5");
+	free(gc), free(gg);
+	ncf_backend_close(&cpu);
+	ncf_backend_close(&gpu);
+	free(m1), free(m2);
+	free(cache.neg_offsets), free(cache.neg_items);
+	cache.neg_offsets = NULL, cache.neg_items = NULL;
+	cache.train_negatives = 0;
 }
 
 static void t_fault(struct ncf_backend *gpu)
@@ -714,6 +756,8 @@ int main(int argc, char **argv)
 				 "halves it");
 	TEST(t_fp16_nan(B), "fp16 on the device: a NaN made in the forward pass (inf - inf through "
 			    "the ReLU) skips the step and halves the scale");
+	TEST(t_explicit(B), "explicit negatives: the stream bit-exact on the GPU, the gradient of a "
+			    "batch at the epoch's end as the cpu backend's");
 	if (!smoke)
 		TEST(t_epoch(B), "one epoch (fp32): mean loss within 3e-3, HR@10 within three sigmas");
 	ncf_cache_free(&cache);

@@ -339,6 +339,7 @@ static void cache_field_cases(void)
 	/* format, name, oracle, reserved */
 	cache_base(&c), U32(32, 0), cache_write(&c, "c-format-0");
 	cache_base(&c), U32(32, 6), cache_write(&c, "c-format-6");
+	cache_base(&c), U32(32, 8), cache_write(&c, "c-format-8");
 	cache_base(&c), memcpy(c.meta + 112, "ml-1m", 5), cache_write(&c, "c-name-not-synthetic");
 	cache_base(&c), U32(32, 5), cache_write(&c, "c-synthetic-no-name");
 	cache_base(&c), U32(32, 5), memset(c.meta + 112, 'x', 32),
@@ -445,6 +446,10 @@ static void model_run_cases(void)
 	model_base(&mi), U64(176, 0), model_write(&mi, "m-positives-0");
 	model_base(&mi), U64(176, UINT64_MAX), model_write(&mi, "m-positives-max");
 	model_base(&mi), U64(176, 13), model_write(&mi, "m-positives-over-UxI");
+	model_base(&mi), U64(200, ((uint64_t)1 << 40) + 1), model_write(&mi, "m-explicit-over");
+	/* 2 explicit negatives: S = 4 (1 + 1) + 2 = 10, position 12 past it */
+	model_base(&mi), U64(200, 2), U64(120, 12), U64(104, 6), F64(128, 1),
+		model_write(&mi, "m-explicit-position-past");
 	/* where the run stands */
 	model_base(&mi), U32(112, UINT32_MAX), U32(116, UINT32_MAX), model_write(&mi, "m-epoch-max");
 	model_base(&mi), U32(112, 1000001), U32(116, 1000001), model_write(&mi, "m-epoch-over");

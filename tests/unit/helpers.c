@@ -126,6 +126,24 @@ void helper_make_rows(uint64_t seed, uint32_t U, uint32_t I, int64_t *offsets, u
 	*entry_user = eu;
 }
 
+uint64_t helper_make_explicit(uint64_t seed, uint32_t U, uint32_t I, uint32_t max,
+			      int64_t *neg_offsets, uint32_t **neg_items)
+{
+	size_t cap = (size_t)U * max + 1, n = 0;
+	uint32_t *it = malloc(cap * sizeof *it);
+	if (!it)
+		bail_out("out of memory making", "explicit negatives");
+	for (uint32_t u = 0; u < U; u++) {
+		neg_offsets[u] = (int64_t)n;
+		uint32_t k = u % 3 == 1 ? 0 : 1 + helper_rnd(seed, 7, u, max);
+		for (uint32_t t = 0; t < k; t++)
+			it[n++] = helper_rnd(seed, 8, (uint64_t)u * max + t, I);
+	}
+	neg_offsets[U] = (int64_t)n;
+	*neg_items = it;
+	return n;
+}
+
 /* ---- comparisons ---------------------------------------------------------- */
 
 static void err_fold(struct helper_err *e, double d, double want, double tol)

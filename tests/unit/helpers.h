@@ -55,6 +55,14 @@ uint32_t helper_rnd(uint64_t seed, uint32_t a, uint64_t idx, uint32_t n);
 void helper_make_rows(uint64_t seed, uint32_t U, uint32_t I, int64_t *offsets, uint32_t **items,
 		      uint32_t **entry_user);
 
+/* Explicit training negatives of U users and I items drawn from seed, as a
+ * data set gives them (ncf_cache's neg_offsets, neg_items): every third
+ * user none, the others 1..max each in no order, repeats allowed.
+ * neg_offsets is (U + 1); *neg_items (malloc'd, at least one element) is
+ * (E).  Returns E. */
+uint64_t helper_make_explicit(uint64_t seed, uint32_t U, uint32_t I, uint32_t max,
+			      int64_t *neg_offsets, uint32_t **neg_items);
+
 /* ---- comparisons: each returns 1 when everything is close, and prints
  * the first mismatches (and their count) as TAP diagnostics ---- */
 

@@ -25,6 +25,7 @@
 #include "container.h"
 #include "crc32c.h"
 #include "err.h"
+#include "idindex.h"
 #include "io.h"
 #include "helpers.h"
 #include "ncf_hd.h"
@@ -208,6 +209,61 @@ static int same_array(const void *a, const void *b, size_t bytes, const char *wh
 	return 1;
 }
 
+/*
+ * Cache "g", a given split (NCF_FORMAT_FEATURE_SPEC) with named users and
+ * items and explicit negatives: U 3, I 6, N 2, E 4.
+ *   user 0 ("alice"): train 1 2, test 2 (also a training positive: given),
+ *     negatives {0, 0} (a repeat, kept), explicit negatives 3 5
+ *   user 1 ("bob"): no training positives, test 4, negatives {4, 1},
+ *     explicit negatives 0 0
+ *   user 2 ("7"): train 0, test 5, negatives {3, 1}, no explicit negatives
+ */
+static void make_g(struct ncf_cache *c)
+{
+	static const char *users[] = {"alice", "bob", "7"};
+	static const char *items[] = {"B0001", "B0002", "x y", "42", "B0005", "\xc3\xa9t\xc3\xa9"};
+	static const int64_t off[] = {0, 2, 2, 3};
+	static const uint32_t tr[] = {1, 2, 0};
+	static const uint32_t te[] = {2, 4, 5};
+	static const uint32_t neg[] = {0, 0, 4, 1, 3, 1};
+	static const int64_t noff[] = {0, 2, 4, 4};
+	static const uint32_t nit[] = {3, 5, 0, 0};
+	memset(c, 0, sizeof *c);
+	c->users = 3;
+	c->items = 6;
+	c->train_positives = 3;
+	c->eval_negatives = 2;
+	c->format = NCF_FORMAT_FEATURE_SPEC;
+	c->split_given = 1;
+	c->train_negatives = 4;
+	c->ratings_read = 7; /* P + U + 1 repeat */
+	c->duplicates_dropped = 1;
+	c->test_only_users = 1;
+	c->oracle_hr = NAN;
+	c->user_ids = malloc(3 * 4);
+	c->item_ids = malloc(6 * 4);
+	for (uint32_t k = 0; k < 3; k++) {
+		c->user_ids[k] = k;
+		ncf_names_add(&c->user_names, users[k], strlen(users[k]));
+	}
+	for (uint32_t k = 0; k < 6; k++) {
+		c->item_ids[k] = k;
+		ncf_names_add(&c->item_names, items[k], strlen(items[k]));
+	}
+#define COPY(f, a)                                                                     \
+	do {                                                                           \
+		c->f = malloc(sizeof a);                                               \
+		memcpy(c->f, a, sizeof a);                                             \
+	} while (0)
+	COPY(offsets, off);
+	COPY(train_items, tr);
+	COPY(test_items, te);
+	COPY(eval_neg, neg);
+	COPY(neg_offsets, noff);
+	COPY(neg_items, nit);
+#undef COPY
+}
+
 /* Every stored field and array of got equals want's; entry_user is right. */
 static int same_cache(const struct ncf_cache *got, const struct ncf_cache *want)
 {
@@ -234,6 +290,12 @@ static int same_cache(const struct ncf_cache *got, const struct ncf_cache *want)
 	FIELD(items_dropped)
 	FIELD(test_only_users)
 	FIELD(test_ties)
+	FIELD(split_given)
+	FIELD(train_negatives)
+	FIELD(user_names.n)
+	FIELD(user_names.bytes)
+	FIELD(item_names.n)
+	FIELD(item_names.bytes)
 #undef FIELD
 	if (!(got->oracle_hr == want->oracle_hr ||
 	      (isnan(got->oracle_hr) && isnan(want->oracle_hr)))) {
@@ -253,6 +315,22 @@ static int same_cache(const struct ncf_cache *got, const struct ncf_cache *want)
 	ok &= same_array(got->train_items, want->train_items, 4 * P, "train_items");
 	ok &= same_array(got->test_items, want->test_items, 4 * U, "test_items");
 	ok &= same_array(got->eval_neg, want->eval_neg, 4 * U * want->eval_negatives, "eval_neg");
+	if (want->train_negatives) {
+		ok &= same_array(got->neg_offsets, want->neg_offsets, 8 * (U + 1), "neg_offsets");
+		ok &= same_array(got->neg_items, want->neg_items, 4 * want->train_negatives,
+				 "neg_items");
+	} else if (got->neg_offsets || got->neg_items) {
+		tap_diag("explicit negatives where there are none");
+		ok = 0;
+	}
+	ok &= same_array(got->user_names.text, want->user_names.text, want->user_names.bytes,
+			 "user names");
+	ok &= same_array(got->item_names.text, want->item_names.text, want->item_names.bytes,
+			 "item names");
+	for (uint32_t k = 0; k < want->user_names.n; k++)
+		ok &= got->user_names.start[k] == want->user_names.start[k];
+	for (uint32_t k = 0; k < want->item_names.n; k++)
+		ok &= got->item_names.start[k] == want->item_names.start[k];
 	if (!got->entry_user) {
 		tap_diag("entry_user not derived");
 		return 0;
@@ -410,7 +488,7 @@ static void meta_of(unsigned char *m, uint32_t U, uint32_t I, uint64_t P, uint32
 
 /* The hand-built caches, their files, and the bytes of a for the corruptions
  * (read once the round trips have written it; sec its sections). */
-static struct ncf_cache ca, cb, cc;
+static struct ncf_cache ca, cb, cc, cg;
 static char pa[400], pb[400], pc[400];
 static unsigned char *orig, *buf;
 static size_t len;
@@ -433,6 +511,48 @@ static void t_round_trip_c(void)
 }
 
 /* The atomic write leaves only the final names. */
+static void t_round_trip_g(void)
+{
+	tap_ok(round_trip(&cg, "g.ncfc"), "cache g read back as written");
+	char path[400];
+	path_in(path, sizeof path, "g.ncfc");
+	size_t n;
+	unsigned char *b = helper_read_file(path, &n);
+	tap_ok(b && ncf_get_u32(b + 8) == 2, "written as version 2");
+	tap_ok(ncf_cache_version(&ca) == 1 && ncf_cache_version(&cg) == 2,
+	       "a, which uses none of it, is version 1");
+	free(b);
+	unlink(path);
+}
+
+/* The ids of either kind: a cache's, compared and looked up. */
+static void t_ids_of_g(void)
+{
+	char ib[NCF_ID_BUF];
+	struct ncf_id a = ncf_cache_user_id(&cg, 0), seven = ncf_cache_user_id(&cg, 2);
+	TAP_CHECK(a.text && !strcmp(ncf_id_str(a, ib), "alice"));
+	TAP_CHECK(ncf_id_equal(seven, (struct ncf_id){NULL, 0, 7}));
+	TAP_CHECK(!ncf_id_equal(seven, (struct ncf_id){NULL, 0, 70}));
+	TAP_CHECK(ncf_id_equal(ncf_cache_user_id(&ca, 1), (struct ncf_id){NULL, 0, 7}));
+	TAP_CHECK(ncf_id_equal(ncf_cache_user_id(&ca, 1), seven));
+	TAP_CHECK(!strcmp(ncf_id_str(ncf_cache_user_id(&ca, 3), ib), "4000000000"));
+	struct ncf_idindex x;
+	ncf_idindex_init_ids(&x, cg.item_ids, &cg.item_names, cg.items);
+	int ok = 1;
+	for (uint32_t i = 0; i < cg.items; i++)
+		ok &= ncf_idindex_find_id(&x, ncf_cache_item_id(&cg, i)) == i;
+	tap_ok(ok, "every item name found at its index");
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("0042", 4)) == 3);
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("x y", 3)) == 2);
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("x", 1)) == -1);
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("B000", 4)) == -1);
+	ncf_idindex_free(&x);
+	ncf_idindex_init_ids(&x, ca.item_ids, &ca.item_names, ca.items);
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("77", 2)) == 6);
+	TAP_CHECK(ncf_idindex_find_id(&x, ncf_id_from_text("B0001", 5)) == -1);
+	ncf_idindex_free(&x);
+}
+
 static void t_no_temporaries(void)
 {
 	char names[4096];
@@ -706,6 +826,17 @@ static void t_version(uint32_t v)
 	tap_ok(refused_copy(buf, len, name, want, 0), "refused as %s", want);
 }
 
+/* Cache a (version 1) claiming version 2: its meta section holds nothing
+ * a version 2 cache adds. */
+static void t_v2_empty(void)
+{
+	memcpy(buf, orig, len);
+	ncf_put_u32(buf + 8, 2);
+	fix_crc(buf);
+	tap_ok(refused_copy(buf, len, "v2.ncfc", "holds nothing of version 2", 0),
+	       "refused, naming what is missing");
+}
+
 /* A copy of orig with magic m, the header CRC fixed: refused (with want). */
 static void t_magic(const char *m, const char *name, const char *want)
 {
@@ -842,6 +973,54 @@ static void t_zero_items(void)
 	ncf_cache_free(&x);
 }
 
+/* x (a cache g with something changed) written and read: refused
+ * (with want). */
+static int refused_g(void (*change)(struct ncf_cache *), const char *want)
+{
+	struct ncf_cache x;
+	make_g(&x);
+	change(&x);
+	int ok = refused_built(&x, want);
+	ncf_cache_free(&x);
+	return ok;
+}
+
+static void neg_first(struct ncf_cache *x) { x->neg_offsets[0] = 1; }
+static void neg_down(struct ncf_cache *x) { x->neg_offsets[2] = 1; }
+static void neg_end(struct ncf_cache *x) { x->neg_offsets[2] = x->neg_offsets[3] = 3; }
+static void neg_item(struct ncf_cache *x) { x->neg_items[3] = 6; }
+static void not_given(struct ncf_cache *x) { x->split_given = 0; }
+static void twice(struct ncf_cache *x) { x->item_names.text[10] = '1'; }
+static void tab(struct ncf_cache *x) { x->item_names.text[7] = '\t'; }
+static void padded(struct ncf_cache *x)
+{
+	ncf_names_free(&x->user_names);
+	ncf_names_add(&x->user_names, "a", 1);
+	ncf_names_add(&x->user_names, "b", 1);
+	ncf_names_add(&x->user_names, "07", 2);
+}
+static void ids_not_idx(struct ncf_cache *x) { x->user_ids[1] = 9; }
+static void ml_format(struct ncf_cache *x) { x->format = NCF_FORMAT_ML20M; }
+
+static void t_bad_given(void)
+{
+	tap_ok(refused_g(neg_first, "section 'negoffs': the first offset is not 0"), "negoffs[0] 1");
+	tap_ok(refused_g(neg_down, "section 'negoffs': offsets decrease at user 1"), "decreasing");
+	tap_ok(refused_g(neg_end, "the offsets end at 3, not at train_negatives 4"), "short end");
+	tap_ok(refused_g(neg_item, "section 'negitems': item 6 at 3 is not below items 6"),
+	       "an explicit negative out of range");
+	tap_ok(refused_g(not_given, "train_negatives is 4 in a cache whose split was not given"),
+	       "explicit negatives without a given split");
+	tap_ok(refused_g(twice, "section 'itemnams': name 'B0001' appears twice"), "a name twice");
+	tap_ok(refused_g(tab, "section 'itemnams': name 1 ('B"), "a tab in a name: named");
+	tap_ok(refused_g(tab, "holds a control character"), "a tab in a name: why");
+	tap_ok(refused_g(padded, "an integer not in canonical form"), "'07' as a name");
+	tap_ok(refused_g(ids_not_idx, "the numbered ids are not the indices (id 9 at 1)"),
+	       "numbered ids of a named column that are not its indices");
+	tap_ok(refused_g(ml_format, "source_format is 1 (ml-20m) with split_given 1"),
+	       "a given split from a MovieLens file");
+}
+
 static void t_missing_and_dir(void)
 {
 	struct ncf_cache r;
@@ -862,6 +1041,8 @@ static void round_trips(void)
 	TEST(t_round_trip_b(), "round trip: no training positives at all (P = 0), NaN oracle");
 	TEST(t_round_trip_c(), "round trip: 300 users, 5000 items, %lld positives",
 	     (long long)cc.train_positives);
+	TEST(t_round_trip_g(), "round trip: a given split, names, explicit negatives (version 2)");
+	TEST(t_ids_of_g(), "ids of either kind: compared, printed, looked up");
 	TEST(t_no_temporaries(), "no temporary files left after writes");
 	TEST(t_reproducible(), "the same cache gives the same bytes (file, file again, stream)");
 	TEST(t_read_stdin(), "read from stdin (\"-\")");
@@ -886,7 +1067,8 @@ static void corruptions(void)
 	TEST(t_section_header_bits(), "each bit of each section header flipped: a checksum mismatch");
 	TEST(t_payload_bits(), "bit flips in the middle and the checksum of every payload refused");
 	TEST(t_every_bit(), "a single-bit flip anywhere is refused or harmless");
-	TEST(t_version(2), "version 2 (header CRC fixed) refused");
+	TEST(t_version(3), "version 3 (header CRC fixed) refused");
+	TEST(t_v2_empty(), "version 2 that holds nothing of version 2 refused");
 	TEST(t_version(0), "version 0 (header CRC fixed) refused");
 	TEST(t_magic("NCFCACHF", "magic.ncfc", NULL), "wrong magic NCFCACHF refused");
 	TEST(t_magic("NCFMODEL", "model.ncfm", "NCFMODEL"),
@@ -919,6 +1101,7 @@ static void forgeries(void)
 	TEST(t_zero_users(), "zero users refused");
 	TEST(t_zero_items(), "zero items refused");
 	TEST(t_missing_and_dir(), "a missing file and a directory: -1");
+	TEST(t_bad_given(), "a given split's sections and names, broken: refused naming them");
 }
 
 int main(void)
@@ -928,6 +1111,7 @@ int main(void)
 	make_a(&ca);
 	make_b(&cb);
 	make_c(&cc);
+	make_g(&cg);
 	path_in(pa, sizeof pa, "a.ncfc");
 	path_in(pb, sizeof pb, "b.ncfc");
 	path_in(pc, sizeof pc, "c.ncfc");
@@ -952,6 +1136,7 @@ int main(void)
 	ncf_cache_free(&ca);
 	ncf_cache_free(&cb);
 	ncf_cache_free(&cc);
+	ncf_cache_free(&cg);
 	unlink(pa);
 	unlink(pb);
 	unlink(pc);

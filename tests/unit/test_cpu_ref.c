@@ -68,6 +68,12 @@ static int64_t offsets[U + 1];
 static uint32_t *items, *entry_user;
 static uint32_t test_items[U], neg[U * N];
 static uint8_t *counted;
+/* explicit training negatives (helpers.h), given to the backends when
+ * with_explicit is set */
+static int64_t neg_offsets[U + 1];
+static uint32_t *neg_items;
+static uint64_t E;
+static int with_explicit;
 
 static uint32_t rnd(uint32_t a, uint64_t idx, uint32_t n)
 {
@@ -90,11 +96,12 @@ static void make_data(void)
 			neg[u * N + q] = rnd(4, (uint64_t)u * N + q, I);
 	}
 	counted = ncf_eval_mask(test_items, neg, U, N, I);
+	E = helper_make_explicit(17, U, I, 12, neg_offsets, &neg_items);
 }
 
-static uint64_t epoch_samples(void)
+static uint64_t epoch_samples(const struct ncf_hparams *hp)
 {
-	return (uint64_t)offsets[U] * 5;
+	return ncf_epoch_samples((uint64_t)offsets[U], hp->negatives, with_explicit ? E : 0);
 }
 
 static struct ncf_hparams hparams(float dropout)
@@ -115,6 +122,11 @@ static int open_be(struct ncf_backend *be, const struct ncf_backend_i *impl,
 	struct ncf_train_data td = {.users = U, .items = I, .positives = offsets[U],
 				    .offsets = offsets, .items_csr = items,
 				    .entry_user = entry_user};
+	if (with_explicit) {
+		td.train_negatives = E;
+		td.neg_offsets = neg_offsets;
+		td.neg_items = neg_items;
+	}
 	struct ncf_eval_data ed = {.users = U, .negatives = N, .test_items = test_items,
 				   .neg = neg, .counted = counted};
 	int rc = ncf_backend_set_state(be, p, NULL, NULL) || ncf_backend_set_train_data(be, &td) ||
@@ -165,7 +177,7 @@ static void t_gradient(const struct ncf_shape *s, float dropout)
 		return;
 	size_t T = ref.layout.total;
 	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc);
-	uint64_t S = epoch_samples();
+	uint64_t S = epoch_samples(&hp);
 	struct helper_err worst = {0};
 	/* three chunks of 2048 (the last short), and a short last batch */
 	const uint64_t first[2] = {1000, S - 300}, n[2] = {4200, 300};
@@ -244,7 +256,7 @@ static void t_five_steps(const struct ncf_shape *s, float dropout)
 		return;
 	size_t T = ref.layout.total;
 	float *pr = malloc(T * sizeof *pr), *pc = malloc(T * sizeof *pc);
-	uint64_t S = epoch_samples(), B = hp.batch, pos = 0;
+	uint64_t S = epoch_samples(&hp), B = hp.batch, pos = 0;
 	double lr, lc;
 	struct helper_err worst = {0};
 	for (int k = 0; k < 5; k++) { /* into the next epoch */
@@ -347,6 +359,56 @@ static void t_slice(const struct ncf_shape *s)
 	close_pair(&ref, &cpu);
 }
 
+/* Explicit negatives (E of them, label 0 at the epoch's last E samples),
+ * k drawn negatives per positive beside them: the gradient of batches
+ * that reach the epoch's end equals the reference's, differs from the
+ * gradient without them, and a position past S is refused. */
+static void t_explicit(const struct ncf_shape *s, uint32_t k)
+{
+	struct ncf_hparams hp = hparams(0.5f);
+	hp.negatives = k;
+	struct ncf_backend ref, cpu, plain;
+	with_explicit = 0;
+	int rp = open_be(&plain, &ncf_backend_cpu, s, &hp, &one);
+	with_explicit = 1;
+	if (!tap_ok(rp == 0, "open the cpu backend without them") ||
+	    open_pair(&ref, &cpu, s, &hp, &one)) {
+		with_explicit = 0;
+		return;
+	}
+	size_t T = ref.layout.total;
+	float *gr = malloc(T * sizeof *gr), *gc = malloc(T * sizeof *gc), *gp = malloc(T * sizeof *gp);
+	uint64_t S = epoch_samples(&hp), D = S - E;
+	struct helper_err worst = {0};
+	tap_ok(E > 0 && S == (uint64_t)offsets[U] * (1 + k) + E, "S = P (1 + %u) + E = %llu", k,
+	       (unsigned long long)S);
+	const uint64_t first[2] = {0, S - 4200};
+	for (int b = 0; b < 2; b++) {
+		double lr, lc;
+		int ok = ncf_backend_grad(&ref, 2, first[b], 4200, gr, &lr) == 0 &&
+			 ncf_backend_grad(&cpu, 2, first[b], 4200, gc, &lc) == 0;
+		tap_ok(ok && close_tensors(&ref, gc, gr, 1e-5, 1e-4, "grad", &worst),
+		       "positions %llu..%llu: gradients", (unsigned long long)first[b],
+		       (unsigned long long)first[b] + 4200);
+		tap_ok(ok && tap_close(lc, lr, 0, 1e-6, "loss sum"), "... and loss sums");
+	}
+	double lp, lc;
+	helper_capture_begin();
+	int past_plain = ncf_backend_grad(&plain, 2, D - 4200 + 1, 4200, gp, &lp);
+	int past = ncf_backend_grad(&cpu, 2, S - 4200 + 1, 4200, gc, &lc);
+	free(helper_capture_end());
+	tap_ok(past_plain != 0 && past != 0, "a batch past S refused (with and without them)");
+	int same = ncf_backend_grad(&plain, 2, 0, 4200, gp, &lp) == 0 &&
+		   ncf_backend_grad(&cpu, 2, 0, 4200, gc, &lc) == 0 &&
+		   !memcmp(gp, gc, T * sizeof *gp);
+	tap_ok(!same, "the gradient of positions 0..4200 differs without them");
+	tap_diag("explicit negatives, k %u: worst %.3g of the bound", k, worst.tol);
+	free(gr), free(gc), free(gp);
+	close_pair(&ref, &cpu);
+	ncf_backend_close(&plain);
+	with_explicit = 0;
+}
+
 /* What the tools ask of a backend instead of naming its device, and the
  * cpu's precisions (cpu.c, through ncf_backend_open with --device cpu):
  * the default and fp32 compute in fp32, a GPU's precision is refused. */
@@ -400,6 +462,10 @@ int main(void)
 	TEST(t_ranks(&s5), "odd widths: evaluation ranks of all %u users equal", U);
 	TEST(t_slice(&s8), "rank 1 of 2: the gradient of its slice equals the reference's");
 	TEST(t_answers(&s8), "the backend's answers to the tools, and the cpu's precisions");
-	free(items), free(entry_user), free(counted);
+	TEST(t_explicit(&s8, 4), "explicit negatives beside 4 drawn per positive: the gradient "
+				 "equals the reference's");
+	TEST(t_explicit(&s5, 0), "explicit negatives alone (-n 0), odd widths: the gradient "
+				 "equals the reference's");
+	free(items), free(entry_user), free(counted), free(neg_items);
 	return tap_done();
 }

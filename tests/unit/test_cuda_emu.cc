@@ -12,8 +12,10 @@
  * products; bf16 and fp16 operands are rounded as on the GPU).  What it
  * checks, and how close is close:
  *  - the sample stream (users, items, labels) at every position of several
- *    epochs, with and without --true-negatives: bit for bit (integer
- *    formulas of ncf_hd.h);
+ *    epochs, with and without --true-negatives, with explicit negatives
+ *    (beside 4 drawn per positive, and alone): bit for bit (integer
+ *    formulas of ncf_hd.h); the step's gradients and parameters with
+ *    explicit negatives against the cpu backend's, as below;
  *  - dropout masks and bias + ReLU + dropout, for widths that are and are not
  *    multiples of 8: bit for bit (same Philox bits, same float operations);
  *  - the dense Adam pass: bit for bit against ncf_adam_update;
@@ -161,6 +163,8 @@ struct data {
 	std::vector<int64_t> offsets;
 	std::vector<uint32_t> items, entry_user, test, neg;
 	uint8_t *counted;
+	std::vector<int64_t> neg_offsets; /* explicit negatives (U + 1), or empty */
+	std::vector<uint32_t> neg_items;  /* (E) */
 };
 
 static uint32_t rnd(uint64_t seed, uint32_t a, uint64_t idx, uint32_t n)
@@ -207,9 +211,31 @@ static void make_data(struct data *d, uint32_t U, uint32_t I, uint32_t N, uint32
 	d->counted = ncf_eval_mask(d->test.data(), d->neg.data(), U, N, I);
 }
 
+/* d with explicit negatives (helpers.h) added. */
+static void add_explicit(struct data *d, uint64_t seed)
+{
+	d->neg_offsets.assign(d->U + 1, 0);
+	uint32_t *it = NULL;
+	uint64_t E = helper_make_explicit(seed, d->U, d->I, 9, d->neg_offsets.data(), &it);
+	d->neg_items.assign(it, it + E);
+	free(it);
+}
+
+/* The epoch's samples of d with k drawn negatives per positive. */
+static uint64_t epoch_samples(const struct data *d, uint32_t k)
+{
+	return ncf_epoch_samples(d->items.size(), k, d->neg_items.size());
+}
+
 static struct ncf_train_data train_data(const struct data *d)
 {
 	struct ncf_train_data td;
+	memset(&td, 0, sizeof td);
+	if (!d->neg_items.empty()) {
+		td.train_negatives = d->neg_items.size();
+		td.neg_offsets = d->neg_offsets.data();
+		td.neg_items = d->neg_items.data();
+	}
 	td.users = d->U;
 	td.items = d->I;
 	td.positives = (int64_t)d->items.size();
@@ -339,21 +365,23 @@ static int lines_of(const std::string &s)
 
 /* ---- the sample stream, dropout, Adam, segment sums ---------------------- */
 
-static void t_samples(const struct data *d, const struct ncf_shape *s, int tn)
+static void t_samples(const struct data *d, const struct ncf_shape *s, int tn, uint32_t k = 4)
 {
 	struct ncf_hparams hp = hparams(256, 0.5f, tn);
+	hp.negatives = k;
 	struct ncf_backend be;
 	if (open_emu(&be, s, &hp, d))
 		return;
 	int64_t P = (int64_t)d->items.size();
-	uint64_t S = (uint64_t)P * 5;
+	uint64_t S = epoch_samples(d, hp.negatives), E = d->neg_items.size();
 	std::vector<uint32_t> u(S), it(S);
 	std::vector<uint8_t> lab(S);
 	int ok = 1;
 	for (uint32_t e = 0; e < 3 && ok; e++) {
 		ok = ncf_cuda_debug_samples(&be, e, 0, S, u.data(), it.data(), lab.data()) == 0;
 		ncf_stream st = {ncf_perm_make(S, hp.seed, e), hp.seed, e, d->I, P, tn,
-				 d->entry_user.data(), d->offsets.data(), d->items.data()};
+				 d->entry_user.data(), d->offsets.data(), d->items.data(), E, d->U,
+				 E ? d->neg_offsets.data() : NULL, E ? d->neg_items.data() : NULL};
 		for (uint64_t t = 0; t < S && ok; t++) {
 			uint32_t wu, wi;
 			int y = ncf_sample_at(&st, t, &wu, &wi);
@@ -823,11 +851,11 @@ static void check_two_batches(struct ncf_backend *want, struct ncf_backend *emu,
 			      const struct data *d, double rtol, struct helper_err *e)
 {
 	size_t total = want->layout.total;
-	uint64_t S = (uint64_t)d->items.size() * 5;
+	uint64_t S = epoch_samples(d, want->hp.negatives);
 	fvec gw(total), ge(total);
 	for (int k = 0; k < 2; k++) {
 		double lw = 0, le = 0;
-		uint64_t first = k ? S - 300 : 0, n = k ? 300 : 512;
+		uint64_t n = std::min<uint64_t>(k ? 300 : 512, S), first = k ? S - n : 0;
 		int ok = !ncf_backend_grad(want, 1, first, n, gw.data(), &lw) &&
 			 !ncf_backend_grad(emu, 1, first, n, ge.data(), &le);
 		tap_ok(ok && close_tensors(want, ge.data(), gw.data(), 1e-5, rtol, "grad", e),
@@ -837,9 +865,11 @@ static void check_two_batches(struct ncf_backend *want, struct ncf_backend *emu,
 	}
 }
 
-static void t_training_grad(const struct data *d, const struct ncf_shape *s, float dropout)
+static void t_training_grad(const struct data *d, const struct ncf_shape *s, float dropout,
+			    uint32_t k = 4)
 {
 	struct ncf_hparams hp = hparams(512, dropout, 0);
+	hp.negatives = k;
 	struct ncf_backend cpu, emu;
 	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
@@ -857,7 +887,7 @@ static void t_training_steps(const struct data *d, const struct ncf_shape *s, fl
 	if (open_two(&cpu, &ncf_backend_cpu, &emu, s, &hp, d))
 		return;
 	size_t total = cpu.layout.total;
-	uint64_t S = (uint64_t)d->items.size() * 5;
+	uint64_t S = epoch_samples(d, hp.negatives);
 	double lc = 0, le = 0;
 	int ok = !ncf_backend_train_step(&cpu, 0, 0, B, &lc) &&
 		 !ncf_backend_train_step(&emu, 0, 0, B, &le);
@@ -1967,6 +1997,7 @@ static void t_step_graph(const struct data *d, const struct ncf_shape *s, enum n
 /* ---- main ------------------------------------------------------------------ */
 
 static struct data dd;
+static struct data de; /* dd with explicit negatives */
 /* widths multiples of 8 (vector paths) and not (scalar paths, partial
  * dropout blocks) */
 static struct ncf_shape s8 = {41, 67, 8, 4, {32, 24, 16, 8}};
@@ -1983,6 +2014,10 @@ static void kernel_cases(void)
 {
 	TEST(t_samples(&dd, &s8, 0), "sample stream bit-exact, 3 epochs");
 	TEST(t_samples(&dd, &s8, 1), "sample stream bit-exact, 3 epochs, --true-negatives");
+	TEST(t_samples(&de, &s8, 0), "sample stream with %zu explicit negatives bit-exact, 3 epochs",
+	     de.neg_items.size());
+	TEST(t_samples(&de, &s8, 1, 0),
+	     "sample stream of explicit negatives alone (-n 0) bit-exact, --true-negatives");
 	TEST(t_dropout(&dd, &s8), "bias + ReLU + dropout bit-exact (widths 24, 13, 5; layers 0-2)");
 	TEST(t_adam(&dd, &s8), "dense Adam pass bit-exact against ncf_adam_update (steps 1, 14, 27)");
 	for (int mode = 0; mode < 4; mode++)
@@ -2040,6 +2075,16 @@ static void step_cases(const char *path)
 		TEST(t_training_steps(&dd, x.s, x.dropout),
 		     "%s: %s: parameters after one and five Adam steps, then the ranks", path, x.what);
 	}
+	TEST(t_training_grad(&de, &s8, 0.5f),
+	     "%s: explicit negatives beside 4 drawn: gradients of two batches equal to the cpu "
+	     "backend's",
+	     path);
+	TEST(t_training_grad(&de, &s5, 0.5f, 0),
+	     "%s: explicit negatives alone (-n 0), odd widths: gradients equal to the cpu backend's",
+	     path);
+	TEST(t_training_steps(&de, &s8, 0.5f),
+	     "%s: explicit negatives: parameters after one and five Adam steps, then the ranks",
+	     path);
 	TEST(t_ranks(&dd, &s8), "%s: two ranks: rank 0's slice, and the sum of both", path);
 	for (enum ncf_precision p : lows)
 		TEST(t_low_precision(&dd, &s8, p),
@@ -2128,10 +2173,13 @@ int main(void)
 	TEST(t_usable(), "the emulated device is usable");
 	TEST(t_answers(), "the emulated cuda backend's answers to the tools");
 	make_data(&dd, 41, 67, 30, 14, 5);
+	make_data(&de, 41, 67, 30, 14, 5);
+	add_explicit(&de, 6);
 	kernel_cases();
 	for (const char *path : {"fused", "lt", "plain"})
 		step_cases(path);
 	graph_cases();
 	free(dd.counted);
+	free(de.counted);
 	return tap_done();
 }

@@ -145,6 +145,102 @@ static void t_idindex(void)
 	free(ids);
 }
 
+/* Names and numbers in one map: one count in order of first appearance;
+ * from the first name on every id has a name (a number its digits), the
+ * numbers before it included; the names' index finds them all, and the
+ * names sort as memcmp orders them. */
+static void t_names(void)
+{
+	static const char *in[] = {"7", "u1", "8", "u2", "u1", "7", "00009", "x y", "9", "u10"};
+	static const uint32_t want[] = {0, 1, 2, 3, 1, 0, 4, 5, 4, 6};
+	static const char *names[] = {"7", "u1", "8", "u2", "9", "x y", "u10"};
+	struct ncf_idmap m;
+	ncf_idmap_init(&m);
+	int bad = 0;
+	for (size_t k = 0; k < sizeof in / sizeof in[0]; k++) {
+		uint32_t v, idx;
+		if (ncf_text_is_u32(in[k], strlen(in[k]), &v))
+			idx = ncf_idmap_get(&m, v);
+		else
+			idx = ncf_idmap_get_text(&m, in[k], strlen(in[k]));
+		bad += idx != want[k];
+	}
+	tap_ok(bad == 0 && m.count == 7 && ncf_idmap_named(&m),
+	       "indices by first appearance over numbers and names (%d bad)", bad);
+	struct ncf_names nm = {0};
+	ncf_idmap_take_names(&m, &nm);
+	bad = nm.n != 7;
+	for (uint32_t k = 0; k < nm.n && !bad; k++)
+		bad += strcmp(ncf_names_at(&nm, k, NULL), names[k]) != 0;
+	tap_ok(!bad, "every id's name, the numbers' as digits");
+	struct ncf_idindex x;
+	ncf_idindex_init_ids(&x, NULL, &nm, nm.n);
+	for (uint32_t k = 0; k < nm.n; k++)
+		bad += ncf_idindex_find_id(&x, ncf_id_from_text(names[k], strlen(names[k]))) != k;
+	bad += ncf_idindex_find_id(&x, (struct ncf_id){NULL, 0, 9}) != 4;
+	bad += ncf_idindex_find_id(&x, ncf_id_from_text("u", 1)) != -1;
+	bad += ncf_idindex_find_id(&x, ncf_id_from_text("u100", 4)) != -1;
+	tap_ok(!bad, "the names' index finds each, a number as its digits, not a prefix");
+	ncf_idindex_free(&x);
+	uint32_t order[7];
+	ncf_names_sort(&nm, order);
+	for (uint32_t k = 1; k < 7; k++)
+		bad += strcmp(ncf_names_at(&nm, order[k - 1], NULL), ncf_names_at(&nm, order[k], NULL)) >= 0;
+	tap_ok(!bad, "sorted by their bytes");
+	ncf_names_free(&nm);
+	ncf_idmap_free(&m);
+	TAP_CHECK(ncf_name_check("", 0) && ncf_name_check("a\tb", 3) && ncf_name_check("07", 2) &&
+		  ncf_name_check("+7", 2) && !ncf_name_check("7", 1) && !ncf_name_check("-7", 2) &&
+		  !ncf_name_check("4294967296", 10));
+}
+
+/* 3000 names that all hash to one slot under a pinned key: each keeps
+ * its index through every growth of the names' table. */
+static void t_names_one_slot(void)
+{
+	enum { N = 3000 };
+	struct ncf_hash_key key = {0x9abc, 0xdef0};
+	ncf_hash_key_pin(key);
+	char (*s)[16] = malloc(N * sizeof *s);
+	size_t k = 0;
+	for (uint64_t j = 0; k < N; j++) {
+		char t[16];
+		int n = snprintf(t, sizeof t, "n%llu", (unsigned long long)j);
+		if ((ncf_siphash(key, t, (size_t)n) & 8191) == 0)
+			memcpy(s[k++], t, sizeof t);
+	}
+	struct ncf_idmap m;
+	ncf_idmap_init(&m);
+	int bad = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (k = 0; k < N; k++)
+			bad += ncf_idmap_get_text(&m, s[k], strlen(s[k])) != k;
+	tap_ok(bad == 0 && m.count == N && m.tcap == 8192,
+	       "3000 names in one slot: each keeps its index (%d bad, %zu slots)", bad, m.tcap);
+	ncf_idmap_free(&m);
+	free(s);
+}
+
+/* A person's line of ids where ids may be names (ncf_id_split): tabs,
+ * else commas, else spaces between two; spaces around dropped; numbers
+ * as numbers. */
+static void t_id_split(void)
+{
+	struct ncf_id a, b;
+	char ib[NCF_ID_BUF];
+	TAP_CHECK(ncf_id_split("alice\tB 01", 2, &a, &b) == 0 && a.len == 5 && b.len == 4 &&
+		  !memcmp(b.text, "B 01", 4));
+	TAP_CHECK(ncf_id_split(" bob , 007 ", 2, &a, &b) == 0 && a.len == 3 && !b.text && b.num == 7);
+	TAP_CHECK(ncf_id_split("  carol   x ", 2, &a, &b) == 0 && a.len == 5 && b.len == 1);
+	TAP_CHECK(ncf_id_split("a b c", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("a\tb\tc", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("a,", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split("alone", 2, &a, &b) == -1);
+	TAP_CHECK(ncf_id_split(" B 01 ", 1, &a, &b) == 0 && a.len == 4);
+	TAP_CHECK(ncf_id_split("42", 1, &a, &b) == 0 && !a.text &&
+		  !strcmp(ncf_id_str(a, ib), "42"));
+}
+
 int main(void)
 {
 	TEST(t_siphash_vectors(), "SipHash-2-4 gives the published vectors");
@@ -152,5 +248,8 @@ int main(void)
 	TEST(t_first_appearance(), "the id map: first appearance, whatever the key");
 	TEST(t_one_slot(), "the id map: ids that all share one slot");
 	TEST(t_idindex(), "the inverse index against a plain search");
+	TEST(t_names(), "names and numbers in one map, the names' index");
+	TEST(t_names_one_slot(), "the id map: names that all share one slot");
+	TEST(t_id_split(), "a person's line of ids that may be names");
 	return tap_done();
 }

@@ -1,12 +1,18 @@
 /*
  * test_metrics - the evaluation rules (DESIGN.md section 5) and the Adam
- * update against answers computed by hand.
+ * update against answers computed by hand; a given split's candidates
+ * (duplicates, the positive among the negatives) evaluated through a
+ * backend as NVIDIA's BYO evaluation counts them.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_impl.h"
+#include "cache.h"
+#include "evaluate.h"
 #include "metrics.h"
+#include "model.h"
 #include "ncf_hd.h"
 #include "tap.h"
 
@@ -47,6 +53,120 @@ static void t_hr_ndcg(void)
 	       want);
 	ncf_metrics_from_ranks(ranks, 5, 1, &hr, &ndcg);
 	tap_ok(hr == 0.2 && ndcg == 0.2, "HR@1 and NDCG@1 count rank 0 only");
+}
+
+/*
+ * NVIDIA's BYO evaluation (ncf.py val_epoch, dataloading.py TestDataLoader)
+ * of one series of n candidates (items, labels, probabilities), written as
+ * it does it: sort by item - label / 2 (the positive before a negative of
+ * the same item), mask every item equal to the one before it, give masked
+ * candidates the score -1, take the top k by score, and count the series a
+ * hit at position j when the positive is the j-th of them.  Returns j, or
+ * -1 for no hit.
+ */
+static int nvidia_hit(const uint32_t *items, const int *labels, const float *p, int n, int k)
+{
+	int order[16], masked[16];
+	for (int j = 0; j < n; j++)
+		order[j] = j;
+	for (int a = 1; a < n; a++) /* insertion sort by item - label / 2 */
+		for (int b = a; b > 0; b--) {
+			double wb = items[order[b]] - 0.5 * labels[order[b]];
+			double wa = items[order[b - 1]] - 0.5 * labels[order[b - 1]];
+			if (wa <= wb)
+				break;
+			int t = order[b];
+			order[b] = order[b - 1];
+			order[b - 1] = t;
+		}
+	float r[16];
+	for (int j = 0; j < n; j++) {
+		masked[order[j]] = j > 0 && items[order[j]] == items[order[j - 1]];
+		r[order[j]] = masked[order[j]] ? -1.0f : p[order[j]];
+	}
+	/* top k: the positive's place among them is the candidates above it */
+	int pos = 0;
+	while (labels[pos] != 1)
+		pos++;
+	int above = 0;
+	for (int j = 0; j < n; j++)
+		above += j != pos && r[j] > r[pos];
+	return above < k ? above : -1;
+}
+
+/* A given split (split_given; every user N given negatives, duplicates and
+ * the positive among them kept as given) on a small model: ncf's HR@K and
+ * NDCG@K through the cpu backend equal NVIDIA's count of the same
+ * candidates and probabilities, K 1, 3 and 5. */
+static void t_given_split(void)
+{
+	enum { U = 4, I = 12, N = 6 };
+	static int64_t offsets[U + 1] = {0, 2, 3, 5, 6};
+	static uint32_t train[6] = {0, 1, 2, 3, 4, 5}, entry_user[6] = {0, 0, 1, 2, 2, 3};
+	static uint32_t test[U] = {6, 7, 8, 9};
+	static uint32_t neg[U * N] = {
+		10, 6, 11, 10, 3, 2,  /* the positive itself; 10 twice */
+		11, 11, 11, 0, 1, 2,  /* 11 three times */
+		8, 8, 4, 5, 6, 7,     /* the positive twice, first */
+		1, 2, 3, 4, 5, 10,    /* plain */
+	};
+	static uint32_t uids[U] = {1, 2, 3, 4}, iids[I];
+	for (uint32_t i = 0; i < I; i++)
+		iids[i] = 100 + i;
+	struct ncf_cache c;
+	memset(&c, 0, sizeof c);
+	c.users = U, c.items = I, c.train_positives = 6, c.eval_negatives = N, c.split_given = 1;
+	c.user_ids = uids, c.item_ids = iids, c.offsets = offsets, c.train_items = train;
+	c.test_items = test, c.eval_neg = neg, c.entry_user = entry_user;
+	struct ncf_shape s = {U, I, 4, 3, {8, 6, 4}};
+	struct ncf_hparams hp;
+	ncf_hparams_nvidia(&hp);
+	struct ncf_dist one = {.rank = 0, .size = 1, .local_size = 1};
+	struct ncf_backend be;
+	if (!tap_ok(ncf_backend_open_impl(&be, &ncf_backend_cpu, &s, &hp, NCF_PRECISION_FP32, 1,
+					  &one) == 0,
+		    "open the cpu backend"))
+		return;
+	float *params = malloc(be.layout.total * sizeof *params);
+	ncf_model_init(&s, &be.layout, 3, params);
+	uint8_t *mask = NULL;
+	int ok = ncf_backend_set_state(&be, params, NULL, NULL) == 0 &&
+		 ncf_backend_load_cache(&be, &c, &mask, 0) == 0;
+	const uint32_t ks[3] = {1, 3, 5};
+	double hr[3], ndcg[3];
+	ok = ok && ncf_evaluate_ks(&be, &c, ks, 3, hr, ndcg) == 0;
+	tap_ok(ok, "evaluated");
+	static const uint8_t want_mask[U * N] = {1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1,
+						 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+	tap_ok(ok && !memcmp(mask, want_mask, sizeof want_mask),
+	       "counted once: a repeated negative, a negative equal to the positive never");
+	for (int kk = 0; kk < 3 && ok; kk++) {
+		double h = 0, g = 0;
+		for (uint32_t u = 0; u < U; u++) {
+			uint32_t us[N + 1], its[N + 1];
+			int lab[N + 1];
+			float p[N + 1];
+			for (int j = 0; j <= N; j++) {
+				us[j] = u;
+				its[j] = j ? neg[u * N + j - 1] : test[u];
+				lab[j] = j == 0;
+			}
+			ok &= ncf_backend_score(&be, us, its, N + 1, p) == 0;
+			int at = nvidia_hit(its, lab, p, N + 1, (int)ks[kk]);
+			if (at >= 0) {
+				h += 1;
+				g += log(2.0) / log(at + 2.0);
+			}
+		}
+		tap_ok(ok && tap_close(hr[kk], h / U, 0, 1e-12, "hr") &&
+			       tap_close(ndcg[kk], g / U, 1e-12, 1e-12, "ndcg"),
+		       "K %u: HR %.4f, NDCG %.4f as NVIDIA's count", ks[kk], h / U, g / U);
+		tap_diag("K %u: HR %.4f NDCG %.4f; NVIDIA's count %.4f %.4f", ks[kk], hr[kk],
+			 ndcg[kk], h / U, g / U);
+	}
+	free(mask);
+	free(params);
+	ncf_backend_close(&be);
 }
 
 static void t_adam(void)
@@ -91,6 +211,8 @@ int main(void)
 {
 	TEST(t_mask_and_rank(), "evaluation mask and rank: repeats once, ties against the positive");
 	TEST(t_hr_ndcg(), "HR@K and NDCG@K from ranks");
+	TEST(t_given_split(), "a given split's candidates (duplicates, the positive among them) "
+			      "count as NVIDIA's BYO evaluation counts them");
 	TEST(t_adam(), "Adam: PyTorch's update, two steps by hand");
 	TEST(t_bce_sigmoid(), "BCE with logits and sigmoid, stable at the extremes");
 	return tap_done();

@@ -77,7 +77,8 @@ static int prepare(const char *buf, size_t len, const char *display, uint32_t mi
 {
 	FILE *fp = fmemopen((void *)buf, len, "rb");
 	struct prep_rows rows = {0};
-	int rc = prep_parse(fp, display, NCF_FORMAT_UNKNOWN, &rows, pi, 0);
+	struct prep_parse_opts o = {.format = NCF_FORMAT_UNKNOWN};
+	int rc = prep_parse(fp, display, &o, &rows, pi);
 	fclose(fp);
 	if (rc != 0)
 		return -1;
@@ -87,6 +88,7 @@ static int prepare(const char *buf, size_t len, const char *display, uint32_t mi
 	c->source_crc = pi->crc;
 	c->ratings_read = rows.n;
 	prep_rows_index(&rows);
+	prep_parse_ids(pi, &rows);
 	struct prep_protocol_opts po = {.min_ratings = min_ratings, .eval_negatives = 100, .seed = 1};
 	rc = prep_protocol_run(&rows, &po, c);
 	prep_rows_free(&rows);

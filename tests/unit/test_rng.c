@@ -338,6 +338,116 @@ static void t_true_negative_full_user(void)
 	tap_ok(ok, "12 samples of user 0, labels 0 or 1, items below 3");
 }
 
+/* ncf_row_of finds the row of every entry, past empty rows. */
+static void t_row_of(void)
+{
+	static const int64_t off[7] = {0, 0, 2, 2, 2, 5, 6};
+	static const uint32_t want[6] = {1, 1, 4, 4, 4, 5};
+	int ok = 1;
+	for (uint64_t e = 0; e < 6; e++)
+		ok &= ncf_row_of(off, 6, e) == want[e];
+	tap_ok(ok, "entries 0..5 of rows (0, 2, 0, 0, 3, 1) are in rows 1 1 4 4 4 5");
+	tap_ok(ncf_row_of(off, 1, 0) == 0, "one row: row 0");
+}
+
+/* Explicit negatives over the hand-built CSR: user 0 two (the same item
+ * twice), users 1 and 2 none, user 3 three. */
+#define NE 5
+static const int64_t neg_off[NU + 1] = {0, 2, 2, 2, 5};
+static const uint32_t neg_it[NE] = {7, 7, 3, 0, 9};
+
+/* The sample index s (perm(t)) -> sample of every position t of stream st
+ * into u, it, lab (S each). */
+static void stream_by_sample(const ncf_stream *st, uint32_t *u, uint32_t *it, int *lab)
+{
+	for (uint64_t t = 0; t < st->perm.n; t++) {
+		uint64_t s = ncf_perm_apply(&st->perm, t);
+		lab[s] = ncf_sample_at(st, t, &u[s], &it[s]);
+	}
+}
+
+/* An epoch with k drawn negatives per positive and the NE explicit ones:
+ * S = NP (1 + k) + NE; samples below NP (1 + k) are the stream without
+ * explicit negatives (the same (seed, epoch)), sample by sample; the last
+ * NE are the explicit negatives in CSR order, each once, label 0. */
+static int stream_explicit_epoch(uint64_t seed, uint32_t epoch, uint32_t k)
+{
+	uint64_t D = ncf_epoch_samples(NP, k, 0), S = ncf_epoch_samples(NP, k, NE);
+	ncf_stream plain = {.perm = ncf_perm_make(D, seed, epoch), .seed = seed, .epoch = epoch,
+			    .items = NI, .positives = NP, .entry_user = entry_user,
+			    .offsets = offsets, .csr_items = items};
+	ncf_stream st = plain;
+	st.perm = ncf_perm_make(S, seed, epoch);
+	st.train_negatives = NE;
+	st.users = NU;
+	st.neg_offsets = neg_off;
+	st.neg_items = neg_it;
+	enum { MAX = NP * 5 + NE };
+	uint32_t u0[MAX], i0[MAX], u1[MAX], i1[MAX];
+	int l0[MAX], l1[MAX], ok = S == D + NE && S <= MAX;
+	stream_by_sample(&plain, u0, i0, l0);
+	stream_by_sample(&st, u1, i1, l1);
+	for (uint64_t s = 0; s < D && ok; s++)
+		if (u0[s] != u1[s] || i0[s] != i1[s] || l0[s] != l1[s]) {
+			tap_diag("k %u, epoch %u: sample %llu is (%u, %u, %d), without explicit "
+				 "negatives (%u, %u, %d)",
+				 k, epoch, (unsigned long long)s, u1[s], i1[s], l1[s], u0[s], i0[s],
+				 l0[s]);
+			ok = 0;
+		}
+	static const uint32_t want_user[NE] = {0, 0, 3, 3, 3};
+	for (uint64_t e = 0; e < NE && ok; e++)
+		if (u1[D + e] != want_user[e] || i1[D + e] != neg_it[e] || l1[D + e] != 0) {
+			tap_diag("k %u, epoch %u: explicit negative %llu is (%u, %u, %d), want (%u, "
+				 "%u, 0)",
+				 k, epoch, (unsigned long long)e, u1[D + e], i1[D + e], l1[D + e],
+				 want_user[e], neg_it[e]);
+			ok = 0;
+		}
+	return ok;
+}
+
+static void t_stream_explicit(void)
+{
+	tap_ok(ncf_epoch_samples(NP, 4, NE) == NP * 5 + NE && ncf_epoch_samples(NP, 0, NE) ==
+									NP + NE &&
+		       ncf_epoch_samples(NP, 4, 0) == NP * 5,
+	       "S = P (1 + k) + E");
+	int ok = 1;
+	static const uint32_t ks[3] = {0, 1, 4};
+	for (int j = 0; j < 3 && ok; j++)
+		for (uint32_t epoch = 0; epoch < 4 && ok; epoch++)
+			ok = stream_explicit_epoch(11, epoch, ks[j]);
+	tap_ok(ok, "k 0, 1 and 4, 4 epochs each");
+}
+
+/* Explicit negatives take positions of their own: the epoch's permutation
+ * spreads them (not all at the end), and another epoch moves them. */
+static void t_stream_explicit_spread(void)
+{
+	uint64_t S = ncf_epoch_samples(NP, 0, NE);
+	ncf_stream st = {.perm = ncf_perm_make(S, 11, 0), .seed = 11, .epoch = 0, .items = NI,
+			 .positives = NP, .entry_user = entry_user, .offsets = offsets,
+			 .csr_items = items, .train_negatives = NE, .users = NU,
+			 .neg_offsets = neg_off, .neg_items = neg_it};
+	uint64_t last = 0, first = S, moved = 0;
+	for (uint64_t t = 0; t < S; t++) {
+		uint32_t u, it;
+		if (ncf_perm_apply(&st.perm, t) >= NP) {
+			ncf_sample_at(&st, t, &u, &it);
+			first = t < first ? t : first;
+			last = t;
+		}
+	}
+	ncf_perm other = ncf_perm_make(S, 11, 1);
+	for (uint64_t t = 0; t < S; t++)
+		moved += ncf_perm_apply(&other, t) != ncf_perm_apply(&st.perm, t);
+	tap_ok(first < S - NE || last < S - 1, "-n 0: the %d explicit negatives of %llu samples lie "
+					       "at positions %llu..%llu",
+	       NE, (unsigned long long)S, (unsigned long long)first, (unsigned long long)last);
+	tap_ok(moved > 0, "epoch 1 moves %llu of them", (unsigned long long)moved);
+}
+
 /* The stream of (seed, epoch) over the hand-built CSR. */
 static ncf_stream stream_of(uint64_t seed, uint32_t epoch)
 {
@@ -427,5 +537,10 @@ int main(void)
 	TEST(t_stream_pure(), "the sample at a position depends only on (seed, epoch, position)");
 	TEST(t_stream_seed_changes(), "another seed gives another stream");
 	TEST(t_perm_large(), "ncf_perm_apply on a domain of 5e9: in range, no collisions");
+	TEST(t_row_of(), "ncf_row_of: the row of a CSR entry");
+	TEST(t_stream_explicit(),
+	     "explicit negatives: the last E samples of the epoch, each once with its user and "
+	     "label 0; the others as without them");
+	TEST(t_stream_explicit_spread(), "explicit negatives are shuffled in with the rest");
 	return tap_done();
 }
