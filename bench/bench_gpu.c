@@ -290,6 +290,9 @@ static int device_main(uint64_t bytes)
 int main(int argc, char **argv)
 {
 	ncf_set_progname("bench_gpu");
+	ncf_synopsis = "bench_gpu CACHE [--batch N] [--steps N] [--warmup N] [--precisions LIST] [--no-epoch] [-v]\n"
+		       "       bench_gpu --cost SHAPE [--precision P] [--batch-size N] [--dense fused|lt|plain|LIST] [--dropout P] [-v]\n"
+		       "       bench_gpu --device [--copy-bytes N]";
 	ncf_verbosity = 1;
 	uint64_t batch = 1u << 20;
 	int steps = 20, warmup = 3, epoch = 1, verbose = 0, device = 0;
@@ -302,7 +305,7 @@ int main(int argc, char **argv)
 		{"precisions", 1, 0, 'p'}, {"no-epoch", 0, 0, 'E'},   {"cost", 1, 0, 'c'},
 		{"precision", 1, 0, 'P'},  {"batch-size", 1, 0, 'b'}, {"dense", 1, 0, 'x'},
 		{"dropout", 1, 0, 'd'},	   {"verbose", 0, 0, 'v'},    {"device", 0, 0, 'D'},
-		{"copy-bytes", 1, 0, 'B'}, {0, 0, 0, 0},
+		{"copy-bytes", 1, 0, 'B'}, {"help", 0, 0, 'h'},	   {0, 0, 0, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
@@ -323,21 +326,24 @@ int main(int argc, char **argv)
 		case 'v': verbose = 1; break;
 		case 'D': device = 1; break;
 		case 'B': copy_bytes = (uint64_t)ncf_opt_int("--copy-bytes", optarg, 1 << 20, 1ll << 36); break;
-		default: ncf_usage_error("bad option");
+		case 'h': ncf_usage_help();
+		default: ncf_usage_exit();
 		}
 	}
 	if (device) {
 		if (optind != argc)
-			ncf_usage_error("usage: bench_gpu --device [--copy-bytes N]");
+			ncf_usage_error("--device takes no cache ('%s' is extra)", argv[optind]);
 		return device_main(copy_bytes);
 	}
 	if (cost) {
 		if (optind != argc)
-			ncf_usage_error("usage: bench_gpu --cost SHAPE [options]");
+			ncf_usage_error("--cost takes a shape, not a cache ('%s' is extra)", argv[optind]);
 		return cost_main(cost, prec, batch, dense, dropout, verbose);
 	}
+	if (optind == argc)
+		ncf_usage_error("no cache given (make one: ncf-prep -o ml-20m.ncfc --synthetic ml-20m)");
 	if (optind != argc - 1)
-		ncf_usage_error("usage: bench_gpu CACHE [options]");
+		ncf_usage_error("one cache only ('%s' is extra)", argv[argc - 1]);
 	if (verbose)
 		ncf_verbosity = 3; /* the backend's -v lines */
 	char why[1024];

@@ -97,15 +97,17 @@ static double rate(const struct shape *s, enum ncf_mm_type t, struct bufs *tb, i
 int main(int argc, char **argv)
 {
 	ncf_set_progname("bench_matmul");
+	ncf_synopsis = "bench_matmul [--reps N] [--threads N]";
 	int reps = 50, threads = 0;
 	static const struct option opts[] = {
-		{"reps", 1, 0, 'r'}, {"threads", 1, 0, 't'}, {0, 0, 0, 0}};
+		{"reps", 1, 0, 'r'}, {"threads", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': reps = (int)ncf_opt_int("--reps", optarg, 1, 1000000); break;
 		case 't': threads = (int)ncf_opt_int("--threads", optarg, 1, 4096); break;
-		default: ncf_usage_error("bad option");
+		case 'h': ncf_usage_help();
+		default: ncf_usage_exit();
 		}
 	}
 #ifdef _OPENMP

@@ -141,6 +141,7 @@ static double bf16_rate(int threads)
 int main(int argc, char **argv)
 {
 	ncf_set_progname("bench_train");
+	ncf_synopsis = "bench_train CACHE [--batch N] [--steps N] [--warmup N] [--device D] [--precision P] [--threads N] [--no-eval]";
 	ncf_verbosity = 1;
 	uint64_t batch = 1u << 20;
 	int steps = 3, warmup = 1, threads = 0, no_eval = 0;
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},	{"warmup", 1, 0, 'w'},
 		{"device", 1, 0, 'd'}, {"precision", 1, 0, 'p'}, {"threads", 1, 0, 't'},
-		{"no-eval", 0, 0, 'n'}, {0, 0, 0, 0},
+		{"no-eval", 0, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -157,15 +158,18 @@ int main(int argc, char **argv)
 		case 'b': batch = (uint64_t)ncf_opt_int("--batch", optarg, 1, 1ll << 32); break;
 		case 's': steps = (int)ncf_opt_int("--steps", optarg, 1, 100000); break;
 		case 'w': warmup = (int)ncf_opt_int("--warmup", optarg, 0, 100000); break;
-		case 'd': if (ncf_device_parse(optarg, &device)) ncf_usage_error("--device"); break;
-		case 'p': if (ncf_precision_parse(optarg, &prec)) ncf_usage_error("--precision"); break;
+		case 'd': if (ncf_device_parse(optarg, &device)) ncf_usage_error("--device: '%s' is not cpu, cuda or auto", optarg); break;
+		case 'p': if (ncf_precision_parse(optarg, &prec)) ncf_usage_error("--precision: '%s' is not fp32, tf32, bf16 or fp16", optarg); break;
 		case 't': threads = (int)ncf_opt_int("--threads", optarg, 1, 4096); break;
 		case 'n': no_eval = 1; break;
-		default: ncf_usage_error("bad option");
+		case 'h': ncf_usage_help();
+		default: ncf_usage_exit();
 		}
 	}
+	if (optind == argc)
+		ncf_usage_error("no cache given");
 	if (optind != argc - 1)
-		ncf_usage_error("usage: bench_train CACHE [options]");
+		ncf_usage_error("one cache only ('%s' is extra)", argv[argc - 1]);
 	struct ncf_dist dist;
 	ncf_dist_on_hang(ncf_exit_hung);
 	if (ncf_dist_init(&dist, &argc, &argv) != 0)

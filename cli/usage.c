@@ -21,6 +21,12 @@ void ncf_usage_exit(void)
 	exit(NCF_EXIT_USAGE);
 }
 
+void ncf_usage_help(void)
+{
+	printf("usage: %s\n", ncf_synopsis);
+	exit(ncf_close_stdout() ? 1 : 0);
+}
+
 void ncf_usage_error(const char *fmt, ...)
 {
 	char buf[1024];

@@ -23,6 +23,8 @@ extern const char *ncf_synopsis;
 void ncf_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* The synopsis after a message already given (a parser's), exit 2. */
 void ncf_usage_exit(void) __attribute__((noreturn));
+/* --help of a program whose help is its synopsis (the benchmarks): on stdout, exit 0. */
+void ncf_usage_help(void) __attribute__((noreturn));
 
 /*
  * A tool's command line: its options, and what parsing learns.  A tool

@@ -69,4 +69,11 @@ ok $? "without --dense, the layers NCF_CUDA_DENSE pins, as a run would take them
 "$bench" --cost ml-20m --dense fused,sideways >/dev/null 2>"$T/err"
 [ $? -ne 0 ] && grep -q "NCF_CUDA_DENSE: 'sideways' is not fused, lt or plain" "$T/err"
 ok $? "an unknown implementation is refused: $(cat "$T/err")"
+
+"$bench" --help >"$T/help" && grep -q '^       bench_gpu --cost SHAPE' "$T/help"
+ok $? "--help prints the synopsis on stdout and exits 0"
+"$bench" --cost ml-20m extra >/dev/null 2>"$T/err"
+[ $? -eq 2 ] && grep -q "^bench_gpu: --cost takes a shape, not a cache ('extra' is extra)" "$T/err" &&
+	grep -q "^Try 'bench_gpu --help'" "$T/err"
+ok $? "an operand after --cost: exit 2, what is extra, and the synopsis"
 done_testing
