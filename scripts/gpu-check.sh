@@ -132,12 +132,20 @@
 # limits and the budget are three times the plan's; the figures are the
 # CPU's and mean nothing.  tests/cli/gpu-rehearse.t runs it in make check.
 #
-# Output: each stage's last lines on stdout, its whole output in
-# LOGS/NAME.log, where LOGS is $OUT/gpu-check when $OUT is set (the device
-# tool brings $OUT back), else a temporary directory that is kept and named
-# at the end.  LOGS/results.tsv and LOGS/metrics.tsv hold the table's data,
-# LOGS/driver.txt the driver check's line, LOGS/nvidia-smi.txt the GPU's
-# state, LOGS/bundle-libs.txt the bundle's library check.
+# Output: each stage's last lines on stdout and the summary table last (the
+# device tool returns only the end of the output: the table is under 8,000
+# characters), each stage's whole output in LOGS/NAME.log, LOGS/results.tsv
+# and LOGS/metrics.tsv the table's data, LOGS/driver.txt the driver
+# check's line, LOGS/nvidia-smi.txt the GPU's state, LOGS/bundle-libs.txt
+# the bundle's library check.  LOGS is a temporary directory, kept and
+# named at the end.  When $OUT is set (the device tool brings back at most
+# 8 files of it), LOGS is removed at the end and $OUT/gpu-check holds four
+# files instead, rewritten after the driver check and after every stage,
+# so that a call cut short still brings back the stages that ended:
+# summary.txt (the table as it stands), results.tsv, metrics.tsv and
+# logs.tar.gz (LOGS).  A TERM, INT or HUP (the device tool's time limit)
+# stops the stage that runs, records it as "FAIL (killed)", prints the
+# table and exits 143.
 #
 # Time to the target: NVIDIA's target is HR@10 0.9562 on MovieLens-20M.  On
 # synthetic ml-20m (no download) the equivalent used here is 0.9562 times
@@ -1082,7 +1090,11 @@ summary() {
 						((tools[i], cols[j]) in cell) ? cell[tools[i], cols[j]] : "-"
 			}
 		}' "$m"
-		awk -F'\t' '$1 == "sanitizer" && $5 ~ /^(FAIL|not run: cannot)/ { printf "  %s %s %s: %s\n", $2, $3, $4, $5 }' "$m"
+		# the first 6 findings (the table stays short enough for the end of
+		# the output the device tool returns); the rest in sanitizer.log
+		awk -F'\t' '$1 == "sanitizer" && $5 ~ /^(FAIL|not run: cannot)/ {
+				if (++n <= 6) printf "  %s %s %s: %.160s\n", $2, $3, $4, $5 }
+			END { if (n > 6) printf "  (%d more in sanitizer.log)\n", n - 6 }' "$m"
 	else
 		echo "compute-sanitizer: not run"
 	fi
@@ -1273,14 +1285,40 @@ fi
 
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
-if [ -n "${OUT:-}" ]; then logs=$OUT/gpu-check; else logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1; fi
-mkdir -p "$logs" || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-work.XXXXXX") || exit 1
-# at the end: convert.py stopped if it still runs (its timeout passes the
-# signal on to it)
-# (and a bundle rehearsed here left as small as it travels)
-trap '[ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null; rm -rf "$work"
-	[ "$src$rehearse" != bundle1 ] || sh scripts/gpu-bundle.sh --clean "$B"' EXIT
+# the logs: with $OUT, in $work (what comes back is sync_out's four files)
+outd=""
+if [ -n "${OUT:-}" ]; then
+	outd=$OUT/gpu-check
+	logs=$work/logs
+else
+	logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+fi
+mkdir -p "$logs" ${outd:+"$outd"} || exit 1
+
+# sync_out: $OUT/gpu-check made to hold the run as it stands (see the top):
+# each file written beside its name, then renamed, so that a call cut short
+# finds the last whole one.
+sync_out() {
+	[ -n "$outd" ] && [ -d "$logs" ] || return 0
+	[ -n "${final:-}" ] || spent=$(elapsed)
+	summary >"$outd/summary.txt.part" 2>/dev/null && mv "$outd/summary.txt.part" "$outd/summary.txt"
+	for f in results.tsv metrics.tsv; do
+		[ ! -f "$logs/$f" ] || cp "$logs/$f" "$outd/$f"
+	done
+	{ tar -czf "$outd/logs.tar.gz.part" -C "$logs" . 2>/dev/null ||
+		(cd "$logs" && python3 -c 'import sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t: t.add(".")' "$outd/logs.tar.gz.part"); } &&
+		mv "$outd/logs.tar.gz.part" "$outd/logs.tar.gz"
+	rm -f "$outd"/*.part
+	return 0
+}
+
+# at the end: $OUT/gpu-check as the run left it; convert.py stopped if it
+# still runs (its timeout passes the signal on to it); a bundle rehearsed
+# here left as small as it travels
+trap 'sync_out; [ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null
+	rm -rf "$work"; [ "$src$rehearse" != bundle1 ] || sh scripts/gpu-bundle.sh --clean "$B"' EXIT
 : >"$logs/results.tsv"
 : >"$logs/metrics.tsv"
 rm -f "$logs/build-failed.txt"
@@ -1331,7 +1369,28 @@ export logs work mpi mode root jobs rehearse src B bin bench parity ckpt_diff gp
 
 record() { # record NAME STATUS SECONDS
 	printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$logs/results.tsv"
+	sync_out
 }
+
+# killed SIGNAL: the stage that runs stopped (its timeout passes the signal
+# on to everything the stage started) and recorded, the table printed: the
+# device tool's limit cuts a call short this way.
+stage_pid="" stage_name="" stage_s0=""
+killed() {
+	trap - TERM INT HUP
+	if [ -n "$stage_pid" ]; then
+		kill -TERM "$stage_pid" 2>/dev/null
+		wait "$stage_pid" 2>/dev/null
+		record "$stage_name" "FAIL (killed: SIG$1)" $(($(date +%s) - stage_s0))
+	fi
+	echo "gpu-check: stopped by SIG$1 at $(elapsed) s"
+	spent=$(elapsed) final=1
+	summary
+	exit 143
+}
+trap 'killed TERM' TERM
+trap 'killed INT' INT
+trap 'killed HUP' HUP
 
 # stage NAME LIMIT FUNCTION: run FUNCTION as stage NAME within LIMIT seconds
 # (or what is left of the budget), its output in $logs/NAME.log and its
@@ -1351,14 +1410,19 @@ stage() {
 	echo
 	echo "=== $name (limit $limit s, at $(elapsed) s)"
 	s0=$(date +%s)
+	# in the background, waited for: a signal to this script is handled at
+	# once (killed), not after the stage
 	if [ $have_timeout = 1 ]; then
 		# TERM at the limit less 3 s, KILL 3 s later: done within the limit
 		timeout -k 3 $((limit > 6 ? limit - 3 : limit)) sh "$self" --run-stage "$fn" \
-			>"$logs/$name.log" 2>&1 </dev/null
+			>"$logs/$name.log" 2>&1 </dev/null &
 	else
-		sh "$self" --run-stage "$fn" >"$logs/$name.log" 2>&1 </dev/null
+		sh "$self" --run-stage "$fn" >"$logs/$name.log" 2>&1 </dev/null &
 	fi
+	stage_pid=$! stage_name=$name stage_s0=$s0
+	wait "$stage_pid"
 	rc=$?
+	stage_pid=""
 	secs=$(($(date +%s) - s0))
 	tail -n "${GPU_CHECK_TAIL:-12}" "$logs/$name.log"
 	case $rc in
@@ -1467,10 +1531,15 @@ while read -r name limit kind fn what; do
 	esac
 done <"$work/plan"
 
-spent=$(elapsed)
+spent=$(elapsed) final=1
 export budget spent tbatch tsteps big pbatch
 summary
-[ -n "${OUT:-}" ] || echo "logs: $logs"
+sync_out
+if [ -n "$outd" ]; then
+	echo "results: $outd: summary.txt (this table), results.tsv, metrics.tsv, logs.tar.gz (every log)"
+else
+	echo "logs: $logs"
+fi
 
 if grep -q '	FAIL\|	skipped: out of time\|	skipped: build failed' "$logs/results.tsv"; then
 	exit 1

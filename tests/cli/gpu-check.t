@@ -19,6 +19,9 @@
 # (time limit), the next ones still run, and a variant of the dense layers whose speed run
 # fails is run once more with NCF_CUDA_SYNC=1; the five slowest launches of
 # a real NCF_CUDA_PROFILE table (the emulated module's) reach the summary.
+# $OUT/gpu-check holds four files, summary.txt the table, rewritten as
+# stages end, and a TERM stops the stage that runs and records it with the
+# table.
 # (tests/cli/gpu-rehearse.t runs the whole check on the emulated module.)
 . "$(dirname "$0")/../lib.sh"
 script=$NCF_ROOT/scripts/gpu-check.sh
@@ -250,6 +253,34 @@ for v in fused lt plain fused-nograph timed; do
 	like "$out" "^  $v +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+\$" \
 		"the dense layers $v: the model's figures (it needs no GPU), no measured ones"
 done
+
+# --- what the device tool brings back: four files, rewritten as stages end ---
+is "$(cd "$OUT/gpu-check" && ls | tr '\n' ' ')" "logs.tar.gz metrics.tsv results.tsv summary.txt " \
+	"\$OUT/gpu-check: four files (the device tool brings back 8 at most)"
+like "$OUT/gpu-check/summary.txt" '^epochs +FAIL \(exit 1\)' "summary.txt: the table"
+tar -tzf "$OUT/gpu-check/logs.tar.gz" >logs.list 2>&1
+like logs.list '^\./dense\.log$' "logs.tar.gz: every stage's log"
+# a call cut short by a signal (the device tool's limit): the stage that
+# runs stopped and recorded, the table printed and in $OUT
+rm -rf "$OUT"
+# (not through with_fakes: $! must be the script's own)
+PATH=$T/fake:$T/nvcc:$bare NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_BUDGET=400 NCF_GPU_CHECK_LIMITS=data=60 \
+	sh "$script" --quick --no-build >sig.out 2>sig.err &
+pid=$!
+i=0
+until grep -q '^device	' "$OUT/gpu-check/results.tsv" 2>/dev/null || [ $i -ge 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 1
+kill -TERM $pid
+wait $pid
+is "$?" 143 "TERM during a stage: exit 143"
+like sig.out '^gpu-check: stopped by SIGTERM at [0-9]+ s$' "... saying so"
+like sig.out '^data +FAIL \(killed: SIGTERM\) +[0-9]+ s$' "... the stage that ran recorded as killed, in the table"
+like "$OUT/gpu-check/summary.txt" '^device +FAIL' "... and summary.txt holds the stages that ended"
+like "$OUT/gpu-check/summary.txt" '^data +FAIL \(killed: SIGTERM\)' "... and the one killed"
+unlike sig.out '^=== sanitizer' "... and nothing after it ran"
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so
