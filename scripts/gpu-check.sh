@@ -110,8 +110,13 @@
 # The limits come from what was measured on a 2-core machine without a
 # GPU (the build: make -j2 cuda GPU_ARCH=90 from clean, 85 s of CPU of
 # which the longest single file, mlp.cu, is 12 s; NVIDIA's convert.py on
-# ml-20m: about a minute) and from estimates for the GPU work; the first
-# GPU run's stage times replace them.
+# ml-20m: about a minute; the data stage's four ncf-prep runs at once: 12 s
+# on 2 busy cores, hence 17 s) and from estimates for the GPU work; the
+# first GPU run's stage times replace them.  The driver check has 18 s: a
+# first nvidia-smi on a machine just started brings the driver up (seconds,
+# without a persistence daemon), and --bundle adds its sums, unpacking and
+# ldd checks (1.2 s here); when it does not end in time, its line says
+# which step it was in, and nothing else runs.
 #
 # REHEARSAL (--rehearse): the whole quick plan on a machine without a GPU,
 # so that every stage's commands, their parsing and the summary run before
@@ -228,11 +233,16 @@ driver_refuse() {
 	exit 3
 }
 
+# driver_step WHAT: what the driver check is doing, for the line that says
+# it did not end in time.
+driver_step() { echo "$*" >"$work/driver.step"; }
+
 # bundle_ready: the bundle is whole (its SHA256SUMS), unpacked, this
 # machine's glibc new enough, and its programs find every library here;
 # else driver_refuse.
 bundle_ready() {
 	[ -f "$B/MANIFEST" ] || driver_refuse "--bundle: no $B/MANIFEST (make gpu-bundle makes it)"
+	driver_step "checking the bundle's SHA256SUMS"
 	if command -v sha256sum >/dev/null 2>&1; then
 		bad=$(cd "$B" && sha256sum -c --quiet SHA256SUMS 2>&1 | head -n 1)
 		[ -z "$bad" ] || driver_refuse "the bundle $B is damaged or incomplete: $bad (make gpu-bundle again, and carry .gpu-run whole)"
@@ -246,6 +256,7 @@ bundle_ready() {
 	esac
 	# its compressed files unpacked, CUDA's libraries looked for where its
 	# module's run path does not find them, then every library found
+	driver_step "unpacking the bundle and checking its libraries (gpu-bundle.sh --check-libs)"
 	sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1 ||
 		{ cuda_libs_find && sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1; } ||
 		driver_refuse "the bundle's programs need libraries this machine lacks: $(grep -m1 '^FAIL' "$logs/bundle-libs.txt" | sed 's/^FAIL *//') (CUDA $(manifest cuda)'s own must be here; LOGS/bundle-libs.txt)"
@@ -260,6 +271,7 @@ cuda_libs_find() {
 	m=$B/lib/ncf/ncf-cuda.so
 	missing=$(LD_LIBRARY_PATH=$B/lib ldd "$m" 2>/dev/null | awk '$3 == "not" { print $1 }')
 	[ -n "$missing" ] || return 1
+	driver_step "looking for CUDA's libraries ($(echo $missing))"
 	wheels=$(python3 -c 'import glob, os, nvidia
 for p in nvidia.__path__: print("\n".join(sorted(set(os.path.dirname(f) for f in glob.glob(os.path.join(p, "**", "lib*.so*"), recursive=True)))))' 2>/dev/null)
 	dirs=""
@@ -289,6 +301,7 @@ driver_check() {
 			tee "$logs/driver.txt"
 		return 0
 	fi
+	driver_step "asking nvidia-smi (it or the driver hangs)"
 	command -v nvidia-smi >/dev/null 2>&1 ||
 		driver_refuse "no NVIDIA driver: nvidia-smi is not on PATH (no driver installed, or none mapped into this machine)"
 	q=$(nvidia-smi --query-gpu=driver_version,compute_cap,name --format=csv,noheader 2>&1)
@@ -315,6 +328,7 @@ driver_check() {
 		[ -n "$cuda" ] || driver_refuse "--bundle: $B/MANIFEST names no CUDA version (make gpu-bundle again)"
 		whose="the bundle's"
 	else
+		driver_step "asking nvcc for its release"
 		nvcc=${NVCC:-$(command -v nvcc 2>/dev/null)}
 		[ -n "$nvcc" ] || nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 		[ -x "$nvcc" ] || command -v "$nvcc" >/dev/null 2>&1 ||
@@ -340,6 +354,7 @@ driver_check() {
 		bundle_ready
 	else
 		# nvcc lists the architectures it builds for (sm_80, sm_90, ...)
+		driver_step "asking nvcc for its GPU targets"
 		codes=$("$nvcc" --list-gpu-code 2>/dev/null)
 		if [ -n "$codes" ] && ! echo "$codes" | grep -qx "sm_$gpu_arch"; then
 			driver_refuse "CUDA $cuda (nvcc) cannot build for the $name: compute capability $cc (sm_$gpu_arch) is not among its targets"
@@ -1195,7 +1210,7 @@ plan() {
 	d="nvidia-smi: the driver against CUDA's minimum, GPU_ARCH"
 	[ $rehearse = 1 ] && d="rehearsal: no driver checked"
 	[ $src = bundle ] && d="$d; the bundle: sums, unpacked, glibc, libraries"
-	echo "driver 10 cpu - $d"
+	echo "driver 18 cpu - $d"
 	if [ $build = 1 ]; then
 		b="make -j\$(nproc) cuda GPU_ARCH=<the GPU's>"
 		[ $mode = full ] && b="$b, ckpt_diff"
@@ -1208,7 +1223,7 @@ device 10 gpu st_device bench_gpu --device: SMs, L2, smem, clock; a copy timed -
 EOF
 	if [ $mode = quick ]; then
 		cat <<EOF
-data 25 gpu st_data ncf-prep --synthetic tiny, $mid, $big, $big CSV (at once); then convert.py behind
+data 17 gpu st_data ncf-prep --synthetic tiny, $mid, $big, $big CSV (at once); then convert.py behind
 sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
 parity 30 gpu st_parity gpu_parity $mid, dense $v (all but the first --smoke; at once)
 dense 55 gpu st_dense dense $vt: bf16 at $tbatch on $big, graph counted, predicted; $v profiled
@@ -1218,7 +1233,7 @@ peer 85 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inferen
 EOF
 	else
 		cat <<EOF
-data 25 gpu st_data ncf-prep --synthetic tiny, $small, $mid, $big, $big CSV (at once); then convert.py behind
+data 17 gpu st_data ncf-prep --synthetic tiny, $small, $mid, $big, $big CSV (at once); then convert.py behind
 sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
 parity 40 gpu st_parity gpu_parity $mid, dense $v (at once)
 dense 60 gpu st_dense dense $vt: bf16, tf32 at $tbatch on $big, graph counted, predicted; $v profiled
@@ -1468,7 +1483,9 @@ fi
 case $? in
 0) ;;
 124 | 137)
-	echo "gpu-check: the driver check did not end in $dl s (nvidia-smi or nvcc hangs)" >&2
+	step=$(cat "$work/driver.step" 2>/dev/null)
+	echo "gpu-check: the driver check did not end in $dl s: it was ${step:-starting}" >&2
+	echo "driver: did not end in $dl s: it was ${step:-starting}" >"$logs/driver.txt"
 	exit 3
 	;;
 *) exit 3 ;;

@@ -11,7 +11,8 @@
 # for the bundle's CUDA, a damaged bundle, a glibc older than it needs, a
 # program whose library is not in it and a CUDA library found nowhere (one
 # that the module's run path misses is looked for in CUDA_HOME, and the
-# check passes), and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
+# check passes), a driver check cut by its limit names the step it was in,
+# and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
 # and skips the GPU stages as such, never "no GPU"; past the driver check,
 # without a usable GPU every GPU stage is "skipped: no GPU" and the exit
 # status is 3; with the GPU stages forced on (NCF_GPU_CHECK_ASSUME_GPU=1)
@@ -93,7 +94,7 @@ done
 like "$out" '^  programs: the bundle .*fb \(commit abc, sm_80 sm_90, x86-64-v3\); nothing built' \
 	"--bundle: the plan names the bundle"
 unlike "$out" '^  build ' "--bundle: no build stage"
-like "$out" '^  driver +10 s  cpu  ' "the driver check is first"
+like "$out" '^  driver +18 s  cpu  ' "the driver check is first"
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
 is "$(cat order)" "driver device data sanitizer parity dense epochs inference peer bench_gpu target gpu_tests mpi total " \
 	"the full plan's order (--bundle)"
@@ -149,6 +150,12 @@ NCF_GPU_BUNDLE=$T/none run sh "$script" --quick --bundle
 is "$status" 2 "--bundle without a bundle: exit 2"
 like "$err" "^gpu-check: --bundle: no .*/none/MANIFEST: run make gpu-bundle on a build machine and carry" \
 	"... saying what to do: $(head -n 1 "$err")"
+# the bundle's part of the driver check cut by its limit: the line says so
+mkdir -p slow && printf '#!/bin/sh\nexec sleep 30\n' >slow/sha256sum && chmod +x slow/sha256sum
+NCF_GPU_CHECK_LIMITS=driver=2 PATH=$T/slow:$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "the driver check's limit passed in the bundle's checks: exit 3"
+like "$err" "^gpu-check: the driver check did not end in 2 s: it was checking the bundle's SHA256SUMS$" \
+	"... naming the step, not nvidia-smi"
 FAKE_DRIVER=575.51.03 PATH=$T/fake:$bare run sh "$script" --quick --bundle
 driver_refused gpu-check-bundle-old-driver "--bundle, no nvcc: driver 575 with the bundle's CUDA 13.0"
 FAKE_CC=8.6 PATH=$T/fake:$bare run sh "$script" --quick --bundle
