@@ -8,7 +8,8 @@
 # glibc, the GCC runtime or CUDA's in lib/, NVIDIA's NCF in peer/, a
 # MANIFEST and SHA256SUMS that hold; its ldd check finds every library in
 # it and its tools train on the CPU with only its lib/ on LD_LIBRARY_PATH,
-# mapping its libraries; --check unpacks, checks and packs again; a
+# mapping its libraries; --check unpacks, checks and packs again;
+# --check-libs makes programs that lost their modes executable again; a
 # library taken away is named by --check-libs; a bundle over its limit is
 # refused and nothing is left under its name.  Not under the sanitizers
 # (the programs it gathers are build/'s).
@@ -58,6 +59,16 @@ run sh "$script" --check b
 is "$status" 0 "--check: exit 0"
 [ -f b/lib/libzstd.so.1.xz ] && [ ! -e b/lib/libzstd.so.1 ]
 ok $? "... and the bundle is packed again after it"
+
+# a copy that lost the programs' modes (what carries the tree to the GPU
+# machine may): --check-libs, which gpu-check.sh --bundle runs there first,
+# makes them executable again
+chmod a-x b/bin/ncf-train b/tests/gpu/gpu_parity
+run sh "$script" --check-libs b
+is "$status" 0 "--check-libs on a copy without the programs' modes: exit 0"
+[ -x b/bin/ncf-train ] && [ -x b/tests/gpu/gpu_parity ]
+ok $? "... and they are executable again"
+sh "$script" --clean b
 
 rm b/lib/libjansson.so.4
 run sh "$script" --check-libs b
