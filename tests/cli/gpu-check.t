@@ -10,8 +10,8 @@
 # refuses, the same way, a GPU the bundle has no code for, a driver too old
 # for the bundle's CUDA, a damaged bundle, a glibc older than it needs, a
 # program whose library is not in it and a CUDA library found nowhere (one
-# that the module's run path misses is looked for in CUDA_HOME, and the
-# check passes), a driver check cut by its limit names the step it was in,
+# that the module's run path misses is looked for in CUDA_HOME and among
+# python3's nvidia-* wheels, and the check passes), a driver check cut by its limit names the step it was in,
 # and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
 # and skips the GPU stages as such, never "no GPU"; past the driver check,
 # without a usable GPU every GPU stage is "skipped: no GPU" and the exit
@@ -192,7 +192,13 @@ if cc -shared -fPIC lt.c -Wl,-soname,libcublasLt.so.99 -o cudah/lib64/libcublasL
 	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*cudah/lib64$" \
 		"... found in CUDA_HOME when it is there, and said"
 	like "$out" '^driver: NVIDIA H200' "... the driver check then passes"
+	# or among the nvidia-* wheels of python3 (PyTorch's), as nvidia/cu13/lib
+	mkdir -p py/nvidia/cu13/lib && cp cudah/lib64/libcublasLt.so.99 py/nvidia/cu13/lib/
+	PYTHONPATH=$T/py NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*py/nvidia/cu13/lib$" \
+		"... found among python3's nvidia-* wheels when CUDA_HOME lacks it"
 else
+	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
