@@ -12,7 +12,8 @@
 #   sh scripts/gpu-check.sh --quick --bundle   the first run on a GPU
 #                machine: the bundle that make gpu-bundle made on a build
 #                machine (.gpu-run/, carried with the working tree; the
-#                device tool: carry .gpu-run), nothing built there, no
+#                device tool: carry .gpu-run, timeout_s 360; README.md's
+#                "The first GPU run" has the call), nothing built there, no
 #                compiler needed; <= 300 s all in, NVIDIA's NCF included
 #   sh scripts/gpu-check.sh --quick      the same, built there first (make
 #                cuda GPU_ARCH=<the GPU's>, which needs every -dev package
@@ -178,7 +179,7 @@
 # out of time, the build included; 2 a bad option, a plan whose limits
 # exceed the budget, or --bundle without a bundle; 3 no usable GPU: the
 # driver check failed (nothing else ran), or the tools found no GPU (every
-# GPU stage skipped).
+# GPU stage skipped); 143 stopped by a signal (the table printed).
 set -u
 self=$0
 cd "$(dirname "$0")/.." || exit 1
