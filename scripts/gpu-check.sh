@@ -142,7 +142,8 @@
 # device tool returns only the end of the output: the table is under 8,000
 # characters), each stage's whole output in LOGS/NAME.log, LOGS/results.tsv
 # and LOGS/metrics.tsv the table's data, LOGS/driver.txt the driver
-# check's line, LOGS/nvidia-smi.txt the GPU's state, LOGS/bundle-libs.txt
+# check's line, LOGS/nvidia-smi.txt the GPU's state, LOGS/dmon.txt its
+# power, clocks and load each second (nvidia-smi dmon), LOGS/bundle-libs.txt
 # the bundle's library check.  LOGS is a temporary directory, kept and
 # named at the end.  When $OUT is set (the device tool brings back at most
 # 8 files of it), LOGS is removed at the end and $OUT/gpu-check holds four
@@ -1333,7 +1334,8 @@ with tarfile.open(sys.argv[1], "w:gz") as t: t.add(".")' "$outd/logs.tar.gz.part
 # at the end: $OUT/gpu-check as the run left it; convert.py stopped if it
 # still runs (its timeout passes the signal on to it); a bundle rehearsed
 # here left as small as it travels
-trap 'sync_out; [ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null
+trap '[ ! -f "$work/dmon.pid" ] || kill "$(cat "$work/dmon.pid")" 2>/dev/null
+	sync_out; [ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null
 	rm -rf "$work"; [ "$src$rehearse" != bundle1 ] || sh scripts/gpu-bundle.sh --clean "$B"' EXIT
 : >"$logs/results.tsv"
 : >"$logs/metrics.tsv"
@@ -1500,6 +1502,12 @@ fi
 # the GPU's whole state for the record, while the next stages run
 if [ $have_timeout = 1 ] && [ $rehearse = 0 ]; then
 	timeout -k 2 10 nvidia-smi -q >"$logs/nvidia-smi.txt" 2>&1 </dev/null &
+	# the GPU's power, clocks and load once a second for the whole run (what
+	# the timed stages ran at); a client of the driver kept open all the
+	# while, too, where no persistence daemon keeps the GPU up between the
+	# stages' processes
+	timeout -k 2 $((budget + 30)) nvidia-smi dmon -d 1 -s puc -o T >"$logs/dmon.txt" 2>&1 </dev/null &
+	echo $! >"$work/dmon.pid"
 fi
 if [ $src = build ] && ls .deps/*.deb >/dev/null 2>&1; then
 	deps_env

@@ -21,7 +21,7 @@
 # fails is run once more with NCF_CUDA_SYNC=1; the five slowest launches of
 # a real NCF_CUDA_PROFILE table (the emulated module's) reach the summary.
 # $OUT/gpu-check holds four files, summary.txt the table, rewritten as
-# stages end, and a TERM stops the stage that runs and records it with the
+# stages end, nvidia-smi dmon records the run and ends with it, and a TERM stops the stage that runs and records it with the
 # table.
 # (tests/cli/gpu-rehearse.t runs the whole check on the emulated module.)
 . "$(dirname "$0")/../lib.sh"
@@ -52,6 +52,11 @@ case "$*" in
 	echo "$FAKE_DRIVER, $FAKE_CC, NVIDIA H200"
 	;;
 *--query-gpu=driver_version*) echo "$FAKE_DRIVER" ;;
+*dmon*)
+	echo "#Time gpu pwr"
+	echo $$ >>"$FAKE_PIDS"
+	exec sleep 60
+	;;
 *) echo "(a fake nvidia-smi)" ;;
 esac
 EOF
@@ -68,7 +73,8 @@ chmod +x fake/nvidia-smi nvcc/nvcc
 bare=$(echo "$PATH" | tr : '\n' | while read -r d; do [ -x "$d/nvcc" ] || printf '%s:' "$d"; done)
 bare=${bare%:}
 FAKE_DRIVER=580.82.07 FAKE_CC=9.0 FAKE_CUDA=13.0
-export FAKE_DRIVER FAKE_CC FAKE_CUDA CUDA_HOME=nocuda
+FAKE_PIDS=$T/dmon.pids # the fake nvidia-smi dmon: one pid a line
+export FAKE_DRIVER FAKE_CC FAKE_CUDA FAKE_PIDS CUDA_HOME=nocuda
 unset NVCC
 with_fakes() { PATH=$T/fake:$T/nvcc:$bare "$@"; }
 
@@ -273,6 +279,7 @@ is "$(cd "$OUT/gpu-check" && ls | tr '\n' ' ')" "logs.tar.gz metrics.tsv results
 like "$OUT/gpu-check/summary.txt" '^epochs +FAIL \(exit 1\)' "summary.txt: the table"
 tar -tzf "$OUT/gpu-check/logs.tar.gz" >logs.list 2>&1
 like logs.list '^\./dense\.log$' "logs.tar.gz: every stage's log"
+like logs.list '^\./dmon\.txt$' "... and nvidia-smi dmon's record of the run"
 # a call cut short by a signal (the device tool's limit): the stage that
 # runs stopped and recorded, the table printed and in $OUT
 rm -rf "$OUT"
@@ -294,6 +301,10 @@ like sig.out '^data +FAIL \(killed: SIGTERM\) +[0-9]+ s$' "... the stage that ra
 like "$OUT/gpu-check/summary.txt" '^device +FAIL' "... and summary.txt holds the stages that ended"
 like "$OUT/gpu-check/summary.txt" '^data +FAIL \(killed: SIGTERM\)' "... and the one killed"
 unlike sig.out '^=== sanitizer' "... and nothing after it ran"
+# every nvidia-smi dmon started (one per run past the driver check) ended with its run
+left=$(for p in $(cat dmon.pids); do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+[ -s dmon.pids ] && [ -z "$left" ]
+ok $? "nvidia-smi dmon ran beside each run and ended with it ($(wc -l <dmon.pids) runs)"
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so
