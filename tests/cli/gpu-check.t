@@ -234,9 +234,13 @@ for s in device data sanitizer parity dense epochs inference peer; do
 done
 unlike "$out" 'no GPU' "never 'no GPU'"
 
-# --- past the driver check, no usable GPU ---
-with_fakes run sh "$script" --quick --no-build
+# --- past the driver check, no usable GPU (and no tar: Python packs the logs) ---
+mkdir -p notar && printf '#!/bin/sh\nexit 127\n' >notar/tar && chmod +x notar/tar
+rm -rf "$OUT"
+PATH=$T/notar:$T/fake:$T/nvcc:$bare run sh "$script" --quick --no-build
 is "$status" 3 "--quick without a usable GPU: exit 3"
+tar -tzf "$OUT/gpu-check/logs.tar.gz" >notar.list 2>&1
+like notar.list '^\./driver\.txt$' "... its logs packed by python3's tarfile where tar fails"
 like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), driver 580.82.07, CUDA 13.0 \(nvcc\): CUDA 13.x needs 580 or newer$' \
 	"the driver check's line"
 like "$out" '^=== summary: quick' "the summary follows"
