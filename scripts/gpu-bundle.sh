@@ -10,9 +10,10 @@
 #   sh scripts/gpu-bundle.sh --check OUT        unpack OUT's compressed files,
 #        check it (the loader part, then a CPU training by its tools), and
 #        remove the unpacked copies again (OUT stays the size that travels)
-#   sh scripts/gpu-bundle.sh --check-libs OUT   unpack, then the loader part
-#        only (what gpu-check.sh --bundle runs on the GPU machine before
-#        anything else, after checking the sums)
+#   sh scripts/gpu-bundle.sh --check-libs OUT   unpack (and make the
+#        programs executable, should the copy have lost their modes), then
+#        the loader part only (what gpu-check.sh --bundle runs on the GPU
+#        machine before anything else, after checking the sums)
 #   sh scripts/gpu-bundle.sh --clean OUT        remove the unpacked copies
 #
 # OUT mirrors build/: bin/ (the four tools), bench/bench_gpu, tests/gpu/
@@ -80,8 +81,12 @@ deps() {
 }
 
 # unpack DIR: every DIR/lib/*.xz and DIR/lib/ncf/*.xz beside itself,
-# unpacked (xz, else Python's lzma).
+# unpacked (xz, else Python's lzma), and DIR's programs executable (a copy
+# to another machine may not keep the modes).
 unpack() {
+	for f in "$1"/bin/* "$1"/bench/* "$1"/tests/gpu/* "$1"/tests/tools/*; do
+		[ -f "$f" ] && { [ -x "$f" ] || chmod 755 "$f"; }
+	done
 	for z in "$1"/lib/*.xz "$1"/lib/ncf/*.xz; do
 		[ -f "$z" ] || continue
 		f=${z%.xz}

@@ -12,7 +12,8 @@
 #   sh scripts/gpu-check.sh --quick --bundle   the first run on a GPU
 #                machine: the bundle that make gpu-bundle made on a build
 #                machine (.gpu-run/, carried with the working tree; the
-#                device tool: carry .gpu-run), nothing built there, no
+#                device tool: carry .gpu-run, timeout_s 360; README.md's
+#                "The first GPU run" has the call), nothing built there, no
 #                compiler needed; <= 300 s all in, NVIDIA's NCF included
 #   sh scripts/gpu-check.sh --quick      the same, built there first (make
 #                cuda GPU_ARCH=<the GPU's>, which needs every -dev package
@@ -110,8 +111,13 @@
 # The limits come from what was measured on a 2-core machine without a
 # GPU (the build: make -j2 cuda GPU_ARCH=90 from clean, 85 s of CPU of
 # which the longest single file, mlp.cu, is 12 s; NVIDIA's convert.py on
-# ml-20m: about a minute) and from estimates for the GPU work; the first
-# GPU run's stage times replace them.
+# ml-20m: about a minute; the data stage's four ncf-prep runs at once: 12 s
+# on 2 busy cores, hence 17 s) and from estimates for the GPU work; the
+# first GPU run's stage times replace them.  The driver check has 18 s: a
+# first nvidia-smi on a machine just started brings the driver up (seconds,
+# without a persistence daemon), and --bundle adds its sums, unpacking and
+# ldd checks (1.2 s here); when it does not end in time, its line says
+# which step it was in, and nothing else runs.
 #
 # REHEARSAL (--rehearse): the whole quick plan on a machine without a GPU,
 # so that every stage's commands, their parsing and the summary run before
@@ -132,12 +138,21 @@
 # limits and the budget are three times the plan's; the figures are the
 # CPU's and mean nothing.  tests/cli/gpu-rehearse.t runs it in make check.
 #
-# Output: each stage's last lines on stdout, its whole output in
-# LOGS/NAME.log, where LOGS is $OUT/gpu-check when $OUT is set (the device
-# tool brings $OUT back), else a temporary directory that is kept and named
-# at the end.  LOGS/results.tsv and LOGS/metrics.tsv hold the table's data,
-# LOGS/driver.txt the driver check's line, LOGS/nvidia-smi.txt the GPU's
-# state, LOGS/bundle-libs.txt the bundle's library check.
+# Output: each stage's last lines on stdout and the summary table last (the
+# device tool returns only the end of the output: the table is under 8,000
+# characters), each stage's whole output in LOGS/NAME.log, LOGS/results.tsv
+# and LOGS/metrics.tsv the table's data, LOGS/driver.txt the driver
+# check's line, LOGS/nvidia-smi.txt the GPU's state, LOGS/dmon.txt its
+# power, clocks and load each second (nvidia-smi dmon), LOGS/bundle-libs.txt
+# the bundle's library check.  LOGS is a temporary directory, kept and
+# named at the end.  When $OUT is set (the device tool brings back at most
+# 8 files of it), LOGS is removed at the end and $OUT/gpu-check holds four
+# files instead, rewritten after the driver check and after every stage,
+# so that a call cut short still brings back the stages that ended:
+# summary.txt (the table as it stands), results.tsv, metrics.tsv and
+# logs.tar.gz (LOGS).  A TERM, INT or HUP (the device tool's time limit)
+# stops the stage that runs, records it as "FAIL (killed)", prints the
+# table and exits 143.
 #
 # Time to the target: NVIDIA's target is HR@10 0.9562 on MovieLens-20M.  On
 # synthetic ml-20m (no download) the equivalent used here is 0.9562 times
@@ -165,7 +180,7 @@
 # out of time, the build included; 2 a bad option, a plan whose limits
 # exceed the budget, or --bundle without a bundle; 3 no usable GPU: the
 # driver check failed (nothing else ran), or the tools found no GPU (every
-# GPU stage skipped).
+# GPU stage skipped); 143 stopped by a signal (the table printed).
 set -u
 self=$0
 cd "$(dirname "$0")/.." || exit 1
@@ -220,11 +235,16 @@ driver_refuse() {
 	exit 3
 }
 
+# driver_step WHAT: what the driver check is doing, for the line that says
+# it did not end in time.
+driver_step() { echo "$*" >"$work/driver.step"; }
+
 # bundle_ready: the bundle is whole (its SHA256SUMS), unpacked, this
 # machine's glibc new enough, and its programs find every library here;
 # else driver_refuse.
 bundle_ready() {
 	[ -f "$B/MANIFEST" ] || driver_refuse "--bundle: no $B/MANIFEST (make gpu-bundle makes it)"
+	driver_step "checking the bundle's SHA256SUMS"
 	if command -v sha256sum >/dev/null 2>&1; then
 		bad=$(cd "$B" && sha256sum -c --quiet SHA256SUMS 2>&1 | head -n 1)
 		[ -z "$bad" ] || driver_refuse "the bundle $B is damaged or incomplete: $bad (make gpu-bundle again, and carry .gpu-run whole)"
@@ -238,6 +258,7 @@ bundle_ready() {
 	esac
 	# its compressed files unpacked, CUDA's libraries looked for where its
 	# module's run path does not find them, then every library found
+	driver_step "unpacking the bundle and checking its libraries (gpu-bundle.sh --check-libs)"
 	sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1 ||
 		{ cuda_libs_find && sh scripts/gpu-bundle.sh --check-libs "$B" >"$logs/bundle-libs.txt" 2>&1; } ||
 		driver_refuse "the bundle's programs need libraries this machine lacks: $(grep -m1 '^FAIL' "$logs/bundle-libs.txt" | sed 's/^FAIL *//') (CUDA $(manifest cuda)'s own must be here; LOGS/bundle-libs.txt)"
@@ -252,6 +273,7 @@ cuda_libs_find() {
 	m=$B/lib/ncf/ncf-cuda.so
 	missing=$(LD_LIBRARY_PATH=$B/lib ldd "$m" 2>/dev/null | awk '$3 == "not" { print $1 }')
 	[ -n "$missing" ] || return 1
+	driver_step "looking for CUDA's libraries ($(echo $missing))"
 	wheels=$(python3 -c 'import glob, os, nvidia
 for p in nvidia.__path__: print("\n".join(sorted(set(os.path.dirname(f) for f in glob.glob(os.path.join(p, "**", "lib*.so*"), recursive=True)))))' 2>/dev/null)
 	dirs=""
@@ -281,6 +303,7 @@ driver_check() {
 			tee "$logs/driver.txt"
 		return 0
 	fi
+	driver_step "asking nvidia-smi (it or the driver hangs)"
 	command -v nvidia-smi >/dev/null 2>&1 ||
 		driver_refuse "no NVIDIA driver: nvidia-smi is not on PATH (no driver installed, or none mapped into this machine)"
 	q=$(nvidia-smi --query-gpu=driver_version,compute_cap,name --format=csv,noheader 2>&1)
@@ -307,6 +330,7 @@ driver_check() {
 		[ -n "$cuda" ] || driver_refuse "--bundle: $B/MANIFEST names no CUDA version (make gpu-bundle again)"
 		whose="the bundle's"
 	else
+		driver_step "asking nvcc for its release"
 		nvcc=${NVCC:-$(command -v nvcc 2>/dev/null)}
 		[ -n "$nvcc" ] || nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 		[ -x "$nvcc" ] || command -v "$nvcc" >/dev/null 2>&1 ||
@@ -332,6 +356,7 @@ driver_check() {
 		bundle_ready
 	else
 		# nvcc lists the architectures it builds for (sm_80, sm_90, ...)
+		driver_step "asking nvcc for its GPU targets"
 		codes=$("$nvcc" --list-gpu-code 2>/dev/null)
 		if [ -n "$codes" ] && ! echo "$codes" | grep -qx "sm_$gpu_arch"; then
 			driver_refuse "CUDA $cuda (nvcc) cannot build for the $name: compute capability $cc (sm_$gpu_arch) is not among its targets"
@@ -1082,7 +1107,11 @@ summary() {
 						((tools[i], cols[j]) in cell) ? cell[tools[i], cols[j]] : "-"
 			}
 		}' "$m"
-		awk -F'\t' '$1 == "sanitizer" && $5 ~ /^(FAIL|not run: cannot)/ { printf "  %s %s %s: %s\n", $2, $3, $4, $5 }' "$m"
+		# the first 6 findings (the table stays short enough for the end of
+		# the output the device tool returns); the rest in sanitizer.log
+		awk -F'\t' '$1 == "sanitizer" && $5 ~ /^(FAIL|not run: cannot)/ {
+				if (++n <= 6) printf "  %s %s %s: %.160s\n", $2, $3, $4, $5 }
+			END { if (n > 6) printf "  (%d more in sanitizer.log)\n", n - 6 }' "$m"
 	else
 		echo "compute-sanitizer: not run"
 	fi
@@ -1183,7 +1212,7 @@ plan() {
 	d="nvidia-smi: the driver against CUDA's minimum, GPU_ARCH"
 	[ $rehearse = 1 ] && d="rehearsal: no driver checked"
 	[ $src = bundle ] && d="$d; the bundle: sums, unpacked, glibc, libraries"
-	echo "driver 10 cpu - $d"
+	echo "driver 18 cpu - $d"
 	if [ $build = 1 ]; then
 		b="make -j\$(nproc) cuda GPU_ARCH=<the GPU's>"
 		[ $mode = full ] && b="$b, ckpt_diff"
@@ -1196,7 +1225,7 @@ device 10 gpu st_device bench_gpu --device: SMs, L2, smem, clock; a copy timed -
 EOF
 	if [ $mode = quick ]; then
 		cat <<EOF
-data 25 gpu st_data ncf-prep --synthetic tiny, $mid, $big, $big CSV (at once); then convert.py behind
+data 17 gpu st_data ncf-prep --synthetic tiny, $mid, $big, $big CSV (at once); then convert.py behind
 sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
 parity 30 gpu st_parity gpu_parity $mid, dense $v (all but the first --smoke; at once)
 dense 55 gpu st_dense dense $vt: bf16 at $tbatch on $big, graph counted, predicted; $v profiled
@@ -1206,7 +1235,7 @@ peer 85 gpu st_peer NVIDIA's ncf.py -e 1 (TF32, --amp) beside ncf-train; inferen
 EOF
 	else
 		cat <<EOF
-data 25 gpu st_data ncf-prep --synthetic tiny, $small, $mid, $big, $big CSV (at once); then convert.py behind
+data 17 gpu st_data ncf-prep --synthetic tiny, $small, $mid, $big, $big CSV (at once); then convert.py behind
 sanitizer 55 gpu st_sanitizer 4 tools x dense $v x bf16, fp32 (3 steps + scoring), memcheck gpu_parity --smoke
 parity 40 gpu st_parity gpu_parity $mid, dense $v (at once)
 dense 60 gpu st_dense dense $vt: bf16, tf32 at $tbatch on $big, graph counted, predicted; $v profiled
@@ -1273,14 +1302,41 @@ fi
 
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
-if [ -n "${OUT:-}" ]; then logs=$OUT/gpu-check; else logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1; fi
-mkdir -p "$logs" || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-work.XXXXXX") || exit 1
-# at the end: convert.py stopped if it still runs (its timeout passes the
-# signal on to it)
-# (and a bundle rehearsed here left as small as it travels)
-trap '[ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null; rm -rf "$work"
-	[ "$src$rehearse" != bundle1 ] || sh scripts/gpu-bundle.sh --clean "$B"' EXIT
+# the logs: with $OUT, in $work (what comes back is sync_out's four files)
+outd=""
+if [ -n "${OUT:-}" ]; then
+	outd=$OUT/gpu-check
+	logs=$work/logs
+else
+	logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+fi
+mkdir -p "$logs" ${outd:+"$outd"} || exit 1
+
+# sync_out: $OUT/gpu-check made to hold the run as it stands (see the top):
+# each file written beside its name, then renamed, so that a call cut short
+# finds the last whole one.
+sync_out() {
+	[ -n "$outd" ] && [ -d "$logs" ] || return 0
+	[ -n "${final:-}" ] || spent=$(elapsed)
+	summary >"$outd/summary.txt.part" 2>/dev/null && mv "$outd/summary.txt.part" "$outd/summary.txt"
+	for f in results.tsv metrics.tsv; do
+		[ ! -f "$logs/$f" ] || cp "$logs/$f" "$outd/$f"
+	done
+	{ tar -czf "$outd/logs.tar.gz.part" -C "$logs" . 2>/dev/null ||
+		(cd "$logs" && python3 -c 'import sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t: t.add(".")' "$outd/logs.tar.gz.part"); } &&
+		mv "$outd/logs.tar.gz.part" "$outd/logs.tar.gz"
+	rm -f "$outd"/*.part
+	return 0
+}
+
+# at the end: $OUT/gpu-check as the run left it; convert.py stopped if it
+# still runs (its timeout passes the signal on to it); a bundle rehearsed
+# here left as small as it travels
+trap '[ ! -f "$work/dmon.pid" ] || kill "$(cat "$work/dmon.pid")" 2>/dev/null
+	sync_out; [ ! -f "$work/peer_convert.pid" ] || kill "$(cat "$work/peer_convert.pid")" 2>/dev/null
+	rm -rf "$work"; [ "$src$rehearse" != bundle1 ] || sh scripts/gpu-bundle.sh --clean "$B"' EXIT
 : >"$logs/results.tsv"
 : >"$logs/metrics.tsv"
 rm -f "$logs/build-failed.txt"
@@ -1331,7 +1387,28 @@ export logs work mpi mode root jobs rehearse src B bin bench parity ckpt_diff gp
 
 record() { # record NAME STATUS SECONDS
 	printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$logs/results.tsv"
+	sync_out
 }
+
+# killed SIGNAL: the stage that runs stopped (its timeout passes the signal
+# on to everything the stage started) and recorded, the table printed: the
+# device tool's limit cuts a call short this way.
+stage_pid="" stage_name="" stage_s0=""
+killed() {
+	trap - TERM INT HUP
+	if [ -n "$stage_pid" ]; then
+		kill -TERM "$stage_pid" 2>/dev/null
+		wait "$stage_pid" 2>/dev/null
+		record "$stage_name" "FAIL (killed: SIG$1)" $(($(date +%s) - stage_s0))
+	fi
+	echo "gpu-check: stopped by SIG$1 at $(elapsed) s"
+	spent=$(elapsed) final=1
+	summary
+	exit 143
+}
+trap 'killed TERM' TERM
+trap 'killed INT' INT
+trap 'killed HUP' HUP
 
 # stage NAME LIMIT FUNCTION: run FUNCTION as stage NAME within LIMIT seconds
 # (or what is left of the budget), its output in $logs/NAME.log and its
@@ -1351,14 +1428,19 @@ stage() {
 	echo
 	echo "=== $name (limit $limit s, at $(elapsed) s)"
 	s0=$(date +%s)
+	# in the background, waited for: a signal to this script is handled at
+	# once (killed), not after the stage
 	if [ $have_timeout = 1 ]; then
 		# TERM at the limit less 3 s, KILL 3 s later: done within the limit
 		timeout -k 3 $((limit > 6 ? limit - 3 : limit)) sh "$self" --run-stage "$fn" \
-			>"$logs/$name.log" 2>&1 </dev/null
+			>"$logs/$name.log" 2>&1 </dev/null &
 	else
-		sh "$self" --run-stage "$fn" >"$logs/$name.log" 2>&1 </dev/null
+		sh "$self" --run-stage "$fn" >"$logs/$name.log" 2>&1 </dev/null &
 	fi
+	stage_pid=$! stage_name=$name stage_s0=$s0
+	wait "$stage_pid"
 	rc=$?
+	stage_pid=""
 	secs=$(($(date +%s) - s0))
 	tail -n "${GPU_CHECK_TAIL:-12}" "$logs/$name.log"
 	case $rc in
@@ -1404,7 +1486,9 @@ fi
 case $? in
 0) ;;
 124 | 137)
-	echo "gpu-check: the driver check did not end in $dl s (nvidia-smi or nvcc hangs)" >&2
+	step=$(cat "$work/driver.step" 2>/dev/null)
+	echo "gpu-check: the driver check did not end in $dl s: it was ${step:-starting}" >&2
+	echo "driver: did not end in $dl s: it was ${step:-starting}" >"$logs/driver.txt"
 	exit 3
 	;;
 *) exit 3 ;;
@@ -1418,6 +1502,12 @@ fi
 # the GPU's whole state for the record, while the next stages run
 if [ $have_timeout = 1 ] && [ $rehearse = 0 ]; then
 	timeout -k 2 10 nvidia-smi -q >"$logs/nvidia-smi.txt" 2>&1 </dev/null &
+	# the GPU's power, clocks and load once a second for the whole run (what
+	# the timed stages ran at); a client of the driver kept open all the
+	# while, too, where no persistence daemon keeps the GPU up between the
+	# stages' processes
+	timeout -k 2 $((budget + 30)) nvidia-smi dmon -d 1 -s puc -o T >"$logs/dmon.txt" 2>&1 </dev/null &
+	echo $! >"$work/dmon.pid"
 fi
 if [ $src = build ] && ls .deps/*.deb >/dev/null 2>&1; then
 	deps_env
@@ -1467,10 +1557,15 @@ while read -r name limit kind fn what; do
 	esac
 done <"$work/plan"
 
-spent=$(elapsed)
+spent=$(elapsed) final=1
 export budget spent tbatch tsteps big pbatch
 summary
-[ -n "${OUT:-}" ] || echo "logs: $logs"
+sync_out
+if [ -n "$outd" ]; then
+	echo "results: $outd: summary.txt (this table), results.tsv, metrics.tsv, logs.tar.gz (every log)"
+else
+	echo "logs: $logs"
+fi
 
 if grep -q '	FAIL\|	skipped: out of time\|	skipped: build failed' "$logs/results.tsv"; then
 	exit 1

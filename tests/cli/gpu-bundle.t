@@ -8,7 +8,9 @@
 # glibc, the GCC runtime or CUDA's in lib/, NVIDIA's NCF in peer/, a
 # MANIFEST and SHA256SUMS that hold; its ldd check finds every library in
 # it and its tools train on the CPU with only its lib/ on LD_LIBRARY_PATH,
-# mapping its libraries; --check unpacks, checks and packs again; a
+# mapping its libraries; --check unpacks, checks and packs again;
+# without xz, Python's lzma unpacks; --check-libs makes programs that
+# lost their modes executable again; a
 # library taken away is named by --check-libs; a bundle over its limit is
 # refused and nothing is left under its name.  Not under the sanitizers
 # (the programs it gathers are build/'s).
@@ -58,6 +60,29 @@ run sh "$script" --check b
 is "$status" 0 "--check: exit 0"
 [ -f b/lib/libzstd.so.1.xz ] && [ ! -e b/lib/libzstd.so.1 ]
 ok $? "... and the bundle is packed again after it"
+
+# a machine without xz: Python's lzma unpacks
+mkdir -p noxz && printf '#!/bin/sh\nexit 127\n' >noxz/xz && chmod +x noxz/xz
+if python3 -c 'import lzma' 2>/dev/null; then
+	PATH=$T/noxz:$PATH run sh "$script" --check-libs b
+	is "$status" 0 "--check-libs without xz: exit 0"
+	xz -dc b/lib/libzstd.so.1.xz | cmp -s - b/lib/libzstd.so.1
+	ok $? "... python3's lzma unpacked libzstd.so.1"
+	sh "$script" --clean b
+else
+	skip "python3 has no lzma"
+	skip "python3 has no lzma"
+fi
+
+# a copy that lost the programs' modes (what carries the tree to the GPU
+# machine may): --check-libs, which gpu-check.sh --bundle runs there first,
+# makes them executable again
+chmod a-x b/bin/ncf-train b/tests/gpu/gpu_parity
+run sh "$script" --check-libs b
+is "$status" 0 "--check-libs on a copy without the programs' modes: exit 0"
+[ -x b/bin/ncf-train ] && [ -x b/tests/gpu/gpu_parity ]
+ok $? "... and they are executable again"
+sh "$script" --clean b
 
 rm b/lib/libjansson.so.4
 run sh "$script" --check-libs b

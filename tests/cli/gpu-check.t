@@ -10,8 +10,9 @@
 # refuses, the same way, a GPU the bundle has no code for, a driver too old
 # for the bundle's CUDA, a damaged bundle, a glibc older than it needs, a
 # program whose library is not in it and a CUDA library found nowhere (one
-# that the module's run path misses is looked for in CUDA_HOME, and the
-# check passes), and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
+# that the module's run path misses is looked for in CUDA_HOME and among
+# python3's nvidia-* wheels, and the check passes), a driver check cut by its limit names the step it was in,
+# and --bundle without a bundle exits 2; a build that fails says "build failed" with make's last lines
 # and skips the GPU stages as such, never "no GPU"; past the driver check,
 # without a usable GPU every GPU stage is "skipped: no GPU" and the exit
 # status is 3; with the GPU stages forced on (NCF_GPU_CHECK_ASSUME_GPU=1)
@@ -19,6 +20,9 @@
 # (time limit), the next ones still run, and a variant of the dense layers whose speed run
 # fails is run once more with NCF_CUDA_SYNC=1; the five slowest launches of
 # a real NCF_CUDA_PROFILE table (the emulated module's) reach the summary.
+# $OUT/gpu-check holds four files, summary.txt the table, rewritten as
+# stages end, nvidia-smi dmon records the run and ends with it, and a TERM stops the stage that runs and records it with the
+# table.
 # (tests/cli/gpu-rehearse.t runs the whole check on the emulated module.)
 . "$(dirname "$0")/../lib.sh"
 script=$NCF_ROOT/scripts/gpu-check.sh
@@ -48,6 +52,11 @@ case "$*" in
 	echo "$FAKE_DRIVER, $FAKE_CC, NVIDIA H200"
 	;;
 *--query-gpu=driver_version*) echo "$FAKE_DRIVER" ;;
+*dmon*)
+	echo "#Time gpu pwr"
+	echo $$ >>"$FAKE_PIDS"
+	exec sleep 60
+	;;
 *) echo "(a fake nvidia-smi)" ;;
 esac
 EOF
@@ -64,7 +73,8 @@ chmod +x fake/nvidia-smi nvcc/nvcc
 bare=$(echo "$PATH" | tr : '\n' | while read -r d; do [ -x "$d/nvcc" ] || printf '%s:' "$d"; done)
 bare=${bare%:}
 FAKE_DRIVER=580.82.07 FAKE_CC=9.0 FAKE_CUDA=13.0
-export FAKE_DRIVER FAKE_CC FAKE_CUDA CUDA_HOME=nocuda
+FAKE_PIDS=$T/dmon.pids # the fake nvidia-smi dmon: one pid a line
+export FAKE_DRIVER FAKE_CC FAKE_CUDA FAKE_PIDS CUDA_HOME=nocuda
 unset NVCC
 with_fakes() { PATH=$T/fake:$T/nvcc:$bare "$@"; }
 
@@ -90,7 +100,7 @@ done
 like "$out" '^  programs: the bundle .*fb \(commit abc, sm_80 sm_90, x86-64-v3\); nothing built' \
 	"--bundle: the plan names the bundle"
 unlike "$out" '^  build ' "--bundle: no build stage"
-like "$out" '^  driver +10 s  cpu  ' "the driver check is first"
+like "$out" '^  driver +18 s  cpu  ' "the driver check is first"
 awk '$3 == "s" { printf "%s ", $1 } END { print "" }' "$out" >order
 is "$(cat order)" "driver device data sanitizer parity dense epochs inference peer bench_gpu target gpu_tests mpi total " \
 	"the full plan's order (--bundle)"
@@ -146,6 +156,12 @@ NCF_GPU_BUNDLE=$T/none run sh "$script" --quick --bundle
 is "$status" 2 "--bundle without a bundle: exit 2"
 like "$err" "^gpu-check: --bundle: no .*/none/MANIFEST: run make gpu-bundle on a build machine and carry" \
 	"... saying what to do: $(head -n 1 "$err")"
+# the bundle's part of the driver check cut by its limit: the line says so
+mkdir -p slow && printf '#!/bin/sh\nexec sleep 30\n' >slow/sha256sum && chmod +x slow/sha256sum
+NCF_GPU_CHECK_LIMITS=driver=2 PATH=$T/slow:$T/fake:$bare run sh "$script" --quick --bundle
+is "$status" 3 "the driver check's limit passed in the bundle's checks: exit 3"
+like "$err" "^gpu-check: the driver check did not end in 2 s: it was checking the bundle's SHA256SUMS$" \
+	"... naming the step, not nvidia-smi"
 FAKE_DRIVER=575.51.03 PATH=$T/fake:$bare run sh "$script" --quick --bundle
 driver_refused gpu-check-bundle-old-driver "--bundle, no nvcc: driver 575 with the bundle's CUDA 13.0"
 FAKE_CC=8.6 PATH=$T/fake:$bare run sh "$script" --quick --bundle
@@ -182,7 +198,13 @@ if cc -shared -fPIC lt.c -Wl,-soname,libcublasLt.so.99 -o cudah/lib64/libcublasL
 	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*cudah/lib64$" \
 		"... found in CUDA_HOME when it is there, and said"
 	like "$out" '^driver: NVIDIA H200' "... the driver check then passes"
+	# or among the nvidia-* wheels of python3 (PyTorch's), as nvidia/cu13/lib
+	mkdir -p py/nvidia/cu13/lib && cp cudah/lib64/libcublasLt.so.99 py/nvidia/cu13/lib/
+	PYTHONPATH=$T/py NCF_GPU_BUNDLE=$T/cb PATH=$T/fake:$bare run sh "$script" --quick --bundle
+	like "$out" "^gpu-check: CUDA's libraries \(libcublasLt.so.99\) from .*py/nvidia/cu13/lib$" \
+		"... found among python3's nvidia-* wheels when CUDA_HOME lacks it"
 else
+	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
 	skip "no C compiler for a module with a CUDA library"
@@ -212,9 +234,13 @@ for s in device data sanitizer parity dense epochs inference peer; do
 done
 unlike "$out" 'no GPU' "never 'no GPU'"
 
-# --- past the driver check, no usable GPU ---
-with_fakes run sh "$script" --quick --no-build
+# --- past the driver check, no usable GPU (and no tar: Python packs the logs) ---
+mkdir -p notar && printf '#!/bin/sh\nexit 127\n' >notar/tar && chmod +x notar/tar
+rm -rf "$OUT"
+PATH=$T/notar:$T/fake:$T/nvcc:$bare run sh "$script" --quick --no-build
 is "$status" 3 "--quick without a usable GPU: exit 3"
+tar -tzf "$OUT/gpu-check/logs.tar.gz" >notar.list 2>&1
+like notar.list '^\./driver\.txt$' "... its logs packed by python3's tarfile where tar fails"
 like "$out" '^driver: NVIDIA H200, compute capability 9.0 \(GPU_ARCH=90\), driver 580.82.07, CUDA 13.0 \(nvcc\): CUDA 13.x needs 580 or newer$' \
 	"the driver check's line"
 like "$out" '^=== summary: quick' "the summary follows"
@@ -250,6 +276,39 @@ for v in fused lt plain fused-nograph timed; do
 	like "$out" "^  $v +bf16 +- +- +[0-9.MK-]+ +[0-9.]+M +[0-9.]+ +[0-9]+\$" \
 		"the dense layers $v: the model's figures (it needs no GPU), no measured ones"
 done
+
+# --- what the device tool brings back: four files, rewritten as stages end ---
+is "$(cd "$OUT/gpu-check" && ls | tr '\n' ' ')" "logs.tar.gz metrics.tsv results.tsv summary.txt " \
+	"\$OUT/gpu-check: four files (the device tool brings back 8 at most)"
+like "$OUT/gpu-check/summary.txt" '^epochs +FAIL \(exit 1\)' "summary.txt: the table"
+tar -tzf "$OUT/gpu-check/logs.tar.gz" >logs.list 2>&1
+like logs.list '^\./dense\.log$' "logs.tar.gz: every stage's log"
+like logs.list '^\./dmon\.txt$' "... and nvidia-smi dmon's record of the run"
+# a call cut short by a signal (the device tool's limit): the stage that
+# runs stopped and recorded, the table printed and in $OUT
+rm -rf "$OUT"
+# (not through with_fakes: $! must be the script's own)
+PATH=$T/fake:$T/nvcc:$bare NCF_GPU_CHECK_ASSUME_GPU=1 NCF_GPU_CHECK_BUDGET=400 NCF_GPU_CHECK_LIMITS=data=60 \
+	sh "$script" --quick --no-build >sig.out 2>sig.err &
+pid=$!
+i=0
+until grep -q '^device	' "$OUT/gpu-check/results.tsv" 2>/dev/null || [ $i -ge 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 1
+kill -TERM $pid
+wait $pid
+is "$?" 143 "TERM during a stage: exit 143"
+like sig.out '^gpu-check: stopped by SIGTERM at [0-9]+ s$' "... saying so"
+like sig.out '^data +FAIL \(killed: SIGTERM\) +[0-9]+ s$' "... the stage that ran recorded as killed, in the table"
+like "$OUT/gpu-check/summary.txt" '^device +FAIL' "... and summary.txt holds the stages that ended"
+like "$OUT/gpu-check/summary.txt" '^data +FAIL \(killed: SIGTERM\)' "... and the one killed"
+unlike sig.out '^=== sanitizer' "... and nothing after it ran"
+# every nvidia-smi dmon started (one per run past the driver check) ended with its run
+left=$(for p in $(cat dmon.pids); do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+[ -s dmon.pids ] && [ -z "$left" ]
+ok $? "nvidia-smi dmon ran beside each run and ended with it ($(wc -l <dmon.pids) runs)"
 
 # --- the profile's five slowest launches, from a real NCF_CUDA_PROFILE table ---
 emu=$NCF_ROOT/build/lib/ncf/ncf-cuda-emu.so

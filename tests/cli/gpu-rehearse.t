@@ -15,7 +15,9 @@
 # models; the choice per dense layer (dense_layer_K: the emulation's fixed
 # order), and the model's prediction for those layers; parity; the
 # sanitizer's table; training and inference per precision; ncf beside
-# NVIDIA's NCF with their ratios.
+# NVIDIA's NCF with their ratios.  What the device tool brings back: $OUT
+# holds four files (it returns at most 8), the table among them as printed,
+# short enough for the end of the output it returns, and every log packed.
 # Not under the sanitizers (it checks the script, and the emulated module
 # is not built with them).
 . "$(dirname "$0")/../lib.sh"
@@ -25,7 +27,7 @@
 [ -x "$NCF_ROOT/build/bench/bench_gpu" ] || skip_all "no bench_gpu"
 OUT=$T/out
 export OUT
-logs=$OUT/gpu-check
+logs=$T/logs # logs.tar.gz, unpacked
 cd "$T" || bail "no $T"
 py=${PEER_PYTHON:-python3}
 torch=0
@@ -40,6 +42,24 @@ for s in driver device data sanitizer parity dense epochs inference; do
 	like "$out" "^$s +PASS +[0-9]+ s$" "$s: PASS"
 done
 like "$out" '^build +skipped: --rehearse' "build: not run"
+
+# what comes back: four files, the table as printed, every log
+is "$(cd "$OUT" && find . -type f | sort | tr '\n' ' ')" \
+	"./gpu-check/logs.tar.gz ./gpu-check/metrics.tsv ./gpu-check/results.tsv ./gpu-check/summary.txt " \
+	"\$OUT: summary.txt, results.tsv, metrics.tsv, logs.tar.gz (the device tool returns 8 files at most)"
+sed -n '/^=== summary/,$p' "$out" | sed '$d' >printed
+sed 1d "$OUT/gpu-check/summary.txt" | cmp -s - printed
+ok $? "summary.txt is the table printed last"
+n=$(wc -c <printed)
+[ "$n" -lt 8000 ]
+ok $? "... in $n characters (under 8,000: the device tool returns the last 12,000)"
+like "$out" "^results: $OUT/gpu-check: summary.txt" "... and the last line says where the results are"
+mkdir -p "$logs" && tar -xzf "$OUT/gpu-check/logs.tar.gz" -C "$logs"
+for f in driver.txt device.log data.log sanitizer.log parity.log dense.log epochs.log inference.log \
+	peer.log profile.fused.txt metrics.tsv results.tsv; do
+	[ -s "$logs/$f" ] || echo "$f"
+done >nolog
+is "$(cat nolog)" "" "logs.tar.gz holds every stage's log"
 
 # the device stage's copy: the bandwidth of every later stage's model
 bw=$(awk -F'\t' '$1 == "device" { print $8 }' "$logs/metrics.tsv")
