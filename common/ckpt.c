@@ -395,30 +395,15 @@ void ncf_ckpt_free(struct ncf_ckpt *ck)
 	ck->params = ck->m = ck->v = NULL;
 }
 
-/* The names of tag (n of them, names->bytes as meta gives; none when 0),
- * valid and distinct, over a column whose u32 ids are its indices. */
+/* The names of tag (names.h: ncf_names_read), what is wrong said as this
+ * file's corruption. */
 static int read_names(struct ncf_cr *r, const char *tag, size_t n, struct ncf_names *names,
 		      const uint32_t *ids, const char *display)
 {
-	uint64_t bytes = names->bytes;
-	names->bytes = 0;
-	if (!bytes)
+	char why[300];
+	if (ncf_names_read(r, tag, n, names, ids, why, sizeof why) == 0)
 		return 0;
-	void *text;
-	size_t got;
-	NCF_TRY(ncf_cr_section(r, tag, (size_t)bytes, 1, &text, &got));
-	char why[160];
-	if (ncf_names_load(names, text, bytes, (uint32_t)n, why, sizeof why) != 0) {
-		free(text);
-		return bad(display, "section '%s': %s", tag, why);
-	}
-	for (size_t k = 0; k < n; k++)
-		if (ids[k] != k)
-			return bad(display,
-				   "section '%s' names the ids, but the numbered ids are not the "
-				   "indices (id %u at %zu)",
-				   tag, ids[k], k);
-	return 0;
+	return why[0] ? bad(display, "%s", why) : -1;
 }
 
 /* Read the id map of tag (n ids); its ids must be distinct. */

@@ -1,7 +1,9 @@
 /* names.c - see names.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "err.h"
 #include "names.h"
 
@@ -264,5 +266,33 @@ int ncf_id_split(const char *s, int want, struct ncf_id *a, struct ncf_id *b)
 		return -1; /* a third id */
 	if (one_id(s, (size_t)(cut - s), a) != 0 || one_id(rest, rlen, b) != 0)
 		return -1;
+	return 0;
+}
+
+int ncf_names_read(struct ncf_cr *r, const char *tag, size_t n, struct ncf_names *names,
+		   const uint32_t *ids, char *why, size_t cap)
+{
+	uint64_t bytes = names->bytes;
+	names->bytes = 0;
+	why[0] = 0;
+	if (!bytes)
+		return 0;
+	void *text;
+	size_t got;
+	NCF_TRY(ncf_cr_section(r, tag, (size_t)bytes, 1, &text, &got));
+	char load[160];
+	if (ncf_names_load(names, text, bytes, (uint32_t)n, load, sizeof load) != 0) {
+		free(text);
+		snprintf(why, cap, "section '%s': %s", tag, load);
+		return -1;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (ids[k] != k) {
+			snprintf(why, cap,
+				 "section '%s' names the ids, but the numbered ids are not the "
+				 "indices (id %u at %zu)",
+				 tag, ids[k], k);
+			return -1;
+		}
 	return 0;
 }

@@ -65,6 +65,18 @@ static inline const char *ncf_names_at(const struct ncf_names *m, uint32_t k, si
 int ncf_names_load(struct ncf_names *m, char *text, uint64_t bytes, uint32_t n, char *why,
 		   size_t cap);
 
+struct ncf_cr;
+/*
+ * The names of section tag of an open container (names->bytes of them, as
+ * the file's meta says; none when 0) for a column of n whose numbered ids
+ * must then be its indices (ids): read, checked and indexed as
+ * ncf_names_load does.  The one reading of names for caches and models.
+ * Returns 0; or -1 with the reason in why (cap bytes), or with why empty
+ * when the container has already said what is wrong.
+ */
+int ncf_names_read(struct ncf_cr *r, const char *tag, size_t n, struct ncf_names *names,
+		   const uint32_t *ids, char *why, size_t cap);
+
 /* Is s (len bytes) a name as kept (1 to NCF_NAME_MAX bytes, no control
  * byte, an integer only in canonical form)?  NULL if so, else what is
  * wrong ("empty", "longer than 256 bytes", "holds a control character",

@@ -814,6 +814,36 @@ static void t_every_bit(void)
 	       step == 1 ? "every" : "one", len);
 }
 
+/* A named cache written with names that the reader must refuse: two
+ * items of one name, and users whose numbered ids are not their indices
+ * (the writer trusts its caller; the reader trusts no file). */
+static void t_bad_names(void)
+{
+	struct ncf_cache c;
+	char path[400];
+	make_g(&c);
+	static const char *twice[] = {"B0001", "B0002", "x y", "B0002", "B0005", "z"};
+	ncf_names_free(&c.item_names);
+	for (uint32_t k = 0; k < 6; k++)
+		ncf_names_add(&c.item_names, twice[k], strlen(twice[k]));
+	path_in(path, sizeof path, "dupname.ncfc");
+	TAP_CHECK(ncf_cache_write(&c, path) == 0);
+	tap_ok(refused(path, "section 'itemnams': name 'B0002' appears twice", 0),
+	       "a name given twice refused, naming the section and the name");
+	unlink(path);
+	ncf_cache_free(&c);
+	make_g(&c);
+	c.user_ids[0] = 1;
+	c.user_ids[1] = 0;
+	path_in(path, sizeof path, "idorder.ncfc");
+	TAP_CHECK(ncf_cache_write(&c, path) == 0);
+	tap_ok(refused(path, "section 'usernams' names the ids, but the numbered ids are not "
+			     "the indices (id 1 at 0)", 0),
+	       "names over ids that are not the indices refused");
+	unlink(path);
+	ncf_cache_free(&c);
+}
+
 /* A copy of orig with version v in the file header, its CRC fixed. */
 static void t_version(uint32_t v)
 {
@@ -1069,6 +1099,7 @@ static void corruptions(void)
 	TEST(t_every_bit(), "a single-bit flip anywhere is refused or harmless");
 	TEST(t_version(3), "version 3 (header CRC fixed) refused");
 	TEST(t_v2_empty(), "version 2 that holds nothing of version 2 refused");
+	TEST(t_bad_names(), "names read back are checked: distinct, over ids that are their indices");
 	TEST(t_version(0), "version 0 (header CRC fixed) refused");
 	TEST(t_magic("NCFCACHF", "magic.ncfc", NULL), "wrong magic NCFCACHF refused");
 	TEST(t_magic("NCFMODEL", "model.ncfm", "NCFMODEL"),
