@@ -508,17 +508,23 @@ int prep_protocol_check_size(uint64_t users, uint32_t N)
 	return -1;
 }
 
+/* The first pass of both ways in memory: each user's rows in order of
+ * (timestamp, row) into b, then counted into g (count_rows). */
+static void group_rows(struct prep_rows *r, struct grouping *g, struct by_user *b)
+{
+	grouping_init(g, r->n_users, r->n_items);
+	b->start = ncf_xmalloc(((size_t)g->U0 + 1) * sizeof *b->start);
+	b->order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b->order);
+	prep_rows_order(r, 0, g->U0, b->start, b->order);
+	count_rows(r, b, g);
+}
+
 int prep_protocol_run(struct prep_rows *r, const struct prep_protocol_opts *o, struct ncf_cache *c)
 {
 	NCF_TRY(prep_rows_check_count(r->n));
 	struct grouping g;
-	grouping_init(&g, r->n_users, r->n_items);
-	/* 1. each user's rows in order of (timestamp, row) */
 	struct by_user b;
-	b.start = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *b.start);
-	b.order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b.order);
-	prep_rows_order(r, 0, g.U0, b.start, b.order);
-	count_rows(r, &b, &g);
+	group_rows(r, &g, &b);
 	int rc = keep_users(&g, o->min_ratings, c);
 	if (rc == 0)
 		rc = prep_protocol_check_size(c->users, o->eval_negatives);
@@ -568,12 +574,8 @@ int prep_protocol_run_given(struct prep_given *gv, struct ncf_cache *c)
 	NCF_TRY(prep_rows_check_count(r->n));
 	struct prep_protocol_opts o = {.eval_negatives = gv->N, .given = gv->test};
 	struct grouping g;
-	grouping_init(&g, r->n_users, r->n_items);
 	struct by_user b;
-	b.start = ncf_xmalloc(((size_t)g.U0 + 1) * sizeof *b.start);
-	b.order = ncf_xmalloc((r->n ? r->n : 1) * sizeof *b.order);
-	prep_rows_order(r, 0, g.U0, b.start, b.order);
-	count_rows(r, &b, &g);
+	group_rows(r, &g, &b);
 	int rc = keep_users(&g, 0, c); /* every user is kept: its split was given */
 	if (rc == 0) {
 		index_items(&g, NULL, c);
