@@ -336,6 +336,30 @@ static int take_value(struct parser *p, enum col_kind k, const char *s, size_t l
 	}
 }
 
+/* In ml-20m's CSV and ml-100k's tabs, where ids are integers and times
+ * Unix seconds, a field of kind k (s, len bytes; take_value's rc) that
+ * the generic CSV reads (an id that is text, a date): the options that
+ * read the file so, for the message ("" when none). */
+static const char *generic_hint(const struct parser *p, enum col_kind k, const char *s,
+				size_t len, int rc)
+{
+	const char *opts = p->format == NCF_FORMAT_ML20M
+				   ? "--columns user=userId,item=movieId,time=timestamp"
+			   : p->format == NCF_FORMAT_ML100K ? "--delimiter tab --columns user=1,item=2,time=4"
+							    : NULL;
+	int64_t t;
+	if (!opts || rc != -1 || len == 0)
+		return "";
+	static char hint[128];
+	if ((k == COL_USER || k == COL_ITEM) && !ncf_name_check(s, len))
+		snprintf(hint, sizeof hint, "; ids that are text are read with %s", opts);
+	else if (k == COL_TS && parse_time(s, len, &t) == 0)
+		snprintf(hint, sizeof hint, "; dates are read with %s", opts);
+	else
+		return "";
+	return hint;
+}
+
 /* Why field idx (s, len bytes) was not taken, take_value's rc and why,
  * as the row's error (deferred: kept until the row is judged). */
 static void field_refused(struct parser *p, int defer, int idx, const char *s, size_t len,
@@ -344,6 +368,7 @@ static void field_refused(struct parser *p, int defer, int idx, const char *s, s
 	enum col_kind k = p->col[idx];
 	const char *what = kind_name(k);
 	const char *esc = ncf_escape(s, len, 40);
+	const char *hint = generic_hint(p, k, s, len, rc);
 	if (len == 0)
 		field_error(p, defer, "field %d: empty, expected %s", idx + 1, what);
 	else if (why)
@@ -359,13 +384,13 @@ static void field_refused(struct parser *p, int defer, int idx, const char *s, s
 		field_error(p, defer, "field %d: '%s' is out of range for %s (0 to %llu)", idx + 1, esc, what,
 		     k == COL_TS ? (unsigned long long)INT64_MAX : (unsigned long long)UINT32_MAX);
 	else if (k == COL_TS)
-		field_error(p, defer, "field %d: '%s' is not a timestamp (expected integer Unix seconds)",
-		     idx + 1, esc);
+		field_error(p, defer, "field %d: '%s' is not a timestamp (expected integer Unix seconds%s)",
+		     idx + 1, esc, hint);
 	else if (k == COL_RATING)
 		field_error(p, defer, "field %d: '%s' is not a rating (expected a number)", idx + 1, esc);
 	else
-		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u)", idx + 1,
-		     esc, what, UINT32_MAX);
+		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u%s)",
+		     idx + 1, esc, what, UINT32_MAX, hint);
 }
 
 static void take_field(struct parser *p, const char *s, size_t len)
