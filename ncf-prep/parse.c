@@ -135,7 +135,9 @@ static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* A decimal number: digits, at most one '.', optional sign and exponent. */
+/* A decimal number: digits, at most one '.' (or ',', the decimal mark of
+ * the files that separate fields by ';': 4,5), optional sign and
+ * exponent. */
 static int is_number(const char *s, size_t len)
 {
 	size_t i = 0;
@@ -144,7 +146,7 @@ static int is_number(const char *s, size_t len)
 		i++;
 	while (i < len && s[i] >= '0' && s[i] <= '9')
 		i++, digits++;
-	if (i < len && s[i] == '.') {
+	if (i < len && (s[i] == '.' || s[i] == ',')) {
 		i++;
 		while (i < len && s[i] >= '0' && s[i] <= '9')
 			i++, digits++;

@@ -52,6 +52,9 @@ printf "$(printf "$R" | awk -F, '{ print $1 ";" $4 ";" $2 }')\n" >in/semi-nohdr.
 same_as semi-nohdr.csv "no header, ';', columns by number" --delimiter ';' --columns user=1,item=3,time=2
 printf "customer;x;product;date\n$(printf "$R" | awk -F, '{ print $1 ";;" $2 ";" $4 }')\n" >in/named.csv
 same_as named.csv "a header of other names, ';' detected" --columns user=customer,item=product,time=date
+# a rating with a decimal comma, as files separated by ';' write it (checked, dropped)
+printf "user;item;rating;timestamp\n$(printf "$R" | awk -F, '{ sub(/\./, ",", $3); print $1 ";" $2 ";" $3 ";" $4 }')\n" >in/comma.csv
+same_as comma.csv "';' and ratings with a decimal comma (4,5)"
 printf "uid\tsid\ttime\n$(printf "$R" | awk -F, '{ print $1 "\t" $2 "\t" $4 }')\n" >in/tab.tsv
 same_as tab.tsv "a tab-separated header" --delimiter tab --columns user=uid,item=sid,time=time
 # dates: 1970-01-01T00:01:40Z is 100; zones and dates without a time
