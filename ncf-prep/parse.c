@@ -75,6 +75,7 @@ struct parser {
 	 * timestamps that may be ISO 8601 dates */
 	struct ncf_idmap *user_keys, *item_keys;
 	int dates;
+	char delim;		  /* the CSV's separator, for messages */
 	const struct prep_parse_opts *opts;
 };
 
@@ -546,6 +547,14 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 	*delim = ',';
 	if (!strcmp(line, ML20M_HEADER))
 		return NCF_FORMAT_ML20M;
+	/* what is inside quotes separates nothing ("Buyer, ID";"Date") */
+	int quoted = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (line[i] == '"')
+			quoted = !quoted;
+		else if (quoted)
+			line[i] = 'x';
+	}
 	if (strstr(line, "::") && first_field_numeric(line, "::"))
 		return NCF_FORMAT_ML1M;
 	if (strchr(line, '\t') && first_field_numeric(line, "\t"))
@@ -579,7 +588,8 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	int state = p->in_header;
 	p->in_header = 0;
 	if (bad || state == 1) {
-		ncf_error("%s:1: malformed header: %s", p->display,
+		ncf_error("%s:1: malformed header (fields separated by '%s'): %s", p->display,
+			  p->delim == '\t' ? "\\t" : (const char[2]){p->delim, 0},
 			  bad ? csv_strerror(csv_error(cp)) : "a quote is left open");
 		return -1;
 	}
@@ -633,6 +643,16 @@ static int data_not_header(const struct parser *p, const char *line, size_t len)
 	return 0;
 }
 
+/* Can s be given to a shell as it is (no quotes needed)? */
+static int shell_plain(const char *s)
+{
+	for (; *s; s++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,=-+/:@%",
+			    *s))
+			return 0;
+	return 1;
+}
+
 /* The header's columns by their names (header_kind): a user, an item and
  * a timestamp column, each once.  Returns 0 or -1 (reported, with the
  * --columns that would read the file). */
@@ -652,14 +672,16 @@ static int columns_by_header(struct parser *p, const char *line, size_t len)
 		return 0;
 	if (data_not_header(p, line, len) == 0)
 		return -1;
-	char user[80], item[80], ts[80];
-	snprintf(user, sizeof user, "%s", seen[COL_USER] ? p->header[at[COL_USER]] : "NAME");
-	snprintf(item, sizeof item, "%s", seen[COL_ITEM] ? p->header[at[COL_ITEM]] : "NAME");
-	snprintf(ts, sizeof ts, "%s", seen[COL_TS] ? p->header[at[COL_TS]] : "NAME");
+	/* the names header_kind knew (printable ASCII, no comma) as they are */
+	char spec[256];
+	snprintf(spec, sizeof spec, "user=%s,item=%s,time=%s",
+		 seen[COL_USER] ? p->raw[at[COL_USER]] : "NAME",
+		 seen[COL_ITEM] ? p->raw[at[COL_ITEM]] : "NAME", seen[COL_TS] ? p->raw[at[COL_TS]] : "NAME");
 	ncf_error("%s:1: unknown format: the header '%s' does not name a user, an item and a "
 		  "timestamp column (like userId,movieId,rating,timestamp); say which are which: "
-		  "--columns user=%s,item=%s,time=%s",
-		  p->display, ncf_escape(line, len, 80), user, item, ts);
+		  "--columns %s%s%s",
+		  p->display, ncf_escape(line, len, 80), shell_plain(spec) ? "" : "'", spec,
+		  shell_plain(spec) ? "" : "'");
 	return -1;
 }
 
@@ -849,6 +871,7 @@ static void fixed_columns(struct parser *p)
  * generic CSV the maps of ids that may be text, and dates. */
 static void set_reader(struct parser *p, struct csv_parser *cp, enum ncf_format format, char delim)
 {
+	p->delim = format == NCF_FORMAT_ML100K ? '\t' : format == NCF_FORMAT_CSV ? delim : ',';
 	if (format == NCF_FORMAT_ML100K || (format == NCF_FORMAT_CSV && delim == '\t')) {
 		csv_set_delim(cp, '\t');
 		csv_set_space_func(cp, only_space);

@@ -124,6 +124,17 @@ is "$(info user_ids numbers.ncfc):$(info version numbers.ncfc)" "numbers:1" \
 	"integer ids: numbers, a version 1 cache as before"
 
 refused headerless 1 "a header-less CSV without --columns" in/semi-nohdr.csv
+# a spreadsheet's export: BOM, CRLF, quoted names with spaces; the hint
+# quotes --columns for the shell
+printf '\357\273\277"User ID","Item ID","Rating","Date"\r\n"u1","i1","4","2000-07-30"\r\n' >in/excel.csv
+refused excel 1 "a header with spaces: the hint is quoted for the shell" in/excel.csv
+run ncf-prep -o excel.ncfc --columns 'user=User ID,item=Item ID,time=Date' in/excel.csv
+is "$status" 0 "... and the quoted --columns reads it"
+# a ';' header whose quoted name holds a comma: the separator is ';'
+printf '"cust";"Buyer, ID";"product";"date"\n%s\n' "$(printf "$R" | awk -F, '{ print $1 ";x;" $2 ";" $4 }')" >in/quoted-comma.csv
+same_as quoted-comma.csv "a comma inside a quoted name of a ';' header" --columns user=cust,item=product,time=date
+printf 'a;"b"x;c\n1;2;3\n' >in/bad-quote.csv
+refused bad-quote 1 "a malformed header names its separator" in/bad-quote.csv
 printf 'cust-1;2000-07-30T20:45:03+02:00;4.0;sku-1\ncust-1;2000-07-30 18:20:47;4.0;sku-3\n' >in/text-nohdr.csv
 refused text-nohdr 1 "a header-less file whose first field is text: a time shows it is data" \
 	in/text-nohdr.csv
