@@ -278,5 +278,7 @@ paper_broken paper-user "a test user not in train" test.rating 's/^2\t3/7\t3/'
 paper_broken paper-fields "a training row of three fields" train.rating '2s/\t101$//'
 paper "paper-missing" && rm paper-missing/x.test.negative
 refused paper-missing 1 "a missing .test.negative" --ncf-paper paper-missing/x
+paper paper-dir
+refused paper-dir 1 "a directory for DIR/NAME: the NAME of its .train.rating" --ncf-paper paper-dir
 
 done_testing
