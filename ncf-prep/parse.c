@@ -204,7 +204,7 @@ static int days_in_month(int y, int m)
 static int parse_zone(const char *s, size_t n, int64_t *off)
 {
 	int h = 0, m = 0;
-	if (n == 1 && s[0] == 'Z') {
+	if (n == 1 && (s[0] == 'Z' || s[0] == 'z')) {
 		*off = 0;
 		return 0;
 	}
@@ -222,8 +222,8 @@ static int parse_zone(const char *s, size_t n, int64_t *off)
 
 /*
  * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
- * YYYY-MM-DD, then optionally T or a space and hh:mm[:ss[.fraction]],
- * then optionally a zone (Z, +hh, +hh:mm, +hhmm); without a zone the time
+ * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
+ * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
  * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
  * it is not one (or not a day of the calendar).
  */
@@ -258,7 +258,7 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	    digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
 		return -1;
 	size_t i = 10;
-	if (i < len && (s[i] == 'T' || s[i] == ' ')) {
+	if (i < len && (s[i] == 'T' || s[i] == 't' || s[i] == ' ')) {
 		size_t used;
 		if (parse_clock(s + i + 1, len - i - 1, &used, &h, &mi, &sec) != 0)
 			return -1;
@@ -268,6 +268,23 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	if (i < len && parse_zone(s + i, len - i, &off) != 0)
 		return -1;
 	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+	return 0;
+}
+
+/* Unix seconds with a fraction (s, len bytes: digits, '.', digits, as
+ * 964982703.5, or a division of milliseconds by 1000, writes them) into
+ * the whole seconds, the fraction dropped as a date-time's is.  0, or -1
+ * when it is not one. */
+static int parse_seconds(const char *s, size_t len, int64_t *out)
+{
+	const char *dot = memchr(s, '.', len);
+	uint64_t v;
+	if (!dot || parse_uint(s, (size_t)(dot - s), INT64_MAX, &v) != 0)
+		return -1;
+	for (const char *c = dot + 1; c < s + len; c++)
+		if (*c < '0' || *c > '9')
+			return -1;
+	*out = (int64_t)v;
 	return 0;
 }
 
@@ -329,7 +346,8 @@ static int take_value(struct parser *p, enum col_kind k, const char *s, size_t l
 		rc = parse_uint(s, len, INT64_MAX, &v);
 		if (rc == 0)
 			p->ts = (int64_t)v;
-		else if (p->dates && rc == -1 && parse_time(s, len, &p->ts) == 0)
+		else if (p->dates && rc == -1 &&
+			 (parse_time(s, len, &p->ts) == 0 || parse_seconds(s, len, &p->ts) == 0))
 			rc = 0;
 		return rc;
 	case COL_RATING:
@@ -784,7 +802,8 @@ static int field_is_time(const struct parser *p, int k)
 	uint64_t v;
 	int64_t t;
 	const char *s = p->raw[k];
-	return parse_uint(s, strlen(s), INT64_MAX, &v) == 0 || parse_time(s, strlen(s), &t) == 0;
+	return parse_uint(s, strlen(s), INT64_MAX, &v) == 0 || parse_time(s, strlen(s), &t) == 0 ||
+	       parse_seconds(s, strlen(s), &t) == 0;
 }
 
 /* --columns over the first line's fields (p->raw, p->nfields): each

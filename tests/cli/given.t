@@ -63,6 +63,11 @@ D="${D}1,30,1.0,1970-01-01T00:03:20.750Z\n2,40,2.0,1969-12-31T19:02:30-05:00\n3,
 D="${D}3,10,4.0,1970-01-01T00:01:00\n"
 printf "user,item,rating,time\n$D" >in/dates.csv
 same_as dates.csv "ISO 8601 dates and date-times, zones or UTC"
+# Unix seconds with a fraction (milliseconds divided by 1000), and RFC
+# 3339's lower-case t and z: the fraction dropped, as a date-time's is
+F='1,10,4.0,100.25\n1,20,3.5,300.999\n2,10,5.0,200.\n1,30,1.0,1970-01-01t00:03:20z\n2,40,2.0,150.5\n'
+printf "user,item,rating,time\n${F}3,30,4.0,50.0\n3,10,4.0,60.000001\n" >in/fractions.csv
+same_as fractions.csv "Unix seconds with a fraction, lower-case t and z"
 printf "user,item,time\nalice,B 01,2000-07-30\nalice,B02,2000-07-31\nbob,B 01,1999-01-01\nbob,7,2000-01-01\n" >in/names.csv
 run ncf-prep -o names.ncfc in/names.csv
 is "$status:$(info user_ids names.ncfc):$(info item_ids names.ncfc):$(info version names.ncfc)" \
