@@ -285,5 +285,17 @@ paper "paper-missing" && rm paper-missing/x.test.negative
 refused paper-missing 1 "a missing .test.negative" --ncf-paper paper-missing/x
 paper paper-dir
 refused paper-dir 1 "a directory for DIR/NAME: the NAME of its .train.rating" --ncf-paper paper-dir
+# scripts/paper-split.sh over a CRLF MovieLens CSV (ml-latest-small's
+# ratings.csv may come so): the files it writes hold no CR, the same as
+# from LF lines
+printf "$H\r\n$(printf "$R" | sed 's/$/\r/')\n" >in/crlf-ml.csv
+printf "$H\n$R" >in/lf-ml.csv
+sh "$NCF_ROOT/scripts/paper-split.sh" in/crlf-ml.csv crlf 1 &&
+	sh "$NCF_ROOT/scripts/paper-split.sh" in/lf-ml.csv lf 1
+is "$?:$(cat crlf.train.rating crlf.test.rating crlf.test.negative | tr -cd '\r' | wc -c | tr -d ' ')" "0:0" \
+	"paper-split.sh over CRLF lines: no CR in its files"
+cmp -s crlf.train.rating lf.train.rating && cmp -s crlf.test.rating lf.test.rating &&
+	cmp -s crlf.test.negative lf.test.negative
+ok $? "... the files of the same ratings with LF line ends"
 
 done_testing
