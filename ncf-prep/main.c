@@ -126,6 +126,7 @@ struct prep_opts {
 	const char *spec;      /* --feature-spec FILE (or FILE.yaml) */
 	const char *paper;     /* --ncf-paper NAME (or a file of the paper's) */
 	char paper_name[4096]; /* NAME of a file of the paper's given as FILE */
+	char spec_path[4096];  /* DIR/feature_spec.yaml for --feature-spec DIR */
 	const char *drawn;     /* the first of the options of ncf-prep's own split given
 				  (--min-ratings, --eval-negatives, --seed), or NULL */
 	struct prep_parse_opts parse; /* --format, --columns, --delimiter, --progress */
@@ -398,6 +399,17 @@ static void check_given(struct prep_opts *o)
 	if (o->spec && !strcmp(o->spec, "-"))
 		ncf_usage_error("--feature-spec: a file, not standard input (its CSV files are "
 				"found beside it)");
+	/* a directory: its feature_spec.yaml, as NVIDIA's ncf.py --data DIR
+	 * reads it (--feature_spec_file's default) */
+	struct stat st;
+	if (o->spec && stat(o->spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+		size_t n = strlen(o->spec);
+		if (n + sizeof "/feature_spec.yaml" > sizeof o->spec_path)
+			ncf_usage_error("--feature-spec: '%s' is too long a name", o->spec);
+		snprintf(o->spec_path, sizeof o->spec_path, "%s%sfeature_spec.yaml", o->spec,
+			 o->spec[n - 1] == '/' ? "" : "/");
+		o->spec = o->spec_path;
+	}
 }
 
 /* --format, --columns, --delimiter: an input file's, a CSV's for the

@@ -177,6 +177,9 @@ if [ -f "$nv/feature_spec.yaml" ]; then
 	run ncf-prep -o nv2.ncfc nv/feature_spec.yaml
 	cmp -s nv.ncfc nv2.ncfc
 	ok $? "... the YAML as FILE is read as --feature-spec"
+	run ncf-prep -o nv3.ncfc --feature-spec nv
+	cmp -s nv.ncfc nv3.ncfc
+	ok $? "... --feature-spec DIR reads DIR/feature_spec.yaml, as NVIDIA's ncf.py --data DIR"
 else
 	skip "NVIDIA's example is not in ../shared/peer"
 fi
