@@ -587,6 +587,15 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 	return NCF_FORMAT_UNKNOWN;
 }
 
+const char *prep_csv_why(struct csv_parser *cp)
+{
+	if (csv_error(cp) == CSV_EPARSE) /* what strict RFC 4180 refuses */
+		return "a quote inside a field that is not quoted, or text after a closing "
+		       "quote (a field that holds a quote is quoted whole, its quotes doubled: "
+		       "\"say \"\"hi\"\"\")";
+	return csv_strerror(csv_error(cp));
+}
+
 /* Feed one line (len bytes and the reader's l->eol bytes of line end
  * after them, at which libcsv ends the row) to libcsv.  Returns 0, or -1
  * when libcsv refused it (csv_error says why). */
@@ -608,7 +617,7 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	if (bad || state == 1) {
 		ncf_error("%s:1: malformed header (fields separated by '%s'): %s", p->display,
 			  p->delim == '\t' ? "\\t" : (const char[2]){p->delim, 0},
-			  bad ? csv_strerror(csv_error(cp)) : "a quote is left open");
+			  bad ? prep_csv_why(cp) : "a quote is left open");
 		return -1;
 	}
 	if (p->header_extra) {
@@ -980,7 +989,7 @@ static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, si
 		parse_dat_line(p, s, len);
 	} else if (csv_line(p, cp, s, len) != 0) {
 		ncf_error("%s:%llu: malformed CSV: %s", p->display, (unsigned long long)p->line,
-			  csv_strerror(csv_error(cp)));
+			  prep_csv_why(cp));
 		return -1;
 	}
 	if (!p->err && p->rows_ended == ended) {
@@ -1002,7 +1011,7 @@ static int finish_input(struct parser *p, struct csv_parser *cp)
 {
 	if (csv_fini(cp, cb_field, cb_row, p) != 0) {
 		ncf_error("%s:%llu: malformed CSV at the end: %s", p->display,
-			  (unsigned long long)p->line, csv_strerror(csv_error(cp)));
+			  (unsigned long long)p->line, prep_csv_why(cp));
 		return -1;
 	}
 	if (p->err) {

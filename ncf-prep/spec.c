@@ -61,6 +61,7 @@ int prep_spec_read(const char *path, const struct prep_opener *op, struct prep_g
 
 #include "lines.h"
 #include "names.h"
+#include "parse.h"
 
 #define YAML_MAX (1u << 20) /* the largest feature spec */
 #define BUF_SIZE (1u << 20) /* a CSV reader's buffer */
@@ -446,7 +447,7 @@ static int reader_row(struct reader *r)
 			bad_csv = csv_fini(&r->cp, on_field, on_row, r) != 0;
 		if (bad_csv) {
 			ncf_error("%s:%llu: malformed CSV: %s", r->display,
-				  (unsigned long long)r->line, csv_strerror(csv_error(&r->cp)));
+				  (unsigned long long)r->line, prep_csv_why(&r->cp));
 			return -1;
 		}
 		if (r->rows != 1) {

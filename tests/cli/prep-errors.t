@@ -77,6 +77,8 @@ bad noitem.csv "user,rating,timestamp\n1,3,100\n" ":1: unknown format: the heade
 bad twice.csv "user,item,user,timestamp\n1,2,1,100\n" ":1: column 'user' appears twice" "a header naming a column twice"
 # An unterminated quote: the problem is on line 3, not at the end.
 bad quote.csv "$H\n1,2,3.0,100\n1,\"3,3.0,100\n1,4,3.0,100\n1,5,3.0,100\n" ':3: ' "an unterminated quote on line 3"
+bad stray-quote.csv "$H\n1,2\"x,3.0,100\n" ':2: malformed CSV: a quote inside a field that is not quoted' \
+	"a stray quote: what RFC 4180 wants, not libcsv's words"
 bad blank.csv "$H\n1,2,3.0,100\n\n\n1,x,3.0,100\n" ":5: field 2: 'x' is not an? item id" "line numbers count blank lines"
 bad crlf.csv "$H\r\n1,2,3.0,100\r\n1,3,4.0\r\n" ':3: 3 fields, expected 4$' "CRLF file, wrong field count"
 bad dat.dat "1::2::5::100\n1::3::5\n" ':2: 3 fields, expected 4$' "ml-1m, wrong field count"
