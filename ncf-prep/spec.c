@@ -298,11 +298,15 @@ static int load(struct spec *s, const char *path, yaml_node_t **root)
 		s->g->bytes += n;
 		yaml_parser_set_input_string(&p, (const unsigned char *)buf, n);
 		if (!yaml_parser_load(&p, &s->doc)) {
-			ncf_error("%s:%lu:%lu: not YAML: %s%s%s", s->display,
+			/* a tab where libyaml stopped: YAML indents with spaces only */
+			size_t at = p.problem_mark.index;
+			int tab = at < n && buf[at] == '\t' && !(p.problem && strstr(p.problem, "tab"));
+			ncf_error("%s:%lu:%lu: not YAML: %s%s%s%s", s->display,
 				  (unsigned long)p.problem_mark.line + 1,
 				  (unsigned long)p.problem_mark.column + 1,
 				  p.problem ? p.problem : "a parse error", p.context ? " " : "",
-				  p.context ? p.context : "");
+				  p.context ? p.context : "",
+				  tab ? " (a tab: YAML indents with spaces only)" : "");
 			memset(&s->doc, 0, sizeof s->doc);
 		} else {
 			*root = yaml_document_get_root_node(&s->doc);

@@ -234,6 +234,7 @@ broken() {
 	refused "$1" 1 "$2" --feature-spec "$1/feature_spec.yaml"
 }
 broken bad-yaml "YAML that is not YAML" 's/^  u: {cardinality: 3}/  u: {cardinality: 3/'
+broken tab-yaml "a YAML indented by a tab: the message says so" 's/^  u: /\tu: /'
 broken no-metadata "no metadata" '/^metadata:/,/test_samples/d'
 broken huge-series "test_samples_per_series of 10^12" 's/: 3$/: 1000000000000/'
 broken huge-cardinality "a cardinality of 10^20" 's/cardinality: 3/cardinality: 100000000000000000000/'
