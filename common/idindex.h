@@ -54,7 +54,8 @@ struct ncf_id_list {
  */
 size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *to, int64_t *at,
 		     size_t *first_missing);
-/* Row r's id as people write it, into buf (len bytes): "17", "u17".
+/* Row r's id as people write it, into buf (len bytes): "17", or a name
+ * quoted and escaped (ncf_escape), "'u17'", "'Smith, John'".
  * Returns buf. */
 const char *ncf_id_say(const struct ncf_id_list *l, size_t r, char *buf, size_t len);
 

@@ -70,9 +70,15 @@ int infer_score(struct ncf_backend *be, const struct infer_model *m, struct ncf_
 			break;
 		struct ncf_id a, b;
 		if (infer_read_ids(m, s, 2, &a, &b) != 0) {
+			/* as for an unknown id: the lines before it are answered,
+			 * whatever the reader had buffered */
+			if (flush_scores(be, &pd) != 0)
+				goto out;
 			ncf_error("%s:%llu: expected 'user item' (two ids separated by spaces, a tab "
-				  "or a comma), found '%s'",
-				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60));
+				  "or a comma), found '%s'; the %llu score%s before it %s written",
+				  l->display, (unsigned long long)l->line, ncf_escape(s, strlen(s), 60),
+				  (unsigned long long)pairs, pairs == 1 ? "" : "s",
+				  pairs == 1 ? "is" : "are");
 			goto out;
 		}
 		int64_t ui = ncf_idindex_find_id(&m->users, a), ii = ncf_idindex_find_id(&m->items, b);

@@ -6,6 +6,7 @@
  * write the cache (common/cache.c); or --info, or --emit-csv.  See
  * ncf-prep(1).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -125,6 +126,7 @@ struct prep_opts {
 	const char *spec;      /* --feature-spec FILE (or FILE.yaml) */
 	const char *paper;     /* --ncf-paper NAME (or a file of the paper's) */
 	char paper_name[4096]; /* NAME of a file of the paper's given as FILE */
+	char spec_path[4096];  /* DIR/feature_spec.yaml for --feature-spec DIR */
 	const char *drawn;     /* the first of the options of ncf-prep's own split given
 				  (--min-ratings, --eval-negatives, --seed), or NULL */
 	struct prep_parse_opts parse; /* --format, --columns, --delimiter, --progress */
@@ -397,6 +399,17 @@ static void check_given(struct prep_opts *o)
 	if (o->spec && !strcmp(o->spec, "-"))
 		ncf_usage_error("--feature-spec: a file, not standard input (its CSV files are "
 				"found beside it)");
+	/* a directory: its feature_spec.yaml, as NVIDIA's ncf.py --data DIR
+	 * reads it (--feature_spec_file's default) */
+	struct stat st;
+	if (o->spec && stat(o->spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+		size_t n = strlen(o->spec);
+		if (n + sizeof "/feature_spec.yaml" > sizeof o->spec_path)
+			ncf_usage_error("--feature-spec: '%s' is too long a name", o->spec);
+		snprintf(o->spec_path, sizeof o->spec_path, "%s%sfeature_spec.yaml", o->spec,
+			 o->spec[n - 1] == '/' ? "" : "/");
+		o->spec = o->spec_path;
+	}
 }
 
 /* --format, --columns, --delimiter: an input file's, a CSV's for the
@@ -633,6 +646,50 @@ static int refuse_given_output(const struct prep_opts *o, const struct prep_give
 	return rc;
 }
 
+/* --ncf-paper NAME: its three files are there before any is read, else
+ * one line that says which is missing and what NAME is (a directory given
+ * for NAME: the NAME its *.train.rating has).  0, or -1 (reported). */
+static int paper_files_there(const char *name)
+{
+	static const char *const suffix[] = {".train.rating", ".test.rating", ".test.negative"};
+	struct stat st;
+	if (stat(name, &st) == 0 && S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(name);
+		struct dirent *e;
+		char found[256] = "NAME";
+		size_t m = strlen(suffix[0]);
+		while (d && (e = readdir(d)) != NULL) {
+			size_t n = strlen(e->d_name);
+			if (n > m && n - m < sizeof found && !strcmp(e->d_name + n - m, suffix[0])) {
+				memcpy(found, e->d_name, n - m);
+				found[n - m] = 0;
+				break;
+			}
+		}
+		if (d)
+			closedir(d);
+		const char *sep = name[strlen(name) - 1] == '/' ? "" : "/";
+		ncf_error("--ncf-paper %s: a directory; give DIR/NAME, the start of the files' names "
+			  "(--ncf-paper %s%s%s for %s%s%s%s)",
+			  name, name, sep, found, name, sep, found, suffix[0]);
+		return -1;
+	}
+	for (int k = 0; k < 3; k++) {
+		size_t n = strlen(name) + strlen(suffix[k]) + 1;
+		char *path = ncf_xmalloc(n);
+		snprintf(path, n, "%s%s", name, suffix[k]);
+		int there = stat(path, &st) == 0;
+		if (!there)
+			ncf_error("%s: %s (--ncf-paper %s reads %s.train.rating, .test.rating and "
+				  ".test.negative)",
+				  path, strerror(errno), name, name);
+		free(path);
+		if (!there)
+			return -1;
+	}
+	return 0;
+}
+
 /* A split given with the data (--feature-spec, --ncf-paper) to a cache:
  * its files read (spec.c, paper.c), the protocol's given way in
  * (protocol.c), the cache written.  Returns the exit status. */
@@ -648,7 +705,8 @@ static int run_given(const struct prep_opts *o, double t0)
 	cache.oracle_hr = NAN;
 	cache.format = o->spec ? NCF_FORMAT_FEATURE_SPEC : NCF_FORMAT_NCF_PAPER;
 	int rc = o->spec ? prep_spec_read(o->spec, &prep_open_files, &g)
-			 : prep_paper_read(o->paper, &prep_open_files, &g);
+		 : paper_files_there(o->paper) != 0 ? -1
+						      : prep_paper_read(o->paper, &prep_open_files, &g);
 	int status = rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
 	if (rc == 0 && refuse_given_output(o, &g) != 0) {
 		rc = -1;

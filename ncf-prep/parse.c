@@ -75,6 +75,7 @@ struct parser {
 	 * timestamps that may be ISO 8601 dates */
 	struct ncf_idmap *user_keys, *item_keys;
 	int dates;
+	char delim;		  /* the CSV's separator, for messages */
 	const struct prep_parse_opts *opts;
 };
 
@@ -135,7 +136,9 @@ static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* A decimal number: digits, at most one '.', optional sign and exponent. */
+/* A decimal number: digits, at most one '.' (or ',', the decimal mark of
+ * the files that separate fields by ';': 4,5), optional sign and
+ * exponent. */
 static int is_number(const char *s, size_t len)
 {
 	size_t i = 0;
@@ -144,7 +147,7 @@ static int is_number(const char *s, size_t len)
 		i++;
 	while (i < len && s[i] >= '0' && s[i] <= '9')
 		i++, digits++;
-	if (i < len && s[i] == '.') {
+	if (i < len && (s[i] == '.' || s[i] == ',')) {
 		i++;
 		while (i < len && s[i] >= '0' && s[i] <= '9')
 			i++, digits++;
@@ -201,7 +204,7 @@ static int days_in_month(int y, int m)
 static int parse_zone(const char *s, size_t n, int64_t *off)
 {
 	int h = 0, m = 0;
-	if (n == 1 && s[0] == 'Z') {
+	if (n == 1 && (s[0] == 'Z' || s[0] == 'z')) {
 		*off = 0;
 		return 0;
 	}
@@ -219,8 +222,8 @@ static int parse_zone(const char *s, size_t n, int64_t *off)
 
 /*
  * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
- * YYYY-MM-DD, then optionally T or a space and hh:mm[:ss[.fraction]],
- * then optionally a zone (Z, +hh, +hh:mm, +hhmm); without a zone the time
+ * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
+ * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
  * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
  * it is not one (or not a day of the calendar).
  */
@@ -255,7 +258,7 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	    digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
 		return -1;
 	size_t i = 10;
-	if (i < len && (s[i] == 'T' || s[i] == ' ')) {
+	if (i < len && (s[i] == 'T' || s[i] == 't' || s[i] == ' ')) {
 		size_t used;
 		if (parse_clock(s + i + 1, len - i - 1, &used, &h, &mi, &sec) != 0)
 			return -1;
@@ -265,6 +268,23 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	if (i < len && parse_zone(s + i, len - i, &off) != 0)
 		return -1;
 	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+	return 0;
+}
+
+/* Unix seconds with a fraction (s, len bytes: digits, '.', digits, as
+ * 964982703.5, or a division of milliseconds by 1000, writes them) into
+ * the whole seconds, the fraction dropped as a date-time's is.  0, or -1
+ * when it is not one. */
+static int parse_seconds(const char *s, size_t len, int64_t *out)
+{
+	const char *dot = memchr(s, '.', len);
+	uint64_t v;
+	if (!dot || parse_uint(s, (size_t)(dot - s), INT64_MAX, &v) != 0)
+		return -1;
+	for (const char *c = dot + 1; c < s + len; c++)
+		if (*c < '0' || *c > '9')
+			return -1;
+	*out = (int64_t)v;
 	return 0;
 }
 
@@ -326,7 +346,8 @@ static int take_value(struct parser *p, enum col_kind k, const char *s, size_t l
 		rc = parse_uint(s, len, INT64_MAX, &v);
 		if (rc == 0)
 			p->ts = (int64_t)v;
-		else if (p->dates && rc == -1 && parse_time(s, len, &p->ts) == 0)
+		else if (p->dates && rc == -1 &&
+			 (parse_time(s, len, &p->ts) == 0 || parse_seconds(s, len, &p->ts) == 0))
 			rc = 0;
 		return rc;
 	case COL_RATING:
@@ -334,6 +355,30 @@ static int take_value(struct parser *p, enum col_kind k, const char *s, size_t l
 	default:
 		return 0;
 	}
+}
+
+/* In ml-20m's CSV and ml-100k's tabs, where ids are integers and times
+ * Unix seconds, a field of kind k (s, len bytes; take_value's rc) that
+ * the generic CSV reads (an id that is text, a date): the options that
+ * read the file so, for the message ("" when none). */
+static const char *generic_hint(const struct parser *p, enum col_kind k, const char *s,
+				size_t len, int rc)
+{
+	const char *opts = p->format == NCF_FORMAT_ML20M
+				   ? "--columns user=userId,item=movieId,time=timestamp"
+			   : p->format == NCF_FORMAT_ML100K ? "--delimiter tab --columns user=1,item=2,time=4"
+							    : NULL;
+	int64_t t;
+	if (!opts || rc != -1 || len == 0)
+		return "";
+	static char hint[128];
+	if ((k == COL_USER || k == COL_ITEM) && !ncf_name_check(s, len))
+		snprintf(hint, sizeof hint, "; ids that are text are read with %s", opts);
+	else if (k == COL_TS && parse_time(s, len, &t) == 0)
+		snprintf(hint, sizeof hint, "; dates are read with %s", opts);
+	else
+		return "";
+	return hint;
 }
 
 /* Why field idx (s, len bytes) was not taken, take_value's rc and why,
@@ -344,6 +389,7 @@ static void field_refused(struct parser *p, int defer, int idx, const char *s, s
 	enum col_kind k = p->col[idx];
 	const char *what = kind_name(k);
 	const char *esc = ncf_escape(s, len, 40);
+	const char *hint = generic_hint(p, k, s, len, rc);
 	if (len == 0)
 		field_error(p, defer, "field %d: empty, expected %s", idx + 1, what);
 	else if (why)
@@ -359,13 +405,13 @@ static void field_refused(struct parser *p, int defer, int idx, const char *s, s
 		field_error(p, defer, "field %d: '%s' is out of range for %s (0 to %llu)", idx + 1, esc, what,
 		     k == COL_TS ? (unsigned long long)INT64_MAX : (unsigned long long)UINT32_MAX);
 	else if (k == COL_TS)
-		field_error(p, defer, "field %d: '%s' is not a timestamp (expected integer Unix seconds)",
-		     idx + 1, esc);
+		field_error(p, defer, "field %d: '%s' is not a timestamp (expected integer Unix seconds%s)",
+		     idx + 1, esc, hint);
 	else if (k == COL_RATING)
 		field_error(p, defer, "field %d: '%s' is not a rating (expected a number)", idx + 1, esc);
 	else
-		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u)", idx + 1,
-		     esc, what, UINT32_MAX);
+		field_error(p, defer, "field %d: '%s' is not %s (expected an integer from 0 to %u%s)",
+		     idx + 1, esc, what, UINT32_MAX, hint);
 }
 
 static void take_field(struct parser *p, const char *s, size_t len)
@@ -519,6 +565,14 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 	*delim = ',';
 	if (!strcmp(line, ML20M_HEADER))
 		return NCF_FORMAT_ML20M;
+	/* what is inside quotes separates nothing ("Buyer, ID";"Date") */
+	int quoted = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (line[i] == '"')
+			quoted = !quoted;
+		else if (quoted)
+			line[i] = 'x';
+	}
 	if (strstr(line, "::") && first_field_numeric(line, "::"))
 		return NCF_FORMAT_ML1M;
 	if (strchr(line, '\t') && first_field_numeric(line, "\t"))
@@ -531,6 +585,15 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 		return NCF_FORMAT_CSV;
 	*delim = ',';
 	return NCF_FORMAT_UNKNOWN;
+}
+
+const char *prep_csv_why(struct csv_parser *cp)
+{
+	if (csv_error(cp) == CSV_EPARSE) /* what strict RFC 4180 refuses */
+		return "a quote inside a field that is not quoted, or text after a closing "
+		       "quote (a field that holds a quote is quoted whole, its quotes doubled: "
+		       "\"say \"\"hi\"\"\")";
+	return csv_strerror(csv_error(cp));
 }
 
 /* Feed one line (len bytes and the reader's l->eol bytes of line end
@@ -552,8 +615,9 @@ static int setup_header(struct parser *p, struct csv_parser *cp, const char *lin
 	int state = p->in_header;
 	p->in_header = 0;
 	if (bad || state == 1) {
-		ncf_error("%s:1: malformed header: %s", p->display,
-			  bad ? csv_strerror(csv_error(cp)) : "a quote is left open");
+		ncf_error("%s:1: malformed header (fields separated by '%s'): %s", p->display,
+			  p->delim == '\t' ? "\\t" : (const char[2]){p->delim, 0},
+			  bad ? prep_csv_why(cp) : "a quote is left open");
 		return -1;
 	}
 	if (p->header_extra) {
@@ -606,6 +670,16 @@ static int data_not_header(const struct parser *p, const char *line, size_t len)
 	return 0;
 }
 
+/* Can s be given to a shell as it is (no quotes needed)? */
+static int shell_plain(const char *s)
+{
+	for (; *s; s++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,=-+/:@%",
+			    *s))
+			return 0;
+	return 1;
+}
+
 /* The header's columns by their names (header_kind): a user, an item and
  * a timestamp column, each once.  Returns 0 or -1 (reported, with the
  * --columns that would read the file). */
@@ -625,14 +699,16 @@ static int columns_by_header(struct parser *p, const char *line, size_t len)
 		return 0;
 	if (data_not_header(p, line, len) == 0)
 		return -1;
-	char user[80], item[80], ts[80];
-	snprintf(user, sizeof user, "%s", seen[COL_USER] ? p->header[at[COL_USER]] : "NAME");
-	snprintf(item, sizeof item, "%s", seen[COL_ITEM] ? p->header[at[COL_ITEM]] : "NAME");
-	snprintf(ts, sizeof ts, "%s", seen[COL_TS] ? p->header[at[COL_TS]] : "NAME");
+	/* the names header_kind knew (printable ASCII, no comma) as they are */
+	char spec[256];
+	snprintf(spec, sizeof spec, "user=%s,item=%s,time=%s",
+		 seen[COL_USER] ? p->raw[at[COL_USER]] : "NAME",
+		 seen[COL_ITEM] ? p->raw[at[COL_ITEM]] : "NAME", seen[COL_TS] ? p->raw[at[COL_TS]] : "NAME");
 	ncf_error("%s:1: unknown format: the header '%s' does not name a user, an item and a "
 		  "timestamp column (like userId,movieId,rating,timestamp); say which are which: "
-		  "--columns user=%s,item=%s,time=%s",
-		  p->display, ncf_escape(line, len, 80), user, item, ts);
+		  "--columns %s%s%s",
+		  p->display, ncf_escape(line, len, 80), shell_plain(spec) ? "" : "'", spec,
+		  shell_plain(spec) ? "" : "'");
 	return -1;
 }
 
@@ -735,7 +811,8 @@ static int field_is_time(const struct parser *p, int k)
 	uint64_t v;
 	int64_t t;
 	const char *s = p->raw[k];
-	return parse_uint(s, strlen(s), INT64_MAX, &v) == 0 || parse_time(s, strlen(s), &t) == 0;
+	return parse_uint(s, strlen(s), INT64_MAX, &v) == 0 || parse_time(s, strlen(s), &t) == 0 ||
+	       parse_seconds(s, strlen(s), &t) == 0;
 }
 
 /* --columns over the first line's fields (p->raw, p->nfields): each
@@ -822,6 +899,7 @@ static void fixed_columns(struct parser *p)
  * generic CSV the maps of ids that may be text, and dates. */
 static void set_reader(struct parser *p, struct csv_parser *cp, enum ncf_format format, char delim)
 {
+	p->delim = format == NCF_FORMAT_ML100K ? '\t' : format == NCF_FORMAT_CSV ? delim : ',';
 	if (format == NCF_FORMAT_ML100K || (format == NCF_FORMAT_CSV && delim == '\t')) {
 		csv_set_delim(cp, '\t');
 		csv_set_space_func(cp, only_space);
@@ -911,7 +989,7 @@ static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, si
 		parse_dat_line(p, s, len);
 	} else if (csv_line(p, cp, s, len) != 0) {
 		ncf_error("%s:%llu: malformed CSV: %s", p->display, (unsigned long long)p->line,
-			  csv_strerror(csv_error(cp)));
+			  prep_csv_why(cp));
 		return -1;
 	}
 	if (!p->err && p->rows_ended == ended) {
@@ -933,7 +1011,7 @@ static int finish_input(struct parser *p, struct csv_parser *cp)
 {
 	if (csv_fini(cp, cb_field, cb_row, p) != 0) {
 		ncf_error("%s:%llu: malformed CSV at the end: %s", p->display,
-			  (unsigned long long)p->line, csv_strerror(csv_error(cp)));
+			  (unsigned long long)p->line, prep_csv_why(cp));
 		return -1;
 	}
 	if (p->err) {

@@ -58,6 +58,10 @@ const char *prep_parse_columns_check(const char *spec);
  * character, or 0 when VALUE is none of these. */
 char prep_parse_delimiter(const char *value);
 
+/* Why libcsv (strict) refused a line, in words for the message. */
+struct csv_parser;
+const char *prep_csv_why(struct csv_parser *cp);
+
 /* A --format name (ml-20m, ml-1m, ml-100k, csv and aliases) or
  * NCF_FORMAT_UNKNOWN. */
 enum ncf_format prep_parse_format(const char *name);

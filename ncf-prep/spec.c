@@ -61,6 +61,7 @@ int prep_spec_read(const char *path, const struct prep_opener *op, struct prep_g
 
 #include "lines.h"
 #include "names.h"
+#include "parse.h"
 
 #define YAML_MAX (1u << 20) /* the largest feature spec */
 #define BUF_SIZE (1u << 20) /* a CSV reader's buffer */
@@ -297,11 +298,15 @@ static int load(struct spec *s, const char *path, yaml_node_t **root)
 		s->g->bytes += n;
 		yaml_parser_set_input_string(&p, (const unsigned char *)buf, n);
 		if (!yaml_parser_load(&p, &s->doc)) {
-			ncf_error("%s:%lu:%lu: not YAML: %s%s%s", s->display,
+			/* a tab where libyaml stopped: YAML indents with spaces only */
+			size_t at = p.problem_mark.index;
+			int tab = at < n && buf[at] == '\t' && !(p.problem && strstr(p.problem, "tab"));
+			ncf_error("%s:%lu:%lu: not YAML: %s%s%s%s", s->display,
 				  (unsigned long)p.problem_mark.line + 1,
 				  (unsigned long)p.problem_mark.column + 1,
 				  p.problem ? p.problem : "a parse error", p.context ? " " : "",
-				  p.context ? p.context : "");
+				  p.context ? p.context : "",
+				  tab ? " (a tab: YAML indents with spaces only)" : "");
 			memset(&s->doc, 0, sizeof s->doc);
 		} else {
 			*root = yaml_document_get_root_node(&s->doc);
@@ -446,7 +451,7 @@ static int reader_row(struct reader *r)
 			bad_csv = csv_fini(&r->cp, on_field, on_row, r) != 0;
 		if (bad_csv) {
 			ncf_error("%s:%llu: malformed CSV: %s", r->display,
-				  (unsigned long long)r->line, csv_strerror(csv_error(&r->cp)));
+				  (unsigned long long)r->line, prep_csv_why(&r->cp));
 			return -1;
 		}
 		if (r->rows != 1) {

@@ -75,7 +75,7 @@ static struct ncf_id_list list_of(size_t n, const uint32_t *ids, const struct nc
 static const char *missing_words(const char *what, const struct ncf_id_list *model,
 				 size_t missing, size_t first, char *buf, size_t len)
 {
-	char id[64];
+	char id[300];
 	buf[0] = 0;
 	if (missing)
 		snprintf(buf, len, "%zu of the model's %zu %ss (%s %s among them)", missing, model->n,
@@ -116,7 +116,7 @@ static int match_rows(const struct train_opts *o, const struct ncf_cache *c,
 	size_t ni = ncf_ids_match(&mi, &ci, *item_at, &fi);
 	if (!nu && !ni)
 		return 0;
-	char us[160], is[160];
+	char us[400], is[400];
 	missing_words("user", &mu, nu, fu, us, sizeof us);
 	missing_words("item", &mi, ni, fi, is, sizeof is);
 	ncf_error("--init %s: %s lacks %s%s%s: fine-tuning needs a cache whose users and items "

@@ -14,6 +14,7 @@ set -eu
 [ $# -ge 2 ] || { echo "usage: paper-split.sh RATINGS OUT/NAME [NEGATIVES] [SEED]" >&2; exit 2; }
 in=$1 name=$2 neg=${3:-99} seed=${4:-1}
 awk -F, -v name="$name" -v neg="$neg" -v seed="$seed" '
+{ sub(/\r$/, "") }			# CRLF line ends: the CR is no part of the time
 NR == 1 { next }			# the header
 {
 	u = $1; i = $2

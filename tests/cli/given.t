@@ -52,6 +52,9 @@ printf "$(printf "$R" | awk -F, '{ print $1 ";" $4 ";" $2 }')\n" >in/semi-nohdr.
 same_as semi-nohdr.csv "no header, ';', columns by number" --delimiter ';' --columns user=1,item=3,time=2
 printf "customer;x;product;date\n$(printf "$R" | awk -F, '{ print $1 ";;" $2 ";" $4 }')\n" >in/named.csv
 same_as named.csv "a header of other names, ';' detected" --columns user=customer,item=product,time=date
+# a rating with a decimal comma, as files separated by ';' write it (checked, dropped)
+printf "user;item;rating;timestamp\n$(printf "$R" | awk -F, '{ sub(/\./, ",", $3); print $1 ";" $2 ";" $3 ";" $4 }')\n" >in/comma.csv
+same_as comma.csv "';' and ratings with a decimal comma (4,5)"
 printf "uid\tsid\ttime\n$(printf "$R" | awk -F, '{ print $1 "\t" $2 "\t" $4 }')\n" >in/tab.tsv
 same_as tab.tsv "a tab-separated header" --delimiter tab --columns user=uid,item=sid,time=time
 # dates: 1970-01-01T00:01:40Z is 100; zones and dates without a time
@@ -60,6 +63,11 @@ D="${D}1,30,1.0,1970-01-01T00:03:20.750Z\n2,40,2.0,1969-12-31T19:02:30-05:00\n3,
 D="${D}3,10,4.0,1970-01-01T00:01:00\n"
 printf "user,item,rating,time\n$D" >in/dates.csv
 same_as dates.csv "ISO 8601 dates and date-times, zones or UTC"
+# Unix seconds with a fraction (milliseconds divided by 1000), and RFC
+# 3339's lower-case t and z: the fraction dropped, as a date-time's is
+F='1,10,4.0,100.25\n1,20,3.5,300.999\n2,10,5.0,200.\n1,30,1.0,1970-01-01t00:03:20z\n2,40,2.0,150.5\n'
+printf "user,item,rating,time\n${F}3,30,4.0,50.0\n3,10,4.0,60.000001\n" >in/fractions.csv
+same_as fractions.csv "Unix seconds with a fraction, lower-case t and z"
 printf "user,item,time\nalice,B 01,2000-07-30\nalice,B02,2000-07-31\nbob,B 01,1999-01-01\nbob,7,2000-01-01\n" >in/names.csv
 run ncf-prep -o names.ncfc in/names.csv
 is "$status:$(info user_ids names.ncfc):$(info item_ids names.ncfc):$(info version names.ncfc)" \
@@ -121,6 +129,17 @@ is "$(info user_ids numbers.ncfc):$(info version numbers.ncfc)" "numbers:1" \
 	"integer ids: numbers, a version 1 cache as before"
 
 refused headerless 1 "a header-less CSV without --columns" in/semi-nohdr.csv
+# a spreadsheet's export: BOM, CRLF, quoted names with spaces; the hint
+# quotes --columns for the shell
+printf '\357\273\277"User ID","Item ID","Rating","Date"\r\n"u1","i1","4","2000-07-30"\r\n' >in/excel.csv
+refused excel 1 "a header with spaces: the hint is quoted for the shell" in/excel.csv
+run ncf-prep -o excel.ncfc --columns 'user=User ID,item=Item ID,time=Date' in/excel.csv
+is "$status" 0 "... and the quoted --columns reads it"
+# a ';' header whose quoted name holds a comma: the separator is ';'
+printf '"cust";"Buyer, ID";"product";"date"\n%s\n' "$(printf "$R" | awk -F, '{ print $1 ";x;" $2 ";" $4 }')" >in/quoted-comma.csv
+same_as quoted-comma.csv "a comma inside a quoted name of a ';' header" --columns user=cust,item=product,time=date
+printf 'a;"b"x;c\n1;2;3\n' >in/bad-quote.csv
+refused bad-quote 1 "a malformed header names its separator" in/bad-quote.csv
 printf 'cust-1;2000-07-30T20:45:03+02:00;4.0;sku-1\ncust-1;2000-07-30 18:20:47;4.0;sku-3\n' >in/text-nohdr.csv
 refused text-nohdr 1 "a header-less file whose first field is text: a time shows it is data" \
 	in/text-nohdr.csv
@@ -158,6 +177,9 @@ if [ -f "$nv/feature_spec.yaml" ]; then
 	run ncf-prep -o nv2.ncfc nv/feature_spec.yaml
 	cmp -s nv.ncfc nv2.ncfc
 	ok $? "... the YAML as FILE is read as --feature-spec"
+	run ncf-prep -o nv3.ncfc --feature-spec nv
+	cmp -s nv.ncfc nv3.ncfc
+	ok $? "... --feature-spec DIR reads DIR/feature_spec.yaml, as NVIDIA's ncf.py --data DIR"
 else
 	skip "NVIDIA's example is not in ../shared/peer"
 fi
@@ -212,6 +234,7 @@ broken() {
 	refused "$1" 1 "$2" --feature-spec "$1/feature_spec.yaml"
 }
 broken bad-yaml "YAML that is not YAML" 's/^  u: {cardinality: 3}/  u: {cardinality: 3/'
+broken tab-yaml "a YAML indented by a tab: the message says so" 's/^  u: /\tu: /'
 broken no-metadata "no metadata" '/^metadata:/,/test_samples/d'
 broken huge-series "test_samples_per_series of 10^12" 's/: 3$/: 1000000000000/'
 broken huge-cardinality "a cardinality of 10^20" 's/cardinality: 3/cardinality: 100000000000000000000/'
@@ -264,5 +287,19 @@ paper_broken paper-user "a test user not in train" test.rating 's/^2\t3/7\t3/'
 paper_broken paper-fields "a training row of three fields" train.rating '2s/\t101$//'
 paper "paper-missing" && rm paper-missing/x.test.negative
 refused paper-missing 1 "a missing .test.negative" --ncf-paper paper-missing/x
+paper paper-dir
+refused paper-dir 1 "a directory for DIR/NAME: the NAME of its .train.rating" --ncf-paper paper-dir
+# scripts/paper-split.sh over a CRLF MovieLens CSV (ml-latest-small's
+# ratings.csv may come so): the files it writes hold no CR, the same as
+# from LF lines
+printf "$H\r\n$(printf "$R" | sed 's/$/\r/')\n" >in/crlf-ml.csv
+printf "$H\n$R" >in/lf-ml.csv
+sh "$NCF_ROOT/scripts/paper-split.sh" in/crlf-ml.csv crlf 1 &&
+	sh "$NCF_ROOT/scripts/paper-split.sh" in/lf-ml.csv lf 1
+is "$?:$(cat crlf.train.rating crlf.test.rating crlf.test.negative | tr -cd '\r' | wc -c | tr -d ' ')" "0:0" \
+	"paper-split.sh over CRLF lines: no CR in its files"
+cmp -s crlf.train.rating lf.train.rating && cmp -s crlf.test.rating lf.test.rating &&
+	cmp -s crlf.test.negative lf.test.negative
+ok $? "... the files of the same ratings with LF line ends"
 
 done_testing

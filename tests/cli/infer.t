@@ -266,7 +266,9 @@ like "$err" "^ncf-infer: $T/unknown-item:3: unknown item id 10" "an unknown item
 printf '1 33\n1 x\n' >"$T/malformed"
 run ncf-infer --score -m "$M" "$T/malformed"
 is "$status" 1 "a malformed line: exit 1"
-like "$err" "^ncf-infer: $T/malformed:2: expected 'user item'.*found '1 x'" "a malformed line: FILE:LINE and the line"
+like "$err" "^ncf-infer: $T/malformed:2: expected 'user item'.*found '1 x'; the 1 score before it is written$" \
+	"a malformed line: FILE:LINE and the line"
+is "$(wc -l <"$out" | tr -d ' ')" 1 "a malformed line: the line before it is answered, as before an unknown id"
 printf '1 33 5\n' >"$T/three-fields"
 run ncf-infer --score -m "$M" "$T/three-fields"
 is "$status" 1 "a third field: exit 1"

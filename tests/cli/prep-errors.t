@@ -77,12 +77,24 @@ bad noitem.csv "user,rating,timestamp\n1,3,100\n" ":1: unknown format: the heade
 bad twice.csv "user,item,user,timestamp\n1,2,1,100\n" ":1: column 'user' appears twice" "a header naming a column twice"
 # An unterminated quote: the problem is on line 3, not at the end.
 bad quote.csv "$H\n1,2,3.0,100\n1,\"3,3.0,100\n1,4,3.0,100\n1,5,3.0,100\n" ':3: ' "an unterminated quote on line 3"
+bad stray-quote.csv "$H\n1,2\"x,3.0,100\n" ':2: malformed CSV: a quote inside a field that is not quoted' \
+	"a stray quote: what RFC 4180 wants, not libcsv's words"
 bad blank.csv "$H\n1,2,3.0,100\n\n\n1,x,3.0,100\n" ":5: field 2: 'x' is not an? item id" "line numbers count blank lines"
 bad crlf.csv "$H\r\n1,2,3.0,100\r\n1,3,4.0\r\n" ':3: 3 fields, expected 4$' "CRLF file, wrong field count"
 bad dat.dat "1::2::5::100\n1::3::5\n" ':2: 3 fields, expected 4$' "ml-1m, wrong field count"
 bad dat-trunc.dat "1::2::5::100\n1::3" ":2: last line has no line end" "ml-1m, truncated last line"
 bad tab.data "1\t2\t5\t100\n1\tx\t5\t100\n" ":2: field 2: 'x' is not an? item id" "ml-100k, non-numeric item id"
 bad csv-ts.csv "user,item,timestamp\n1,2,100\n1,2,abc\n" ":3: field 3: 'abc' is not a timestamp" "generic CSV, bad timestamp"
+# ml-20m's header or ml-100k's tabs over dates or ids that are text: the
+# message names the options that read them (as a generic CSV).
+bad ml20m-date.csv "$H\n1,2,3.0,2000-07-30T18:45:03Z\n" \
+	":2: field 4: '2000-07-30T18:45:03Z' is not a timestamp \\(expected integer Unix seconds; dates are read with --columns user=userId,item=movieId,time=timestamp\\)$" \
+	"ml-20m's header over dates"
+bad tab-date.data "1\t2\t5\t2000-07-30 18:45:03\n" \
+	":1: field 4: '2000-07-30 18:45:03' is not a timestamp \\(expected integer Unix seconds; dates are read with --delimiter tab --columns user=1,item=2,time=4\\)$" \
+	"ml-100k's tabs over dates"
+bad tab-text.data "1\tB00005JMJ8\t5\t100\n" ":1: field 2: 'B00005JMJ8' is not an item id .*; ids that are text are read with --delimiter tab" \
+	"ml-100k's tabs over ids that are text"
 
 # The same through stdin: the name is <stdin>.
 printf '%s\n1,2,3.0,100\n1,x,3.0,100\n' "$H" | ncf-prep >"$T/stdin.out" 2>"$T/stdin.err"

@@ -57,7 +57,7 @@ static void t_match_names(void)
 	tap_ok(ncf_ids_match(&back, &few, at5, &first) == 2 && first == 0,
 	       "the cache onto the model: bob and u10 missing, bob first");
 	char buf[NCF_NAME_MAX + 1];
-	tap_ok(!strcmp(ncf_id_say(&back, first, buf, sizeof buf), "bob"),
+	tap_ok(!strcmp(ncf_id_say(&back, first, buf, sizeof buf), "'bob'"),
 	       "the missing id said by its name (%s)", buf);
 	static const uint32_t nums[2] = {7, 8};
 	struct ncf_id_list numbered = {2, nums, NULL};
