@@ -4,13 +4,14 @@
 #   make tools      only the four programs (no tests, benchmarks or modules)
 #   make demo       the whole pipeline on synthetic data
 #   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan,
-#                   then every fuzz harness built and run briefly
+#                   then every fuzz harness built and run briefly; one job per processor
+#                   without a -j (CHECK_JOBS)
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1 NO_YAML=1
 #            CUDA_HOME NVCC CUDA_ARCH
-#            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
+#            GPU_ARCH CHECK_JOBS V=1 (print the full commands instead of 'CC common/cache.c' lines)
 #
 # The build comes in flavours, each in its own directory with its own flags, and each
 # written below as one block: the default build, the CUDA module, the CPU emulation of
