@@ -4,13 +4,14 @@
 #   make tools      only the four programs (no tests, benchmarks or modules)
 #   make demo       the whole pipeline on synthetic data
 #   make check      tests (TAP, prove), then unit and CLI tests under ASan+UBSan+LSan,
-#                   then every fuzz harness built and run briefly
+#                   then every fuzz harness built and run briefly; one job per processor
+#                   without a -j (CHECK_JOBS)
 #   make fuzz       libFuzzer harnesses (clang), FUZZ_SECONDS each
 #   make help       every target
 #
 # Variables: PREFIX DESTDIR CC CFLAGS NO_CUDA=1 NO_MPI=1 NO_ONNX=1 NO_DNNL=1 NO_YAML=1
 #            CUDA_HOME NVCC CUDA_ARCH
-#            GPU_ARCH V=1 (print the full commands instead of 'CC common/cache.c' lines)
+#            GPU_ARCH CHECK_JOBS V=1 (print the full commands instead of 'CC common/cache.c' lines)
 #
 # The build comes in flavours, each in its own directory with its own flags, and each
 # written below as one block: the default build, the CUDA module, the CPU emulation of
@@ -33,6 +34,18 @@ OPT ?= -O3 -march=native
 CFLAGS ?= $(OPT) -g
 BUILD ?= build
 .DEFAULT_GOAL := all
+
+# make check (and check-asan, check-fuzz) runs CHECK_JOBS jobs at once, by default one per
+# processor, where no -j is given: the build (nvcc, the emulated and ASan flavours, the
+# fuzz harnesses) and then prove, which runs that many test files side by side (PROVE_JOBS,
+# below).  A -j on the command line wins (make -j1 check: one thing at a time, as before).
+# Only the top-level make adds it: a sub-make shares its parent's jobs.
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+ifeq ($(MAKELEVEL),0)
+ifneq ($(filter check check-asan check-fuzz,$(MAKECMDGOALS)),)
+MAKEFLAGS += -j$(CHECK_JOBS)
+endif
+endif
 
 # Short build lines ("  CC      common/cache.c", "  LD      build/bin/ncf-train"); V=1
 # prints every command in full instead.  Use: $(call say,CC,$<)$(CC) ...
@@ -288,12 +301,12 @@ $(PREP_USERS:%=$(BUILD)/asan/obj/%.o): private OBJ_CPPFLAGS := $(PREP_CPPFLAGS)
 ## check-asan: the unit tests and the CLI tests (but accuracy, mpi, nodes) under ASan+UBSan+LSan
 check-asan: $(ASAN_BINS) $(ASAN_TOOL_BINS) $(ASAN_REPLAY_BINS) $(TESTTOOL_BINS)
 	$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NCF_SANITIZER=1 \
-		prove --exec '' $(ASAN_BINS)
+		$(PROVE) $(call slow_first,$(ASAN_BINS))
 	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	$(TEST_ENV) NCF_BIN=$(CURDIR)/$(BUILD)/asan/bin NCF_SANITIZER=1 \
 		ASAN_OPTIONS=detect_leaks=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/asan \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86:log_path=$(CURDIR)/$(ASAN_REPORTS)/ubsan \
-		prove --exec '' $(filter-out $(ASAN_SKIP_CLI),$(CLI_TESTS))
+		$(PROVE) $(call slow_first,$(filter-out $(ASAN_SKIP_CLI),$(CLI_TESTS)))
 	@if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then \
 		echo "sanitizer reports in $(ASAN_REPORTS):"; head -n 30 $(ASAN_REPORTS)/*; exit 1; fi
 
@@ -398,11 +411,28 @@ all: $(TOOL_BINS) $(UNIT_BINS) $(BENCH_BINS) $(TESTTOOL_BINS) $(EMU_BINS) $(EMU_
 # --- tests ------------------------------------------------------------------------------------
 TEST_ENV := OMP_WAIT_POLICY=passive NCF_BIN=$(CURDIR)/$(BUILD)/bin NCF_ROOT=$(CURDIR) NCF_DATA=$${NCF_DATA:-$(abspath ../shared/data)}
 CLI_TESTS := $(sort $(wildcard tests/cli/*.t))
+# prove runs as many test files at once as make runs jobs (make's -jN; CHECK_JOBS for a bare
+# -j; one without -j).  Every test works in a temporary directory of its own (tests/lib.sh)
+# and names nothing fixed outside it (nodes.t's network hosts are named by its process id,
+# on a subnet no other run holds), so files can run side by side.  The slowest start first
+# (SLOW_TESTS, slowest first, measured on 2 cores), so that no long file is left running
+# alone at the end; the rest follow in name order.  A test missing from the list only
+# starts later.
+PROVE_JOBS = $(if $(filter -j,$(MAKEFLAGS)),$(CHECK_JOBS),$(or $(patsubst -j%,%,$(firstword \
+	$(filter -j%,$(MAKEFLAGS)))),1))
+PROVE = prove -j$(PROVE_JOBS) --exec ''
+SLOW_TESTS := $(BUILD)/asan/tests/test_cuda_emu tests/unit/gpu_parity_emu.t tests/cli/nodes.t \
+	tests/cli/accuracy.t tests/cli/gpu-check.t tests/cli/train.t tests/cli/hostile.t \
+	tests/cli/module.t tests/cli/faults.t tests/cli/bf16.t tests/cli/gpu-rehearse.t \
+	tests/cli/crafted.t tests/cli/mpi.t $(BUILD)/tests/test_cuda_emu tests/unit/test_cuda_emu_lazy.t \
+	tests/cli/man-examples.t tests/cli/gpu-bundle.t tests/cli/infer.t
+# slow_first FILES: FILES, those of SLOW_TESTS first
+slow_first = $(filter $(1),$(SLOW_TESTS)) $(filter-out $(SLOW_TESTS),$(1))
 
 ## check: run every test (unit, CLI, man page examples), then check-asan and check-fuzz
 check: all
-	$(TEST_ENV) prove --exec '' $(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) tests/gpu/nogpu.t \
-		tests/gpu/cost.t tests/gpu/sass.t
+	$(TEST_ENV) $(PROVE) $(call slow_first,$(UNIT_BINS) $(EMU_BINS) $(EMU_SCRIPTS) $(CLI_TESTS) \
+		tests/gpu/nogpu.t tests/gpu/cost.t tests/gpu/sass.t)
 	$(MAKE) --no-print-directory check-asan
 	$(MAKE) --no-print-directory check-fuzz
 
