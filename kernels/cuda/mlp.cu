@@ -635,24 +635,15 @@ static int layer_blocks(size_t rows, uint32_t in, uint32_t out, uint32_t wide, s
 	return *nb > 0;
 }
 
-/* A launch's grid, dynamic shared memory and what the cost model needs of
- * it besides the bytes and FLOPs. */
-struct mlp_launch {
-	unsigned blocks;
-	size_t smem;
-	cost_shape shape;
-};
-
 /* The forward pass of mode MODE: the resident-W kernel where W and two X
  * tiles fit, else the one that streams both. */
 template <typename T, int MODE>
-static int fwd_mode(const layer_fwd<T> &a, pieces v, double bytes, cudaStream_t stream)
+static int fwd_mode(const layer_fwd<T> &a, pieces v, size_t nb, double bytes, cudaStream_t stream)
 {
-	size_t nb;
-	layer_blocks(a.rows, a.in, a.out, a.out, FUSED_BM, &nb);
 	double es = sizeof(T), flops = 2.0 * a.rows * a.in * a.out;
-	double issue = issue_of<T, MODE>(flops, fwd_ws_fits<T>(a.in, a.out) ? issue_fwd_ws : issue_fwd);
-	if (fwd_ws_fits<T>(a.in, a.out)) {
+	int ws = fwd_ws_fits<T>(a.in, a.out);
+	double issue = issue_of<T, MODE>(flops, ws ? issue_fwd_ws : issue_fwd);
+	if (ws) {
 		/* a persistent grid of what the SMs hold; a block's tiles one after
 		 * another, each tile's X (a stage: its bytes in flight) copied in
 		 * while the one before is multiplied; W read once a block */
@@ -698,11 +689,11 @@ template <typename T> int linear_fwd_cuda(const layer_fwd<T> &a, int tf32, cudaS
 	pieces v = {a.in % 8 == 0 && aligned16(a.X), a.in % 8 == 0 && aligned16(a.W),
 		    a.out % 8 == 0 && aligned16(a.Y)};
 	if constexpr (sizeof(T) == 2)
-		return fwd_mode<T, MMA_16>(a, v, bytes, stream);
+		return fwd_mode<T, MMA_16>(a, v, nb, bytes, stream);
 	else if (tf32)
-		return fwd_mode<T, MMA_TF32>(a, v, bytes, stream);
+		return fwd_mode<T, MMA_TF32>(a, v, nb, bytes, stream);
 	else
-		return fwd_mode<T, MMA_F32>(a, v, bytes, stream);
+		return fwd_mode<T, MMA_F32>(a, v, nb, bytes, stream);
 }
 
 template <typename T, int MODE>
