@@ -58,9 +58,8 @@ void dense_free(struct cu *c)
 	c->dense = NULL;
 }
 
-int dense_takes(int impl, const struct ncf_shape *s, uint32_t k, int act)
+int dense_takes(int impl, const struct ncf_shape *s, uint32_t k)
 {
-	(void)act;
 	if (impl == DENSE_FUSED)
 		return s->layers[k] <= FUSED_MAX_WIDTH && s->layers[k - 1] <= FUSED_MAX_WIDTH;
 	return impl == DENSE_LT || impl == DENSE_PLAIN;
@@ -70,7 +69,7 @@ int dense_takes(int impl, const struct ncf_shape *s, uint32_t k, int act)
  * (its ReLU need not keep the NaN of an overflow). */
 static int candidate(int impl, const struct ncf_shape *s, uint32_t k, int act)
 {
-	return dense_takes(impl, s, k, act) && !(impl == DENSE_LT && act == ACT_F16);
+	return dense_takes(impl, s, k) && !(impl == DENSE_LT && act == ACT_F16);
 }
 
 /* May layer k end up in implementation impl (pinned, or a candidate)? */
@@ -326,7 +325,7 @@ static int choose_layer(const struct step *st, uint32_t k, int timed)
 	struct dense *d = c->dense;
 	const struct ncf_shape *s = &st->be->shape;
 	if (d->pin[k] >= 0) {
-		d->impl[k] = dense_takes(d->pin[k], s, k, c->act) ? d->pin[k] : DENSE_PLAIN;
+		d->impl[k] = dense_takes(d->pin[k], s, k) ? d->pin[k] : DENSE_PLAIN;
 		if (d->impl[k] != d->pin[k])
 			ncf_debug("cuda backend: dense layer %u (%u -> %u) is wider than the fused "
 				  "kernels take (%u): plain",

@@ -78,8 +78,9 @@ struct dense_parts {
  * first). */
 int dense_open(struct cu *c, const struct ncf_shape *s, const char *spec);
 void dense_free(struct cu *c);
-/* Does implementation impl take layer k of s for activations act? */
-int dense_takes(int impl, const struct ncf_shape *s, uint32_t k, int act);
+/* Does implementation impl take layer k of s (whatever the activations'
+ * type: what fp16 leaves out is the choice's to say)? */
+int dense_takes(int impl, const struct ncf_shape *s, uint32_t k);
 /* The buffers the implementations need for st's rows (lt's masks and
  * handle), before any launch.  Returns 0 or -1. */
 int dense_prepare(const struct step *st);
