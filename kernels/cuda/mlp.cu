@@ -635,6 +635,19 @@ static int layer_blocks(size_t rows, uint32_t in, uint32_t out, uint32_t wide, s
 	return *nb > 0;
 }
 
+/* f(std::integral_constant<int, MODE>()) for the MMA mode of T: 16-bit
+ * types their own, fp32 tf32 when asked, else exact fp32 (no tensor
+ * cores). */
+template <typename T, typename F> static int by_mode(int tf32, F f)
+{
+	if constexpr (sizeof(T) == 2)
+		return f(std::integral_constant<int, MMA_16>());
+	else if (tf32)
+		return f(std::integral_constant<int, MMA_TF32>());
+	else
+		return f(std::integral_constant<int, MMA_F32>());
+}
+
 /* The forward pass of mode MODE: the resident-W kernel where W and two X
  * tiles fit, else the one that streams both. */
 template <typename T, int MODE>
@@ -688,12 +701,9 @@ template <typename T> int linear_fwd_cuda(const layer_fwd<T> &a, int tf32, cudaS
 		       a.out * 4.0 + (a.rowpos && a.dk.active ? a.rows * 4.0 : 0.0);
 	pieces v = {a.in % 8 == 0 && aligned16(a.X), a.in % 8 == 0 && aligned16(a.W),
 		    a.out % 8 == 0 && aligned16(a.Y)};
-	if constexpr (sizeof(T) == 2)
-		return fwd_mode<T, MMA_16>(a, v, nb, bytes, stream);
-	else if (tf32)
-		return fwd_mode<T, MMA_TF32>(a, v, nb, bytes, stream);
-	else
-		return fwd_mode<T, MMA_F32>(a, v, nb, bytes, stream);
+	return by_mode<T>(tf32, [&](auto m) {
+		return fwd_mode<T, decltype(m)::value>(a, v, nb, bytes, stream);
+	});
 }
 
 template <typename T, int MODE>
@@ -734,12 +744,9 @@ template <typename T> int linear_bwd_cuda(const layer_bwd<T> &a, int tf32, cudaS
 	if (ok <= 0)
 		return ok;
 	pieces v = bwd_pieces(a);
-	if constexpr (sizeof(T) == 2)
-		return bwd_mode<T, MMA_16>(a, v, nb, stream);
-	else if (tf32)
-		return bwd_mode<T, MMA_TF32>(a, v, nb, stream);
-	else
-		return bwd_mode<T, MMA_F32>(a, v, nb, stream);
+	return by_mode<T>(tf32, [&](auto m) {
+		return bwd_mode<T, decltype(m)::value>(a, v, nb, stream);
+	});
 }
 
 /* Let the kernels of T and MODE that stage tiles in dynamic shared memory
@@ -809,12 +816,9 @@ template <typename T> int linear_bwdw_cuda(const layer_bwd<T> &a, int tf32, cuda
 	if (a.rows == 0)
 		return 0;
 	pieces v = bwd_pieces(a);
-	if constexpr (sizeof(T) == 2)
-		return bwdw_mode<T, MMA_16>(a, v, stream);
-	else if (tf32)
-		return bwdw_mode<T, MMA_TF32>(a, v, stream);
-	else
-		return bwdw_mode<T, MMA_F32>(a, v, stream);
+	return by_mode<T>(tf32, [&](auto m) {
+		return bwdw_mode<T, decltype(m)::value>(a, v, stream);
+	});
 }
 
 /* The issue notes' table, for the cost model's description (cost.cu) and
