@@ -302,6 +302,21 @@ typedef __half f16;
 /* Activation element types: fp32 (fp32 and tf32 precisions), bf16, fp16. */
 enum act_type { ACT_F32 = 0, ACT_BF16 = 1, ACT_F16 = 2 };
 
+/* f(T()) for act's element type T: the one place an act_type becomes a
+ * type, for the callers of templates on T, as
+ * by_act(c->act, [&](auto t) { return fn<decltype(t)>(...); }). */
+template <typename F> static inline int by_act(int act, F f)
+{
+	switch (act) {
+	case ACT_BF16:
+		return f(bf16());
+	case ACT_F16:
+		return f(f16());
+	default:
+		return f(float());
+	}
+}
+
 NCF_DI float to_f32(float x)
 {
 	return x;

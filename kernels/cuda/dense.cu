@@ -280,14 +280,7 @@ static int run_layer(const struct step *st, uint32_t k, int impl, const struct d
 }
 static int run_layer_any(const struct step *st, uint32_t k, int impl, const struct dense_parts &p)
 {
-	switch (st->c->act) {
-	case ACT_BF16:
-		return run_layer<bf16>(st, k, impl, p);
-	case ACT_F16:
-		return run_layer<f16>(st, k, impl, p);
-	default:
-		return run_layer<float>(st, k, impl, p);
-	}
+	return by_act(st->c->act, [&](auto t) { return run_layer<decltype(t)>(st, k, impl, p); });
 }
 
 /* Milliseconds of layer k's forward and backward in impl on the device:

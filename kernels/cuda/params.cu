@@ -32,14 +32,7 @@ template int params_tables<f16>(struct ncf_backend *be, struct cu *c);
 
 int params_tables_any(struct ncf_backend *be, struct cu *c)
 {
-	switch (c->act) {
-	case ACT_BF16:
-		return params_tables<bf16>(be, c);
-	case ACT_F16:
-		return params_tables<f16>(be, c);
-	default:
-		return params_tables<float>(be, c);
-	}
+	return by_act(c->act, [&](auto t) { return params_tables<decltype(t)>(be, c); });
 }
 
 void params_replaced(struct cu *c)

@@ -86,14 +86,7 @@ static int forward(struct ncf_backend *be, struct cu *c, size_t n, float *out, i
 
 static int forward_any(struct ncf_backend *be, struct cu *c, size_t n, float *out, int prob)
 {
-	switch (c->act) {
-	case ACT_BF16:
-		return forward<bf16>(be, c, n, out, prob);
-	case ACT_F16:
-		return forward<f16>(be, c, n, out, prob);
-	default:
-		return forward<float>(be, c, n, out, prob);
-	}
+	return by_act(c->act, [&](auto t) { return forward<decltype(t)>(be, c, n, out, prob); });
 }
 
 /* Pairs of the chunk a host call of n pairs is cut into. */

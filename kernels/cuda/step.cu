@@ -280,14 +280,7 @@ template <typename T> static int step_run_t(const struct step *st)
 
 int step_run(const struct step *st)
 {
-	switch (st->c->act) {
-	case ACT_BF16:
-		return step_run_t<bf16>(st);
-	case ACT_F16:
-		return step_run_t<f16>(st);
-	default:
-		return step_run_t<float>(st);
-	}
+	return by_act(st->c->act, [&](auto t) { return step_run_t<decltype(t)>(st); });
 }
 
 } /* namespace NCF_CUDA_NS */
