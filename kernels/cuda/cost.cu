@@ -283,14 +283,19 @@ const struct ncf_cuda_machine *cost_machine(void)
 
 /* ---- the model -------------------------------------------------------------- */
 
+/* The datasheet's dense FLOP rate of machine m in precision prec. */
+static double peak_of(const struct ncf_cuda_machine *m, int prec)
+{
+	return prec == NCF_PRECISION_BF16 || prec == NCF_PRECISION_FP16 ? m->peak_bf16
+	       : prec == NCF_PRECISION_TF32				 ? m->peak_tf32
+									 : m->peak_fp32;
+}
+
 /* The matrix FLOP rate of a GEMM (cuBLAS) or a kernel in precision prec
  * on machine m. */
 static double matrix_rate(const struct ncf_cuda_machine *m, int prec, int kind, int mma)
 {
-	double dense = m->gemm_share * (prec == NCF_PRECISION_BF16 || prec == NCF_PRECISION_FP16
-						? m->peak_bf16
-					: prec == NCF_PRECISION_TF32 ? m->peak_tf32
-								     : m->peak_fp32);
+	double dense = m->gemm_share * peak_of(m, prec);
 	if (kind == COST_GEMM)
 		return dense;
 	if (mma && prec != NCF_PRECISION_FP32) /* fp32: MMA_F32, no tensor cores */
@@ -562,10 +567,7 @@ void profile_report(const struct profile *p, FILE *out, const char *title)
 	if (!p->steps)
 		return;
 	const struct ncf_cuda_machine *m = cost_machine();
-	double peak_flops = p->prec == NCF_PRECISION_BF16 || p->prec == NCF_PRECISION_FP16
-				    ? m->peak_bf16
-			    : p->prec == NCF_PRECISION_TF32 ? m->peak_tf32
-							    : m->peak_fp32;
+	double peak_flops = peak_of(m, p->prec);
 	double steps = (double)p->steps, tot = 0, model = 0;
 	for (unsigned k = 0; k < p->n; k++)
 		tot += p->row[k].us / steps;
