@@ -231,7 +231,7 @@ static int machine_device(struct ncf_cuda_machine *m)
 }
 
 static struct ncf_cuda_machine g_machine;
-static int g_machine_rc = 1; /* 1: not found yet */
+static int g_machine_rc;
 
 /* m found (0), or the reference after a failure (-1, reported). */
 static int machine_find(struct ncf_cuda_machine *m)
@@ -266,12 +266,12 @@ static int machine_find(struct ncf_cuda_machine *m)
 	return rc < 0 ? -1 : 0;
 }
 
+/* Once, as the named machines are: the launchers ask for the machine at
+ * every launch (cost_waves), so after the first a flag's read, no lock. */
 int cost_machine_init(void)
 {
-	static std::mutex lock;
-	std::lock_guard<std::mutex> hold(lock);
-	if (g_machine_rc > 0)
-		g_machine_rc = machine_find(&g_machine);
+	static std::once_flag once;
+	std::call_once(once, [] { g_machine_rc = machine_find(&g_machine); });
 	return g_machine_rc;
 }
 
