@@ -62,13 +62,9 @@ static void file_close(struct file *f, struct prep_given *g)
 static int next_line(struct file *f, char **s, size_t *len)
 {
 	int got;
-	while ((got = ncf_lines_next(&f->l, s, len)) > 0) {
-		size_t k = 0;
-		while (k < *len && ((*s)[k] == ' ' || (*s)[k] == '\t'))
-			k++;
-		if (k < *len)
+	while ((got = ncf_lines_next(&f->l, s, len)) > 0)
+		if (!ncf_lines_blank(*s, *len))
 			return 1;
-	}
 	return got;
 }
 

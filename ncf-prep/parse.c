@@ -979,11 +979,8 @@ static int setup_format(struct parser *p, struct csv_parser *cp, enum ncf_format
  * or -1 (reported). */
 static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
 {
-	size_t sp = 0;
-	while (sp < len && (s[sp] == ' ' || s[sp] == '\t'))
-		sp++;
-	if (sp == len)
-		return 0; /* blank line (or spaces only) */
+	if (ncf_lines_blank(s, len))
+		return 0;
 	uint64_t ended = p->rows_ended;
 	if (p->format == NCF_FORMAT_ML1M) {
 		parse_dat_line(p, s, len);

@@ -438,11 +438,8 @@ static int reader_row(struct reader *r)
 			reader_close(r);
 			continue;
 		}
-		size_t k = 0;
-		while (k < len && (line[k] == ' ' || line[k] == '\t'))
-			k++;
-		if (k == len)
-			continue; /* blank */
+		if (ncf_lines_blank(line, len))
+			continue;
 		r->line = r->l.line;
 		r->fields = r->rows = 0;
 		size_t all = len + r->l.eol;
