@@ -117,15 +117,24 @@ int prep_given_end_train(struct prep_given *g, const char *display)
 	return 0;
 }
 
-int prep_given_series(struct prep_given *g, uint32_t user, uint32_t positive,
-		      const uint32_t *negatives, uint32_t n, const char *file, uint64_t line)
+int prep_given_test_user(const struct prep_given *g, uint32_t user, const char *file,
+			 uint64_t line, uint32_t *u)
 {
-	int64_t u = ncf_idmap_find(&g->users, user);
-	if (u < 0) {
+	int64_t x = ncf_idmap_find(&g->users, user);
+	if (x < 0) {
 		ncf_error("%s:%llu: user %u has no training rows (every test user needs some)", file,
 			  (unsigned long long)line, user);
 		return -1;
 	}
+	*u = (uint32_t)x;
+	return 0;
+}
+
+int prep_given_series(struct prep_given *g, uint32_t user, uint32_t positive,
+		      const uint32_t *negatives, uint32_t n, const char *file, uint64_t line)
+{
+	uint32_t u;
+	NCF_TRY(prep_given_test_user(g, user, file, line, &u));
 	if (g->test_line[u]) {
 		ncf_error("%s:%llu: a second test series of user %u (the first is at %s:%llu)", file,
 			  (unsigned long long)line, user, g->test_file[u],

@@ -136,12 +136,8 @@ static int read_test(struct file *f, struct prep_given *g, uint32_t *test, uint6
 		uint32_t u, i;
 		int64_t ts;
 		NCF_TRY(rating_line(f, s, len, &u, &i, &ts));
-		int64_t x = ncf_idmap_find(&g->users, u);
-		if (x < 0) {
-			ncf_error("%s:%llu: user %u has no training rows (every test user needs some)",
-				  f->display, (unsigned long long)f->l.line, u);
-			return -1;
-		}
+		uint32_t x;
+		NCF_TRY(prep_given_test_user(g, u, f->display, f->l.line, &x));
 		if (test[x] != UINT32_MAX) {
 			ncf_error("%s:%llu: a second test rating of user %u (the first is at line "
 				  "%llu)",
