@@ -587,6 +587,13 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 	return NCF_FORMAT_UNKNOWN;
 }
 
+void prep_csv_init(struct csv_parser *cp)
+{
+	if (csv_init(cp, CSV_STRICT | CSV_STRICT_FINI) != 0)
+		ncf_out_of_memory("libcsv");
+	csv_set_space_func(cp, csv_space);
+}
+
 const char *prep_csv_why(struct csv_parser *cp)
 {
 	if (csv_error(cp) == CSV_EPARSE) /* what strict RFC 4180 refuses */
@@ -1083,10 +1090,7 @@ int prep_parse(FILE *fp, const char *display, const struct prep_parse_opts *o,
 	p.header_match = 1;
 	p.opts = o;
 	struct csv_parser cp;
-	if (csv_init(&cp, CSV_STRICT | CSV_STRICT_FINI) != 0) {
-		ncf_error("libcsv: csv_init failed");
-		return -1;
-	}
+	prep_csv_init(&cp);
 	struct ncf_lines l;
 	ncf_lines_init_stream(&l, fp, display, MAX_LINE, BUF_SIZE);
 	struct ncf_progress prog;

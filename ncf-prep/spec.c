@@ -375,11 +375,6 @@ static void on_row(int c, void *data)
 	((struct reader *)data)->rows++;
 }
 
-static int csv_space(unsigned char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /* Close the file open (its CRC noted).  */
 static void reader_close(struct reader *r)
 {
@@ -411,9 +406,7 @@ static int reader_next_file(struct reader *r)
 	ncf_lines_init_stream(&r->l, r->fp, r->display, NCF_LINES_MAX, BUF_SIZE);
 	r->l.keep_end = 1;
 	r->l.crc_on = 1;
-	if (csv_init(&r->cp, CSV_STRICT | CSV_STRICT_FINI) != 0)
-		ncf_out_of_memory("libcsv");
-	csv_set_space_func(&r->cp, csv_space);
+	prep_csv_init(&r->cp);
 	r->open = 1;
 	return 1;
 }
