@@ -132,11 +132,17 @@ static int is_null(const yaml_node_t *n)
 		!strcmp(t, "NULL"));
 }
 
+/* A node type in words. */
+static const char *type_name(yaml_node_type_t type)
+{
+	return type == YAML_MAPPING_NODE ? "a mapping"
+	       : type == YAML_SEQUENCE_NODE ? "a list"
+					    : "a scalar";
+}
+
 static const char *kind(const yaml_node_t *n)
 {
-	return n->type == YAML_MAPPING_NODE ? "a mapping"
-	       : n->type == YAML_SEQUENCE_NODE ? "a list"
-					       : "a scalar";
+	return type_name(n->type);
 }
 
 /* The value of key in the mapping map (where names it in messages), of
@@ -159,9 +165,7 @@ static int get(struct spec *s, yaml_node_t *map, const char *key, yaml_node_type
 		return 1;
 	if ((*out)->type != type && !(type == YAML_MAPPING_NODE && is_null(*out)))
 		return bad(s, *out, "%s: '%s' is %s, expected %s", where, key, kind(*out),
-			   type == YAML_MAPPING_NODE ? "a mapping"
-			   : type == YAML_SEQUENCE_NODE ? "a list"
-							: "a scalar");
+			   type_name(type));
 	return 0;
 }
 
