@@ -220,13 +220,6 @@ static int parse_zone(const char *s, size_t n, int64_t *off)
 	return 0;
 }
 
-/*
- * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
- * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
- * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
- * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
- * it is not one (or not a day of the calendar).
- */
 /* The clock of a date-time at s (len bytes), hh:mm[:ss[.fraction]]:
  * *used gets its bytes.  0, or -1 when it is not one. */
 static int parse_clock(const char *s, size_t len, size_t *used, int *h, int *mi, int *sec)
@@ -251,6 +244,13 @@ static int parse_clock(const char *s, size_t len, size_t *used, int *h, int *mi,
 	return 0;
 }
 
+/*
+ * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
+ * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
+ * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
+ * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
+ * it is not one (or not a day of the calendar).
+ */
 static int parse_time(const char *s, size_t len, int64_t *out)
 {
 	int y, mo, d, h = 0, mi = 0, sec = 0;
