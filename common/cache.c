@@ -410,12 +410,12 @@ static int check_given(const struct ncf_cache *c, const char *display)
 		return corruptf(display, "%s: train_negatives is %llu, more than 2^40", what,
 				(unsigned long long)E);
 	uint64_t ub = c->user_names.bytes, ib = c->item_names.bytes;
-	if (ub && (ub < 2 * U || ub > U * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ub, U))
 		return corruptf(display,
 				"%s: user_names_bytes is %llu, not 2 to %d bytes for each of %llu "
 				"users",
 				what, (unsigned long long)ub, NCF_NAME_MAX + 1, (unsigned long long)U);
-	if (ib && (ib < 2 * I || ib > I * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ib, I))
 		return corruptf(display,
 				"%s: item_names_bytes is %llu, not 2 to %d bytes for each of %llu "
 				"items",
