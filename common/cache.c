@@ -410,12 +410,12 @@ static int check_given(const struct ncf_cache *c, const char *display)
 		return corruptf(display, "%s: train_negatives is %llu, more than 2^40", what,
 				(unsigned long long)E);
 	uint64_t ub = c->user_names.bytes, ib = c->item_names.bytes;
-	if (ub && (ub < 2 * U || ub > U * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ub, U))
 		return corruptf(display,
 				"%s: user_names_bytes is %llu, not 2 to %d bytes for each of %llu "
 				"users",
 				what, (unsigned long long)ub, NCF_NAME_MAX + 1, (unsigned long long)U);
-	if (ib && (ib < 2 * I || ib > I * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ib, I))
 		return corruptf(display,
 				"%s: item_names_bytes is %llu, not 2 to %d bytes for each of %llu "
 				"items",
@@ -530,26 +530,21 @@ static int validate_negatives(const struct ncf_cache *c, const char *display)
 /* The checks a reader makes beyond checksums (see the top of this file). */
 static int validate(const struct ncf_cache *c, const char *display)
 {
-	char msg[160];
 	if (c->offsets[0] != 0)
 		return corrupt(display, "first row offset is not 0");
 	for (uint32_t u = 0; u < c->users; u++)
-		if (c->offsets[u + 1] < c->offsets[u]) {
-			snprintf(msg, sizeof msg, "row offsets decrease at user %u", u);
-			return corrupt(display, msg);
-		}
+		if (c->offsets[u + 1] < c->offsets[u])
+			return corruptf(display, "row offsets decrease at user %u", u);
 	if (c->offsets[c->users] != c->train_positives)
 		return corrupt(display, "row offsets do not end at the number of positives");
 	uint64_t empty = 0;
 	for (uint32_t u = 0; u < c->users; u++)
 		empty += c->offsets[u + 1] == c->offsets[u];
-	if (empty != c->test_only_users) {
-		snprintf(msg, sizeof msg,
-			 "meta field test_only_users is %llu, but %llu users have no training "
-			 "positives",
-			 (unsigned long long)c->test_only_users, (unsigned long long)empty);
-		return corrupt(display, msg);
-	}
+	if (empty != c->test_only_users)
+		return corruptf(display,
+				"meta field test_only_users is %llu, but %llu users have no "
+				"training positives",
+				(unsigned long long)c->test_only_users, (unsigned long long)empty);
 	int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
 	for (int64_t u = 0; u < (int64_t)c->users; u++) {
@@ -585,11 +580,8 @@ static int read_ids(struct ncf_cr *r, const char *tag, size_t n, uint32_t **ids,
 	if (ncf_cr_section(r, tag, 4 * n, 1, (void **)ids, &got) != 0)
 		return -1;
 	uint32_t dup;
-	if (!ncf_ids_distinct(*ids, n, &dup)) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "section '%s': id %u appears twice", tag, dup);
-		return corrupt(display, msg);
-	}
+	if (!ncf_ids_distinct(*ids, n, &dup))
+		return corruptf(display, "section '%s': id %u appears twice", tag, dup);
 	return 0;
 }
 
@@ -633,12 +625,10 @@ int ncf_cache_read_fp(FILE *fp, const char *display, struct ncf_cache *c)
 			  (E ? 8 * ((uint64_t)U + 1) + 4 * (uint64_t)E : 0) + c->user_names.bytes +
 			  c->item_names.bytes;
 	if (!ncf_cr_can_hold(&r, arrays)) {
-		char msg[200];
-		snprintf(msg, sizeof msg,
+		corruptf(display,
 			 "its meta section implies %llu bytes of arrays, more than the rest of the "
 			 "file can hold",
 			 (unsigned long long)arrays);
-		corrupt(display, msg);
 		goto out;
 	}
 	NCF_TRY_GOTO(read_ids(&r, "userids", U, &c->user_ids, display), out);

@@ -282,11 +282,11 @@ static int ckpt_check_meta(struct ncf_ckpt *ck, const unsigned char *m, uint32_t
 	if (!ub && !ib)
 		return bad(display, "version %u, but no names (meta fields 184 and 192 are 0)",
 			   version);
-	if (ub && (ub < 2 * U || ub > U * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ub, U))
 		return bad(display, "meta field user_names_bytes is %llu, not 2 to %d for each of %llu "
 				    "users",
 			   (unsigned long long)ub, NCF_NAME_MAX + 1, (unsigned long long)U);
-	if (ib && (ib < 2 * I || ib > I * (NCF_NAME_MAX + 1)))
+	if (!ncf_names_size_ok(ib, I))
 		return bad(display, "meta field item_names_bytes is %llu, not 2 to %d for each of %llu "
 				    "items",
 			   (unsigned long long)ib, NCF_NAME_MAX + 1, (unsigned long long)I);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hash.h"
+#include "io.h"
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
@@ -61,12 +62,8 @@ uint64_t ncf_siphash_rounds(struct ncf_hash_key key, const void *p, size_t n, in
 	const unsigned char *b = p;
 	struct sip s = sip_init(key);
 	size_t full = n & ~(size_t)7;
-	for (size_t i = 0; i < full; i += 8) {
-		uint64_t m = 0;
-		for (int k = 0; k < 8; k++)
-			m |= (uint64_t)b[i + k] << (8 * k);
-		sip_block(&s, m, c);
-	}
+	for (size_t i = 0; i < full; i += 8)
+		sip_block(&s, ncf_get_u64(b + i), c);
 	/* the last block: the bytes left, the length's low byte on top */
 	uint64_t m = (uint64_t)(n & 0xff) << 56;
 	for (size_t k = 0; k < n - full; k++)

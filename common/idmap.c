@@ -44,21 +44,33 @@ static void grow(struct ncf_idmap *m)
 	free(old);
 }
 
-/* The next index, given to id (and its digits as its name once the map
- * keeps names). */
-static uint32_t new_index(struct ncf_idmap *m, uint32_t id)
+/* The digits of id as the next name. */
+static void add_digits(struct ncf_idmap *m, uint32_t id)
+{
+	char d[NCF_ID_BUF];
+	int n = snprintf(d, sizeof d, "%u", id);
+	ncf_names_add(&m->names, d, (size_t)n);
+}
+
+/* The next index, given to id (0 for a name, whose name the caller has
+ * added). */
+static uint32_t push_id(struct ncf_idmap *m, uint32_t id)
 {
 	if (m->count == m->ids_cap) {
 		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
 		m->ids = ncf_xrealloc(m->ids, m->ids_cap * sizeof *m->ids);
 	}
-	if (m->names.n) {
-		char d[NCF_ID_BUF];
-		int n = snprintf(d, sizeof d, "%u", id);
-		ncf_names_add(&m->names, d, (size_t)n);
-	}
 	m->ids[m->count] = id;
 	return m->count++;
+}
+
+/* The next index, given to id (and its digits as its name once the map
+ * keeps names). */
+static uint32_t new_index(struct ncf_idmap *m, uint32_t id)
+{
+	if (m->names.n)
+		add_digits(m, id);
+	return push_id(m, id);
 }
 
 static inline size_t tslot_of(const struct ncf_idmap *m, uint64_t h)
@@ -88,11 +100,8 @@ static void tgrow(struct ncf_idmap *m)
 uint32_t ncf_idmap_get_text(struct ncf_idmap *m, const char *s, size_t len)
 {
 	if (!m->names.n) /* the first name: every id so far gets its digits */
-		for (uint32_t k = 0; k < m->count; k++) {
-			char d[NCF_ID_BUF];
-			int n = snprintf(d, sizeof d, "%u", m->ids[k]);
-			ncf_names_add(&m->names, d, (size_t)n);
-		}
+		for (uint32_t k = 0; k < m->count; k++)
+			add_digits(m, m->ids[k]);
 	if ((m->tused + 1) * 2 > m->tcap)
 		tgrow(m);
 	uint64_t hash = ncf_siphash(m->key, s, len);
@@ -105,16 +114,12 @@ uint32_t ncf_idmap_get_text(struct ncf_idmap *m, const char *s, size_t len)
 		if (n == len && !memcmp(t, s, len))
 			return m->tslots[h].val - 1;
 	}
-	if (m->count == m->ids_cap) {
-		m->ids_cap = m->ids_cap ? m->ids_cap * 2 : 1024;
-		m->ids = ncf_xrealloc(m->ids, m->ids_cap * sizeof *m->ids);
-	}
 	ncf_names_add(&m->names, s, len);
-	m->ids[m->count] = 0;
+	uint32_t v = push_id(m, 0);
 	m->tslots[h].id = (uint32_t)(hash >> 32);
-	m->tslots[h].val = m->count + 1;
+	m->tslots[h].val = v + 1;
 	m->tused++;
-	return m->count++;
+	return v;
 }
 
 void ncf_idmap_take_names(struct ncf_idmap *m, struct ncf_names *out)

@@ -211,13 +211,6 @@ int ncf_lines_next(struct ncf_lines *l, char **s, size_t *len)
 	}
 }
 
-static int blank(const char *s)
-{
-	while (*s == ' ' || *s == '\t')
-		s++;
-	return *s == 0;
-}
-
 int ncf_lines_read(struct ncf_lines *l, char **s, int (*flush)(void *), void *arg)
 {
 	for (;;) {
@@ -227,7 +220,7 @@ int ncf_lines_read(struct ncf_lines *l, char **s, int (*flush)(void *), void *ar
 		if (got < 0)
 			return -1;
 		if (got) {
-			if (blank(*s))
+			if (ncf_lines_blank(*s, len))
 				continue;
 			return 1;
 		}

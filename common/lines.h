@@ -84,6 +84,15 @@ int ncf_lines_next(struct ncf_lines *l, char **s, size_t *len);
  */
 int ncf_lines_read(struct ncf_lines *l, char **s, int (*flush)(void *), void *arg);
 
+/* Is the line s (len bytes) blank: spaces and tabs only, or nothing? */
+static inline int ncf_lines_blank(const char *s, size_t len)
+{
+	size_t k = 0;
+	while (k < len && (s[k] == ' ' || s[k] == '\t'))
+		k++;
+	return k == len;
+}
+
 /*
  * Parse "ID" (want 1) or "ID SEP ID" (want 2) with SEP spaces, tabs or a
  * comma and optional spaces or tabs around; ids are decimal 0..2^32-1.

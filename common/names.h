@@ -65,6 +65,14 @@ static inline const char *ncf_names_at(const struct ncf_names *m, uint32_t k, si
 int ncf_names_load(struct ncf_names *m, char *text, uint64_t bytes, uint32_t n, char *why,
 		   size_t cap);
 
+/* Can a names section of bytes hold the names of n ids (none when 0;
+ * else 2 to NCF_NAME_MAX + 1 bytes each, a name and its NUL)?  What a
+ * file's meta says is checked by this before the section is read. */
+static inline int ncf_names_size_ok(uint64_t bytes, uint64_t n)
+{
+	return !bytes || (bytes >= 2 * n && bytes <= n * (NCF_NAME_MAX + 1));
+}
+
 struct ncf_cr;
 /*
  * The names of section tag of an open container (names->bytes of them, as

@@ -53,14 +53,19 @@ const char *prep_given_file(struct prep_given *g, const char *display)
 	return g->files[g->n_files++];
 }
 
-/* Room for one more id in m (at most UINT32_MAX - 1, as a ratings file's).
- * Returns 0, or -1 after reporting. */
-static int id_room(const struct ncf_idmap *m, const char *what, const char *file, uint64_t line)
+/* The index of id in m into *x, the next one when id is new (at most
+ * UINT32_MAX - 1 ids, as a ratings file's; one look-up while there is
+ * room).  Returns 0, or -1 after reporting. */
+static int index_of(struct ncf_idmap *m, uint32_t id, const char *what, const char *file,
+		    uint64_t line, uint32_t *x)
 {
-	if (m->count < UINT32_MAX - 1)
-		return 0;
-	ncf_error("%s:%llu: more than %u %s", file, (unsigned long long)line, UINT32_MAX - 1, what);
-	return -1;
+	if (m->count >= UINT32_MAX - 1 && ncf_idmap_find(m, id) < 0) {
+		ncf_error("%s:%llu: more than %u %s", file, (unsigned long long)line,
+			  UINT32_MAX - 1, what);
+		return -1;
+	}
+	*x = ncf_idmap_get(m, id);
+	return 0;
 }
 
 /* The first line and file of each user, grown with the users. */
@@ -79,14 +84,11 @@ static void note_user(struct prep_given *g, uint32_t u, const char *file, uint64
 int prep_given_train(struct prep_given *g, uint32_t user, uint32_t item, int label, int64_t ts,
 		     const char *file, uint64_t line)
 {
-	if (ncf_idmap_find(&g->users, user) < 0) {
-		NCF_TRY(id_room(&g->users, "users", file, line));
-		note_user(g, ncf_idmap_get(&g->users, user), file, line);
-	}
-	uint32_t u = ncf_idmap_get(&g->users, user);
-	if (ncf_idmap_find(&g->items, item) < 0)
-		NCF_TRY(id_room(&g->items, "items", file, line));
-	uint32_t i = ncf_idmap_get(&g->items, item);
+	uint32_t u, i, users = g->users.count;
+	NCF_TRY(index_of(&g->users, user, "users", file, line, &u));
+	if (g->users.count != users)
+		note_user(g, u, file, line);
+	NCF_TRY(index_of(&g->items, item, "items", file, line, &i));
 	if (label) {
 		NCF_TRY(prep_rows_check_count((uint64_t)g->pos.n + 1));
 		prep_rows_push(&g->pos, u, i, ts);
@@ -115,15 +117,24 @@ int prep_given_end_train(struct prep_given *g, const char *display)
 	return 0;
 }
 
-int prep_given_series(struct prep_given *g, uint32_t user, uint32_t positive,
-		      const uint32_t *negatives, uint32_t n, const char *file, uint64_t line)
+int prep_given_test_user(const struct prep_given *g, uint32_t user, const char *file,
+			 uint64_t line, uint32_t *u)
 {
-	int64_t u = ncf_idmap_find(&g->users, user);
-	if (u < 0) {
+	int64_t x = ncf_idmap_find(&g->users, user);
+	if (x < 0) {
 		ncf_error("%s:%llu: user %u has no training rows (every test user needs some)", file,
 			  (unsigned long long)line, user);
 		return -1;
 	}
+	*u = (uint32_t)x;
+	return 0;
+}
+
+int prep_given_series(struct prep_given *g, uint32_t user, uint32_t positive,
+		      const uint32_t *negatives, uint32_t n, const char *file, uint64_t line)
+{
+	uint32_t u;
+	NCF_TRY(prep_given_test_user(g, user, file, line, &u));
 	if (g->test_line[u]) {
 		ncf_error("%s:%llu: a second test series of user %u (the first is at %s:%llu)", file,
 			  (unsigned long long)line, user, g->test_file[u],
@@ -150,15 +161,10 @@ int prep_given_series(struct prep_given *g, uint32_t user, uint32_t positive,
 			  file, (unsigned long long)line, n, g->N);
 		return -1;
 	}
-	if (ncf_idmap_find(&g->items, positive) < 0)
-		NCF_TRY(id_room(&g->items, "items", file, line));
-	g->test[u] = ncf_idmap_get(&g->items, positive);
+	NCF_TRY(index_of(&g->items, positive, "items", file, line, &g->test[u]));
 	uint32_t *c = g->cand + (size_t)u * g->N;
-	for (uint32_t k = 0; k < n; k++) {
-		if (ncf_idmap_find(&g->items, negatives[k]) < 0)
-			NCF_TRY(id_room(&g->items, "items", file, line));
-		c[k] = ncf_idmap_get(&g->items, negatives[k]);
-	}
+	for (uint32_t k = 0; k < n; k++)
+		NCF_TRY(index_of(&g->items, negatives[k], "items", file, line, &c[k]));
 	g->test_line[u] = line;
 	g->test_file[u] = file;
 	g->series++;

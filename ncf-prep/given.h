@@ -60,6 +60,10 @@ int prep_given_train(struct prep_given *g, uint32_t user, uint32_t item, int lab
  * after reporting that there is no training row (display names the
  * train files). */
 int prep_given_end_train(struct prep_given *g, const char *display);
+/* The index of a test user (original id) at file:line into *u.  Returns
+ * 0, or -1 after reporting a user with no training rows. */
+int prep_given_test_user(const struct prep_given *g, uint32_t user, const char *file,
+			 uint64_t line, uint32_t *u);
 /*
  * The series of user (original id) that begins at file:line: its
  * positive and its negatives (original item ids, n of them).  Returns 0,

@@ -651,16 +651,16 @@ static int refuse_given_output(const struct prep_opts *o, const struct prep_give
  * for NAME: the NAME its *.train.rating has).  0, or -1 (reported). */
 static int paper_files_there(const char *name)
 {
-	static const char *const suffix[] = {".train.rating", ".test.rating", ".test.negative"};
+	const char *train = prep_paper_suffix[PREP_PAPER_TRAIN];
 	struct stat st;
 	if (stat(name, &st) == 0 && S_ISDIR(st.st_mode)) {
 		DIR *d = opendir(name);
 		struct dirent *e;
 		char found[256] = "NAME";
-		size_t m = strlen(suffix[0]);
+		size_t m = strlen(train);
 		while (d && (e = readdir(d)) != NULL) {
 			size_t n = strlen(e->d_name);
-			if (n > m && n - m < sizeof found && !strcmp(e->d_name + n - m, suffix[0])) {
+			if (n > m && n - m < sizeof found && !strcmp(e->d_name + n - m, train)) {
 				memcpy(found, e->d_name, n - m);
 				found[n - m] = 0;
 				break;
@@ -671,13 +671,11 @@ static int paper_files_there(const char *name)
 		const char *sep = name[strlen(name) - 1] == '/' ? "" : "/";
 		ncf_error("--ncf-paper %s: a directory; give DIR/NAME, the start of the files' names "
 			  "(--ncf-paper %s%s%s for %s%s%s%s)",
-			  name, name, sep, found, name, sep, found, suffix[0]);
+			  name, name, sep, found, name, sep, found, train);
 		return -1;
 	}
 	for (int k = 0; k < 3; k++) {
-		size_t n = strlen(name) + strlen(suffix[k]) + 1;
-		char *path = ncf_xmalloc(n);
-		snprintf(path, n, "%s%s", name, suffix[k]);
+		char *path = prep_paper_path(name, k);
 		int there = stat(path, &st) == 0;
 		if (!there)
 			ncf_error("%s: %s (--ncf-paper %s reads %s.train.rating, .test.rating and "

@@ -32,6 +32,16 @@
 
 #define BUF_SIZE (1u << 20)
 
+const char *const prep_paper_suffix[3] = {".train.rating", ".test.rating", ".test.negative"};
+
+char *prep_paper_path(const char *name, int k)
+{
+	size_t n = strlen(name) + strlen(prep_paper_suffix[k]) + 1;
+	char *path = ncf_xmalloc(n);
+	snprintf(path, n, "%s%s", name, prep_paper_suffix[k]);
+	return path;
+}
+
 /* One file being read: its lines, and the fields of the current one. */
 struct file {
 	struct ncf_lines l;
@@ -62,13 +72,9 @@ static void file_close(struct file *f, struct prep_given *g)
 static int next_line(struct file *f, char **s, size_t *len)
 {
 	int got;
-	while ((got = ncf_lines_next(&f->l, s, len)) > 0) {
-		size_t k = 0;
-		while (k < *len && ((*s)[k] == ' ' || (*s)[k] == '\t'))
-			k++;
-		if (k < *len)
+	while ((got = ncf_lines_next(&f->l, s, len)) > 0)
+		if (!ncf_lines_blank(*s, *len))
 			return 1;
-	}
 	return got;
 }
 
@@ -140,12 +146,8 @@ static int read_test(struct file *f, struct prep_given *g, uint32_t *test, uint6
 		uint32_t u, i;
 		int64_t ts;
 		NCF_TRY(rating_line(f, s, len, &u, &i, &ts));
-		int64_t x = ncf_idmap_find(&g->users, u);
-		if (x < 0) {
-			ncf_error("%s:%llu: user %u has no training rows (every test user needs some)",
-				  f->display, (unsigned long long)f->l.line, u);
-			return -1;
-		}
+		uint32_t x;
+		NCF_TRY(prep_given_test_user(g, u, f->display, f->l.line, &x));
 		if (test[x] != UINT32_MAX) {
 			ncf_error("%s:%llu: a second test rating of user %u (the first is at line "
 				  "%llu)",
@@ -221,14 +223,12 @@ static int read_negatives(struct file *f, struct prep_given *g, const uint32_t *
 	return rc != 0 || got < 0 ? -1 : 0;
 }
 
-/* One of the three files, opened by op, read by step (train, test or
- * negatives) into g.  0, or -1 (reported). */
-static int read_file(const struct prep_opener *op, const char *name, const char *suffix,
-		     struct prep_given *g, struct file *f, FILE **fp)
+/* File k of the three, opened by op into *fp and f, its name kept in g.
+ * 0, or -1 (reported). */
+static int read_file(const struct prep_opener *op, const char *name, int k, struct prep_given *g,
+		     struct file *f, FILE **fp)
 {
-	size_t n = strlen(name) + strlen(suffix) + 1;
-	char *path = ncf_xmalloc(n);
-	snprintf(path, n, "%s%s", name, suffix);
+	char *path = prep_paper_path(name, k);
 	const char *display;
 	*fp = op->open(op->ctx, path, &display);
 	if (*fp)
@@ -241,7 +241,7 @@ int prep_paper_read(const char *name, const struct prep_opener *op, struct prep_
 {
 	struct file f;
 	FILE *fp;
-	NCF_TRY(read_file(op, name, ".train.rating", g, &f, &fp));
+	NCF_TRY(read_file(op, name, PREP_PAPER_TRAIN, g, &f, &fp));
 	int rc = read_train(&f, g);
 	file_close(&f, g);
 	op->close(op->ctx, fp);
@@ -250,7 +250,7 @@ int prep_paper_read(const char *name, const struct prep_opener *op, struct prep_
 	uint32_t *test = ncf_xmalloc((size_t)g->U * sizeof *test);
 	uint64_t *line = ncf_xmalloc((size_t)g->U * sizeof *line);
 	memset(test, 0xff, (size_t)g->U * sizeof *test);
-	rc = read_file(op, name, ".test.rating", g, &f, &fp);
+	rc = read_file(op, name, PREP_PAPER_TEST, g, &f, &fp);
 	const char *tf = rc == 0 ? f.display : NULL;
 	if (rc == 0) {
 		rc = read_test(&f, g, test, line);
@@ -258,7 +258,7 @@ int prep_paper_read(const char *name, const struct prep_opener *op, struct prep_
 		op->close(op->ctx, fp);
 	}
 	if (rc == 0)
-		rc = read_file(op, name, ".test.negative", g, &f, &fp);
+		rc = read_file(op, name, PREP_PAPER_NEGATIVE, g, &f, &fp);
 	if (rc == 0) {
 		rc = read_negatives(&f, g, test, line, tf);
 		const char *nf = f.display;
@@ -278,11 +278,10 @@ int prep_paper_read(const char *name, const struct prep_opener *op, struct prep_
 
 const char *prep_paper_name(const char *path, char *name, size_t cap)
 {
-	static const char *suffix[] = {".train.rating", ".test.rating", ".test.negative"};
 	size_t n = strlen(path);
 	for (int k = 0; k < 3; k++) {
-		size_t m = strlen(suffix[k]);
-		if (n > m && !strcmp(path + n - m, suffix[k]) && n - m < cap) {
+		size_t m = strlen(prep_paper_suffix[k]);
+		if (n > m && !strcmp(path + n - m, prep_paper_suffix[k]) && n - m < cap) {
 			memcpy(name, path, n - m);
 			name[n - m] = 0;
 			return name;

@@ -9,6 +9,12 @@
 
 #include "given.h"
 
+/* The suffixes of the three files, in the order they are read. */
+enum { PREP_PAPER_TRAIN, PREP_PAPER_TEST, PREP_PAPER_NEGATIVE };
+extern const char *const prep_paper_suffix[3];
+/* name with suffix k, a file's path (the caller frees it). */
+char *prep_paper_path(const char *name, int k);
+
 /* The three files of name (a path without the suffixes), opened by op,
  * into g (initialised).  Returns 0, or -1 after reporting "FILE:LINE:
  * what is wrong". */

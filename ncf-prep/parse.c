@@ -220,13 +220,6 @@ static int parse_zone(const char *s, size_t n, int64_t *off)
 	return 0;
 }
 
-/*
- * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
- * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
- * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
- * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
- * it is not one (or not a day of the calendar).
- */
 /* The clock of a date-time at s (len bytes), hh:mm[:ss[.fraction]]:
  * *used gets its bytes.  0, or -1 when it is not one. */
 static int parse_clock(const char *s, size_t len, size_t *used, int *h, int *mi, int *sec)
@@ -251,6 +244,13 @@ static int parse_clock(const char *s, size_t len, size_t *used, int *h, int *mi,
 	return 0;
 }
 
+/*
+ * An ISO 8601 date or date-time at s (len bytes) into Unix seconds:
+ * YYYY-MM-DD, then optionally T (t) or a space and hh:mm[:ss[.fraction]],
+ * then optionally a zone (Z or z, +hh, +hh:mm, +hhmm); without a zone the time
+ * is UTC, and a fraction of a second is read and dropped.  0, or -1 when
+ * it is not one (or not a day of the calendar).
+ */
 static int parse_time(const char *s, size_t len, int64_t *out)
 {
 	int y, mo, d, h = 0, mi = 0, sec = 0;
@@ -585,6 +585,13 @@ static enum ncf_format detect(const char *s, size_t len, char *delim)
 		return NCF_FORMAT_CSV;
 	*delim = ',';
 	return NCF_FORMAT_UNKNOWN;
+}
+
+void prep_csv_init(struct csv_parser *cp)
+{
+	if (csv_init(cp, CSV_STRICT | CSV_STRICT_FINI) != 0)
+		ncf_out_of_memory("libcsv");
+	csv_set_space_func(cp, csv_space);
 }
 
 const char *prep_csv_why(struct csv_parser *cp)
@@ -979,11 +986,8 @@ static int setup_format(struct parser *p, struct csv_parser *cp, enum ncf_format
  * or -1 (reported). */
 static int parse_line(struct parser *p, struct csv_parser *cp, const char *s, size_t len)
 {
-	size_t sp = 0;
-	while (sp < len && (s[sp] == ' ' || s[sp] == '\t'))
-		sp++;
-	if (sp == len)
-		return 0; /* blank line (or spaces only) */
+	if (ncf_lines_blank(s, len))
+		return 0;
 	uint64_t ended = p->rows_ended;
 	if (p->format == NCF_FORMAT_ML1M) {
 		parse_dat_line(p, s, len);
@@ -1086,10 +1090,7 @@ int prep_parse(FILE *fp, const char *display, const struct prep_parse_opts *o,
 	p.header_match = 1;
 	p.opts = o;
 	struct csv_parser cp;
-	if (csv_init(&cp, CSV_STRICT | CSV_STRICT_FINI) != 0) {
-		ncf_error("libcsv: csv_init failed");
-		return -1;
-	}
+	prep_csv_init(&cp);
 	struct ncf_lines l;
 	ncf_lines_init_stream(&l, fp, display, MAX_LINE, BUF_SIZE);
 	struct ncf_progress prog;

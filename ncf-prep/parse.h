@@ -58,8 +58,12 @@ const char *prep_parse_columns_check(const char *spec);
  * character, or 0 when VALUE is none of these. */
 char prep_parse_delimiter(const char *value);
 
-/* Why libcsv (strict) refused a line, in words for the message. */
+/* A libcsv parser as ncf-prep reads CSV: strict (RFC 4180 quoting, which
+ * prep_csv_why below explains), spaces and tabs around a field no part of
+ * it. */
 struct csv_parser;
+void prep_csv_init(struct csv_parser *cp);
+/* Why libcsv (strict) refused a line, in words for the message. */
 const char *prep_csv_why(struct csv_parser *cp);
 
 /* A --format name (ml-20m, ml-1m, ml-100k, csv and aliases) or

@@ -132,11 +132,17 @@ static int is_null(const yaml_node_t *n)
 		!strcmp(t, "NULL"));
 }
 
+/* A node type in words. */
+static const char *type_name(yaml_node_type_t type)
+{
+	return type == YAML_MAPPING_NODE ? "a mapping"
+	       : type == YAML_SEQUENCE_NODE ? "a list"
+					    : "a scalar";
+}
+
 static const char *kind(const yaml_node_t *n)
 {
-	return n->type == YAML_MAPPING_NODE ? "a mapping"
-	       : n->type == YAML_SEQUENCE_NODE ? "a list"
-					       : "a scalar";
+	return type_name(n->type);
 }
 
 /* The value of key in the mapping map (where names it in messages), of
@@ -159,9 +165,7 @@ static int get(struct spec *s, yaml_node_t *map, const char *key, yaml_node_type
 		return 1;
 	if ((*out)->type != type && !(type == YAML_MAPPING_NODE && is_null(*out)))
 		return bad(s, *out, "%s: '%s' is %s, expected %s", where, key, kind(*out),
-			   type == YAML_MAPPING_NODE ? "a mapping"
-			   : type == YAML_SEQUENCE_NODE ? "a list"
-							: "a scalar");
+			   type_name(type));
 	return 0;
 }
 
@@ -375,11 +379,6 @@ static void on_row(int c, void *data)
 	((struct reader *)data)->rows++;
 }
 
-static int csv_space(unsigned char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /* Close the file open (its CRC noted).  */
 static void reader_close(struct reader *r)
 {
@@ -411,9 +410,7 @@ static int reader_next_file(struct reader *r)
 	ncf_lines_init_stream(&r->l, r->fp, r->display, NCF_LINES_MAX, BUF_SIZE);
 	r->l.keep_end = 1;
 	r->l.crc_on = 1;
-	if (csv_init(&r->cp, CSV_STRICT | CSV_STRICT_FINI) != 0)
-		ncf_out_of_memory("libcsv");
-	csv_set_space_func(&r->cp, csv_space);
+	prep_csv_init(&r->cp);
 	r->open = 1;
 	return 1;
 }
@@ -438,11 +435,8 @@ static int reader_row(struct reader *r)
 			reader_close(r);
 			continue;
 		}
-		size_t k = 0;
-		while (k < len && (line[k] == ' ' || line[k] == '\t'))
-			k++;
-		if (k == len)
-			continue; /* blank */
+		if (ncf_lines_blank(line, len))
+			continue;
 		r->line = r->l.line;
 		r->fields = r->rows = 0;
 		size_t all = len + r->l.eol;

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "err.h"
 
 /* Messages the library printed since fuzz_messages_reset(); their text
@@ -89,6 +90,23 @@ static inline FILE *fuzz_open_file(const uint8_t *d, size_t n)
 static inline FILE *fuzz_open_either(const uint8_t *d, size_t n)
 {
 	return n % 2 ? fuzz_open_file(d, n) : fuzz_open(d, n);
+}
+
+/* The cache c written (to memory, as display) and read back into *r
+ * (the caller frees it): what the writer makes, the reader accepts.
+ * *buf holds the bytes written (the caller frees it). */
+static inline void fuzz_cache_round_trip(const struct ncf_cache *c, const char *display,
+					 struct ncf_cache *r, char **buf)
+{
+	size_t len = 0;
+	*buf = NULL;
+	FILE *ms = open_memstream(buf, &len);
+	FUZZ_ASSERT(ncf_cache_write_fp(c, ms, display) == 0, "writing %s", display);
+	fclose(ms);
+	FILE *in = fuzz_open((const uint8_t *)*buf, len);
+	FUZZ_ASSERT(ncf_cache_read_fp(in, display, r) == 0,
+		    "the reader refuses what the writer made: %s", fuzz_last_message);
+	fclose(in);
 }
 
 #endif

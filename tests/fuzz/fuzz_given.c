@@ -88,16 +88,9 @@ static void cut(const uint8_t *d, size_t n, struct parts *p)
 
 static void write_and_read_back(const struct ncf_cache *c)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *ms = open_memstream(&buf, &len);
-	FUZZ_ASSERT(ncf_cache_write_fp(c, ms, "<cache>") == 0, "write");
-	fclose(ms);
-	FILE *in = fuzz_open((const uint8_t *)buf, len);
+	char *buf;
 	struct ncf_cache r;
-	FUZZ_ASSERT(ncf_cache_read_fp(in, "<cache>", &r) == 0,
-		    "the reader refuses what the protocol made: %s", fuzz_last_message);
-	fclose(in);
+	fuzz_cache_round_trip(c, "<cache>", &r, &buf);
 	FUZZ_ASSERT(r.users == c->users && r.items == c->items && r.split_given == 1 &&
 			    r.train_negatives == c->train_negatives &&
 			    r.eval_negatives == c->eval_negatives &&

@@ -128,16 +128,9 @@ static void check_names(const struct ncf_names *m, uint32_t n)
 
 static void write_and_read_back(struct ncf_cache *c)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *ms = open_memstream(&buf, &len);
-	FUZZ_ASSERT(ncf_cache_write_fp(c, ms, "<cache>") == 0, "write");
-	fclose(ms);
-	FILE *in = fuzz_open((const uint8_t *)buf, len);
+	char *buf;
 	struct ncf_cache r;
-	FUZZ_ASSERT(ncf_cache_read_fp(in, "<cache>", &r) == 0,
-		    "the reader refuses what the protocol made: %s", fuzz_last_message);
-	fclose(in);
+	fuzz_cache_round_trip(c, "<cache>", &r, &buf);
 	FUZZ_ASSERT(r.users == c->users && r.items == c->items &&
 			    r.train_positives == c->train_positives &&
 			    r.ratings_read == c->ratings_read &&
