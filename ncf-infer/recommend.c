@@ -137,9 +137,11 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 		mark_seen(seen, ui, excluded, 1);
 		size_t n = top_k(lg, I, excluded, K, heap);
 		mark_seen(seen, ui, excluded, 0);
-		for (size_t k = 0; k < n; k++) { /* the user as the model has it */
+		/* the user as the model has it, on each of its lines */
+		struct ncf_id user = ncf_id_at(m->user_ids, &m->user_names, (uint32_t)ui);
+		for (size_t k = 0; k < n; k++) {
 			float p = ncf_sigmoid(heap[k].logit);
-			ncf_id_print(stdout, ncf_id_at(m->user_ids, &m->user_names, (uint32_t)ui));
+			ncf_id_print(stdout, user);
 			putchar('\t');
 			ncf_id_print(stdout, ncf_id_at(m->item_ids, &m->item_names, heap[k].item));
 			printf("\t%.9g\n", p);
