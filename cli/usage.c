@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "err.h"
 #include "io.h"
 #include "nvidia.h"
@@ -392,6 +393,34 @@ int ncf_opt_layers(const char *arg, char *const *rest, uint32_t *layers, int max
 	for (int k = 0; k < n; k++)
 		layers[k] = (uint32_t)v[k];
 	return n;
+}
+
+/* K is refused or warned about: at or above c's candidates per user. */
+static int topk_trivial(uint32_t k, const struct ncf_cache *c)
+{
+	return k >= c->eval_negatives + 1;
+}
+
+int ncf_topk_refuse(uint32_t k, int given, const char *path, const struct ncf_cache *c)
+{
+	if (!topk_trivial(k, c) || !given || c->split_given)
+		return 0;
+	uint32_t n = c->eval_negatives + 1;
+	ncf_error("--topk %u: %s has %u candidates per user (the test item and %u negatives), "
+		  "so HR@%u would be 1 whatever the model; give K below %u",
+		  k, path, n, c->eval_negatives, k, n);
+	return -1;
+}
+
+int ncf_topk_warn(uint32_t k, int given, const char *path, const struct ncf_cache *c)
+{
+	if (!topk_trivial(k, c) || (given && !c->split_given))
+		return 0;
+	uint32_t n = c->eval_negatives + 1;
+	ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test item "
+		 "and %u negatives); give -k below %u",
+		 k, path, n, c->eval_negatives, n);
+	return 1;
 }
 
 int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o)

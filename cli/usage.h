@@ -97,6 +97,19 @@ int ncf_opt_int_list(const char *opt, const char *arg, int64_t *out, int max, in
  */
 int ncf_opt_layers(const char *arg, char *const *rest, uint32_t *layers, int max);
 
+/*
+ * -k K against cache c (named path): with K at or above its candidates per
+ * user (the test item and its negatives) every test item is a hit.  Such
+ * a K given is refused, unless the candidates were given too (a feature
+ * spec's series: NVIDIA's example runs -k 3 on them); a K not given (the
+ * default, or a resumed run's) or a given split's is said to mean nothing.
+ * ncf_topk_refuse: -1 where K is refused (reported), else 0.
+ * ncf_topk_warn: 1 where it warned, else 0.
+ */
+struct ncf_cache;
+int ncf_topk_refuse(uint32_t k, int given, const char *path, const struct ncf_cache *c);
+int ncf_topk_warn(uint32_t k, int given, const char *path, const struct ncf_cache *c);
+
 /* --device, --precision, --amp, --threads (backend_opts.h), ending the
  * command line on a bad value: 1 when c was one of them, else 0. */
 int ncf_backend_option(int c, const char *arg, struct ncf_backend_opts *o);

@@ -278,21 +278,13 @@ static int check_opts(int argc, char **argv, struct eval_opts *o, const struct n
 	return check_kinds(o) != 0 ? NCF_EXIT_FAIL : 0;
 }
 
-/* Every K given must be below the cache's candidates per user: with as
- * many every test item is a hit.  Where the candidates were given (a
- * feature spec's series, as NVIDIA's example runs with -k 3) it is
- * warn_topk's to say.  Returns 0, or -1 (reported). */
+/* Every K given must be below the cache's candidates per user
+ * (ncf_topk_refuse).  Returns 0, or -1 (reported). */
 static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
-	uint32_t n = c->eval_negatives + 1;
-	for (int k = 0; k < o->nk && o->topk_given && !c->split_given; k++)
-		if (o->topk[k] >= n) {
-			ncf_error("--topk %u: %s has %u candidates per user (the test item and %u "
-				  "negatives), so HR@%u would be 1 whatever the model; give K below "
-				  "%u",
-				  o->topk[k], o->cache_path, n, c->eval_negatives, o->topk[k], n);
+	for (int k = 0; k < o->nk; k++)
+		if (ncf_topk_refuse(o->topk[k], o->topk_given, o->cache_path, c) != 0)
 			return -1;
-		}
 	return 0;
 }
 
@@ -301,14 +293,9 @@ static int check_topk(const struct eval_opts *o, const struct ncf_cache *c)
  * such K is said to mean nothing. */
 static void warn_topk(const struct eval_opts *o, const struct ncf_cache *c)
 {
-	uint32_t n = c->eval_negatives + 1;
-	for (int k = 0; k < o->nk && (!o->topk_given || c->split_given); k++)
-		if (o->topk[k] >= n) {
-			ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the "
-				 "test item and %u negatives); give -k below %u",
-				 o->topk[k], o->cache_path, n, c->eval_negatives, n);
+	for (int k = 0; k < o->nk; k++)
+		if (ncf_topk_warn(o->topk[k], o->topk_given, o->cache_path, c))
 			return;
-		}
 }
 
 /* Can rank 0, the one that writes, create --scores?  Asked before the

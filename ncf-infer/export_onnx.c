@@ -239,6 +239,13 @@ static Onnx__ValueInfoProto *io_value(struct arena *a, const char *name, int32_t
 	return v;
 }
 
+/* out: the rows of table (an initializer) that the rows input names. */
+static void gather(struct graph *g, const char *out, const char *table, const char *rows)
+{
+	add_node(g, &(struct node){.op = "Gather", .out = out, .in = {table, rows},
+				   .attr = {attr_int(g->a, "axis", 0)}});
+}
+
 /* The id -> row and id -> 0/NaN encoders of one input. */
 static void add_encoders(struct graph *g, const char *input, const uint32_t *ids,
 			 const struct ncf_names *names, uint32_t n)
@@ -329,19 +336,11 @@ static void build_neumf(struct graph *g, const struct ncf_model *m,
 	weights(g, "mf_item_embed.weight", p + L->gmf_item, I, F);
 	weights(g, "mlp_user_embed.weight", p + L->mlp_user, U, M);
 	weights(g, "mlp_item_embed.weight", p + L->mlp_item, I, M);
-	add_node(g, &(struct node){.op = "Gather", .out = "mf_user",
-				   .in = {"mf_user_embed.weight", "user_row"},
-				   .attr = {attr_int(a, "axis", 0)}});
-	add_node(g, &(struct node){.op = "Gather", .out = "mf_item",
-				   .in = {"mf_item_embed.weight", "item_row"},
-				   .attr = {attr_int(a, "axis", 0)}});
+	gather(g, "mf_user", "mf_user_embed.weight", "user_row");
+	gather(g, "mf_item", "mf_item_embed.weight", "item_row");
 	add_node(g, &(struct node){.op = "Mul", .out = "gmf", .in = {"mf_user", "mf_item"}});
-	add_node(g, &(struct node){.op = "Gather", .out = "mlp_user",
-				   .in = {"mlp_user_embed.weight", "user_row"},
-				   .attr = {attr_int(a, "axis", 0)}});
-	add_node(g, &(struct node){.op = "Gather", .out = "mlp_item",
-				   .in = {"mlp_item_embed.weight", "item_row"},
-				   .attr = {attr_int(a, "axis", 0)}});
+	gather(g, "mlp_user", "mlp_user_embed.weight", "user_row");
+	gather(g, "mlp_item", "mlp_item_embed.weight", "item_row");
 	add_node(g, &(struct node){.op = "Concat", .out = "h_0", .in = {"mlp_user", "mlp_item"},
 				   .attr = {attr_int(a, "axis", 1)}});
 	for (uint32_t k = 1; k < s->n_layers; k++) {

@@ -17,12 +17,9 @@
 /* A model to score with: its shape, parameters and original ids (which a
  * safetensors file converted from NVIDIA's checkpoint may lack: NULL). */
 struct infer_model {
-	struct ncf_shape shape;
-	struct ncf_hparams hp;
-	uint32_t fingerprint;	       /* of the ids (0 without them) */
-	uint32_t *user_ids, *item_ids; /* (U), (I) original ids, or NULL */
-	struct ncf_names user_names, item_names; /* where the ids are text (names.h) */
-	float *params;		       /* layout.total */
+	struct ncf_model model;		 /* shape, hp, params; its original ids
+					  * (numbers or names) or NULL */
+	uint32_t fingerprint;		 /* of the ids (0 without them) */
 	struct ncf_idindex users, items; /* original id -> index, for the streams */
 };
 

@@ -557,7 +557,7 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 		return -1;
 	int needs_ids = o->mode == SCORE || o->mode == RECOMMEND ||
 			(o->mode == EXPORT && o->efmt == INFER_EXPORT_ONNX);
-	if (!m->user_ids && needs_ids) {
+	if (!m->model.user_ids && needs_ids) {
 		ncf_error("%s has no original ids (a state_dict converted from NVIDIA's checkpoint?); "
 			  "give the cache it was trained on with --ids CACHE",
 			  o->model_path);
@@ -570,14 +570,7 @@ static int open_model(const struct infer_opts *o, struct infer_model *m, struct 
 static int run_export(const struct infer_opts *o, const struct infer_model *m)
 {
 	ncf_out_cleanup_on_signals();
-	struct ncf_model mf = {.shape = m->shape,
-			       .hp = m->hp,
-			       .user_ids = m->user_ids,
-			       .item_ids = m->item_ids,
-			       .user_names = m->user_names,
-			       .item_names = m->item_names,
-			       .params = m->params};
-	int rc = infer_export(&mf, o->export_path, o->efmt);
+	int rc = infer_export(&m->model, o->export_path, o->efmt);
 	return rc == -3 ? NCF_EXIT_UNAVAILABLE : rc != 0 ? NCF_EXIT_FAIL : 0;
 }
 
@@ -591,14 +584,13 @@ static int run_bench(const struct infer_opts *o, const struct infer_model *m,
 #endif
 	char passes[160], what[64];
 	infer_bench_describe(be, &o->bench, passes, sizeof passes);
-	snprintf(what, sizeof what, "random%s",
-		 m->shape.users == INFER_RANDOM_USERS && m->shape.items == INFER_RANDOM_ITEMS
-			 ? " ml-20m-sized"
-			 : "");
+	const struct ncf_shape *s = &m->model.shape;
+	int nvidia_sized = s->users == INFER_RANDOM_USERS && s->items == INFER_RANDOM_ITEMS;
+	snprintf(what, sizeof what, "random%s", nvidia_sized ? " ml-20m-sized" : "");
 	ncf_info("inference benchmark: %s model (%u users, %u items), %s backend in %s, %d "
 		 "thread%s, %s; throughput in samples/s, latency in seconds",
-		 o->random ? what : o->model_path, m->shape.users, m->shape.items,
-		 ncf_backend_name(be), ncf_precision_name(be->precision), nth, nth == 1 ? "" : "s", passes);
+		 o->random ? what : o->model_path, s->users, s->items, ncf_backend_name(be),
+		 ncf_precision_name(be->precision), nth, nth == 1 ? "" : "s", passes);
 	return infer_bench(be, &o->bench);
 }
 
@@ -612,8 +604,9 @@ static int run_stream(const struct infer_opts *o, struct infer_model *m, struct 
 		return -1;
 	struct ncf_lines l;
 	ncf_lines_init(&l, fileno(in), display, 0);
-	ncf_idindex_init_ids(&m->users, m->user_ids, &m->user_names, m->shape.users);
-	ncf_idindex_init_ids(&m->items, m->item_ids, &m->item_names, m->shape.items);
+	const struct ncf_model *mm = &m->model;
+	ncf_idindex_init_ids(&m->users, mm->user_ids, &mm->user_names, mm->shape.users);
+	ncf_idindex_init_ids(&m->items, mm->item_ids, &mm->item_names, mm->shape.items);
 	int rc;
 	if (o->mode == SCORE)
 		rc = infer_score(be, m, &l, o->skip);
@@ -631,11 +624,11 @@ static int run_scoring(const struct infer_opts *o, struct infer_model *m,
 {
 	struct ncf_backend be;
 	struct ncf_dist dist = {.rank = 0, .size = 1, .local_size = 1};
-	int rc = ncf_backend_open(&be, o->bo.device, &m->shape, &m->hp, o->bo.precision,
+	int rc = ncf_backend_open(&be, o->bo.device, &m->model.shape, &m->model.hp, o->bo.precision,
 				  o->bo.threads, &dist);
 	if (rc != 0)
 		return rc == -3 ? NCF_EXIT_UNAVAILABLE : NCF_EXIT_FAIL;
-	rc = ncf_backend_set_state(&be, m->params, NULL, NULL);
+	rc = ncf_backend_set_state(&be, m->model.params, NULL, NULL);
 	if (rc == 0 && o->mode == BENCH)
 		rc = run_bench(o, m, &be);
 	else if (rc == 0)

@@ -91,7 +91,7 @@ static size_t top_k(const float *lg, uint32_t I, const uint8_t *excluded, uint32
 int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct ncf_lines *l,
 		    uint32_t K, const struct ncf_cache *seen, int skip)
 {
-	uint32_t I = m->shape.items;
+	uint32_t I = m->model.shape.items;
 	uint32_t *u = ncf_xmalloc((size_t)I * sizeof *u), *it = ncf_xmalloc((size_t)I * sizeof *it);
 	float *lg = ncf_xmalloc((size_t)I * sizeof *lg);
 	struct cand *heap = ncf_xmalloc(((size_t)K + 1) * sizeof *heap);
@@ -126,7 +126,8 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 				  "--skip-unknown writes nan instead); the lists of the %llu user%s "
 				  "before it are written",
 				  l->display, (unsigned long long)l->line, infer_id_text(a, id, sizeof id),
-				  m->shape.users, (unsigned long long)users - 1, users == 2 ? "" : "s");
+				  m->model.shape.users, (unsigned long long)users - 1,
+				  users == 2 ? "" : "s");
 			goto out;
 		}
 		for (uint32_t i = 0; i < I; i++)
@@ -137,11 +138,15 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 		mark_seen(seen, ui, excluded, 1);
 		size_t n = top_k(lg, I, excluded, K, heap);
 		mark_seen(seen, ui, excluded, 0);
-		for (size_t k = 0; k < n; k++) { /* the user as the model has it */
+		/* the user as the model has it, on each of its lines */
+		struct ncf_id user =
+			ncf_id_at(m->model.user_ids, &m->model.user_names, (uint32_t)ui);
+		for (size_t k = 0; k < n; k++) {
 			float p = ncf_sigmoid(heap[k].logit);
-			ncf_id_print(stdout, ncf_id_at(m->user_ids, &m->user_names, (uint32_t)ui));
+			ncf_id_print(stdout, user);
 			putchar('\t');
-			ncf_id_print(stdout, ncf_id_at(m->item_ids, &m->item_names, heap[k].item));
+			ncf_id_print(stdout, ncf_id_at(m->model.item_ids, &m->model.item_names,
+						       heap[k].item));
 			printf("\t%.9g\n", p);
 		}
 	}

@@ -62,14 +62,6 @@ static int check_shape(const struct train_opts *o, const struct ncf_shape *ms)
 	return -1;
 }
 
-/* The model's and the cache's ids of one kind (users or items), as lists:
- * numbers, or names where the column is named. */
-static struct ncf_id_list list_of(size_t n, const uint32_t *ids, const struct ncf_names *names)
-{
-	struct ncf_id_list l = {n, ids, names};
-	return l;
-}
-
 /* "5 of the model's 55 users (user 51 among them)" into buf, or "" when
  * none is missing. */
 static const char *missing_words(const char *what, const struct ncf_id_list *model,
@@ -105,10 +97,12 @@ static int match_rows(const struct train_opts *o, const struct ncf_cache *c,
 			  o->init, m->shape.users, m->shape.items, o->cache_path, c->users, c->items);
 		return -1;
 	}
-	struct ncf_id_list mu = list_of(m->shape.users, m->user_ids, &m->user_names),
-			   mi = list_of(m->shape.items, m->item_ids, &m->item_names),
-			   cu = list_of(c->users, c->user_ids, &c->user_names),
-			   ci = list_of(c->items, c->item_ids, &c->item_names);
+	/* the model's and the cache's ids of each kind: numbers, or names
+	 * where the column is named */
+	struct ncf_id_list mu = {m->shape.users, m->user_ids, &m->user_names},
+			   mi = {m->shape.items, m->item_ids, &m->item_names},
+			   cu = {c->users, c->user_ids, &c->user_names},
+			   ci = {c->items, c->item_ids, &c->item_names};
 	*user_at = ncf_xmalloc(mu.n * sizeof **user_at);
 	*item_at = ncf_xmalloc(mi.n * sizeof **item_at);
 	size_t fu = 0, fi = 0;

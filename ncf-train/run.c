@@ -132,25 +132,18 @@ static int resumed_state(struct train_run *r, const struct train_opts *o, uint32
 	return 0;
 }
 
-/* K must be below the cache's candidates per user (with as many every
- * test item is a hit): a K given is refused, the default said to mean
- * nothing.  Returns 0, or -1 (reported; r->status 2). */
+/* K must be below the cache's candidates per user: a K given is refused,
+ * the default or a resumed run's said to mean nothing (ncf_topk_refuse).
+ * Returns 0, or -1 (reported; r->status 2). */
 static int check_topk(struct train_run *r, const struct train_opts *o)
 {
-	uint32_t n = r->cache.eval_negatives + 1;
-	if (r->topk < n)
-		return 0;
-	if (!o->topk_given || o->resume || r->cache.split_given) { /* given: NVIDIA's -k 3 */
-		ncf_warn("HR@%u is 1 whatever the model: %s has %u candidates per user (the test "
-			 "item and %u negatives); give -k below %u",
-			 r->topk, o->cache_path, n, r->cache.eval_negatives, n);
-		return 0;
+	int given = o->topk_given && !o->resume;
+	if (ncf_topk_refuse(r->topk, given, o->cache_path, &r->cache) != 0) {
+		r->status = NCF_EXIT_USAGE;
+		return -1;
 	}
-	ncf_error("--topk %u: %s has %u candidates per user (the test item and %u negatives), "
-		  "so HR@%u would be 1 whatever the model; give K below %u",
-		  r->topk, o->cache_path, n, r->cache.eval_negatives, r->topk, n);
-	r->status = NCF_EXIT_USAGE;
-	return -1;
+	ncf_topk_warn(r->topk, given, o->cache_path, &r->cache);
+	return 0;
 }
 
 /* The cache, then the starting state; the checkpoint borrows the cache's

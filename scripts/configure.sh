@@ -149,6 +149,22 @@ else
 	say "mpi" "found ($(mpirun --version 2>/dev/null | head -n 1))"
 fi
 
+# probe_or_install NAME PACKAGE WHAT: probe_NAME passes, or, where we may
+# install (not NO_INSTALL=1; root or password-less sudo), PACKAGE is
+# installed and probe_NAME asked again.  For the wanted but optional
+# libraries: a failed install goes on without them.
+probe_or_install() {
+	"probe_$1" && return 0
+	[ "$NO_INSTALL" != 1 ] || return 1
+	find_sudo
+	if [ "$sudo" != none ]; then
+		echo "configure: installing $2 ($3)"
+		apt_install "$dir/apt-$1.log" "$2" ||
+			echo "configure: installing $2 failed; going on without it" >&2
+	fi
+	"probe_$1"
+}
+
 # oneDNN: a program that creates a matmul primitive through the C API of
 # its version (2.x or 3.x: kernels/cpu/dnnl.c keeps the difference), so
 # that a header without a working library, or a library without matmul,
@@ -190,15 +206,7 @@ HAVE_DNNL=0
 if [ "$NO_DNNL" = 1 ]; then
 	say "onednn" "off (NO_DNNL=1): OpenBLAS only, no bf16 on the cpu"
 else
-	if ! probe_dnnl && [ "$NO_INSTALL" != 1 ]; then
-		find_sudo
-		if [ "$sudo" != none ]; then
-			echo "configure: installing libdnnl-dev (oneDNN)"
-			apt_install "$dir/apt-dnnl.log" libdnnl-dev ||
-				echo "configure: installing libdnnl-dev failed; going on without it" >&2
-		fi
-	fi
-	if probe_dnnl; then
+	if probe_or_install dnnl libdnnl-dev oneDNN; then
 		HAVE_DNNL=1
 		say "onednn" "found ($(dnnl_version))"
 	else
@@ -224,15 +232,7 @@ HAVE_YAML=0
 if [ "$NO_YAML" = 1 ]; then
 	say "libyaml" "off (NO_YAML=1): ncf-prep --feature-spec exits 3"
 else
-	if ! probe_yaml && [ "$NO_INSTALL" != 1 ]; then
-		find_sudo
-		if [ "$sudo" != none ]; then
-			echo "configure: installing libyaml-dev (YAML)"
-			apt_install "$dir/apt-yaml.log" libyaml-dev ||
-				echo "configure: installing libyaml-dev failed; going on without it" >&2
-		fi
-	fi
-	if probe_yaml; then
+	if probe_or_install yaml libyaml-dev YAML; then
 		HAVE_YAML=1
 		say "libyaml" "found"
 	else

@@ -276,10 +276,15 @@ archs=$(echo "$flags" | tr ' ' '\n' | sed -n 's/.*code=\(sm_[0-9a-z]*\).*/\1/p' 
 ptx=$(echo "$flags" | tr ' ' '\n' | sed -n 's/.*code=compute_\([0-9a-z]*\).*/sm_\1/p' | sort -u |
 	tr '\n' ' ' | sed 's/ $//')
 [ -n "$archs" ] || archs="sm_80 sm_90" # the Makefile's default CUDA_ARCH
-glibc=$(for f in $(elves "$new"); do objdump -T "$new/$f"; done 2>/dev/null |
-	sed -n 's/.*GLIBC_\([0-9][0-9.]*\).*/\1/p' | sort -t . -k1,1n -k2,2n -k3,3n | tail -n 1)
-glibcxx=$(for f in $(elves "$new"); do objdump -T "$new/$f"; done 2>/dev/null |
-	sed -n 's/.*GLIBCXX_\([0-9][0-9.]*\).*/\1/p' | sort -t . -k1,1n -k2,2n -k3,3n | tail -n 1)
+# the newest glibc and libstdc++ symbol versions the programs need, from
+# one reading of their dynamic symbols
+syms=$(for f in $(elves "$new"); do objdump -T "$new/$f"; done 2>/dev/null)
+newest() {
+	echo "$syms" | sed -n "s/.*$1_\([0-9][0-9.]*\).*/\1/p" | sort -t . -k1,1n -k2,2n -k3,3n |
+		tail -n 1
+}
+glibc=$(newest GLIBC)
+glibcxx=$(newest GLIBCXX)
 src=$(cd "$(dirname "$0")/.." && pwd)
 if commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then
 	git -C "$src" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
