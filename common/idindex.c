@@ -140,11 +140,5 @@ size_t ncf_ids_match(const struct ncf_id_list *from, const struct ncf_id_list *t
 
 const char *ncf_id_say(const struct ncf_id_list *l, size_t r, char *buf, size_t len)
 {
-	char d[NCF_ID_BUF];
-	struct ncf_id id = ncf_id_at(l->ids, l->names, (uint32_t)r);
-	if (id.text) /* quoted, as a name may hold spaces or a comma */
-		snprintf(buf, len, "'%s'", ncf_escape(id.text, id.len, 60));
-	else
-		snprintf(buf, len, "%s", ncf_id_str(id, d));
-	return buf;
+	return ncf_id_quote(ncf_id_at(l->ids, l->names, (uint32_t)r), buf, len);
 }

@@ -225,6 +225,15 @@ const char *ncf_id_str(struct ncf_id id, char buf[NCF_ID_BUF])
 	return buf;
 }
 
+const char *ncf_id_quote(struct ncf_id id, char *buf, size_t len)
+{
+	if (id.text)
+		snprintf(buf, len, "'%s'", ncf_escape(id.text, id.len, 60));
+	else
+		snprintf(buf, len, "%u", id.num);
+	return buf;
+}
+
 int ncf_id_print(FILE *fp, struct ncf_id id)
 {
 	char buf[NCF_ID_BUF];

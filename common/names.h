@@ -118,6 +118,10 @@ int ncf_id_equal(struct ncf_id a, struct ncf_id b);
  * the number's digits in buf. */
 #define NCF_ID_BUF 16
 const char *ncf_id_str(struct ncf_id id, char buf[NCF_ID_BUF]);
+/* id as a message says it: a number as its digits, a name quoted ('Smith,
+ * John'), as a name may hold spaces or a comma, its bytes escaped (ncf_escape,
+ * 60 at most).  Into buf (len bytes); returns buf. */
+const char *ncf_id_quote(struct ncf_id id, char *buf, size_t len);
 /* Print the id (its len bytes, or the number's digits) to fp.  Returns
  * 0, or EOF when the write failed. */
 int ncf_id_print(FILE *fp, struct ncf_id id);

@@ -50,7 +50,6 @@ void infer_model_free(struct infer_model *m);
 int infer_read_ids(const struct infer_model *m, const char *s, int want, struct ncf_id *a,
 		   struct ncf_id *b);
 /* An id for a message: a number's digits, or the name escaped. */
-const char *infer_id_text(struct ncf_id id, char *buf, size_t cap);
 
 /* --score: "user item" lines from l, one probability per line on stdout
  * ("nan" for an unknown id with skip).  m's index is built.  Without skip

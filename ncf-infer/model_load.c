@@ -123,12 +123,3 @@ int infer_read_ids(const struct infer_model *m, const char *s, int want, struct 
 	*b = (struct ncf_id){NULL, 0, y};
 	return 0;
 }
-
-const char *infer_id_text(struct ncf_id id, char *buf, size_t cap)
-{
-	if (id.text)
-		snprintf(buf, cap, "'%s'", ncf_escape(id.text, id.len, 60));
-	else
-		snprintf(buf, cap, "%u", id.num);
-	return buf;
-}

@@ -125,7 +125,7 @@ int infer_recommend(struct ncf_backend *be, const struct infer_model *m, struct 
 			ncf_error("%s:%llu: unknown user id %s (the model knows %u users; "
 				  "--skip-unknown writes nan instead); the lists of the %llu user%s "
 				  "before it are written",
-				  l->display, (unsigned long long)l->line, infer_id_text(a, id, sizeof id),
+				  l->display, (unsigned long long)l->line, ncf_id_quote(a, id, sizeof id),
 				  m->model.shape.users, (unsigned long long)users - 1,
 				  users == 2 ? "" : "s");
 			goto out;

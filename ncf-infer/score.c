@@ -91,7 +91,7 @@ int infer_score(struct ncf_backend *be, const struct infer_model *m, struct ncf_
 				  "--skip-unknown writes nan instead); the %llu score%s before it %s "
 				  "written",
 				  l->display, (unsigned long long)l->line, ui < 0 ? "user" : "item",
-				  infer_id_text(ui < 0 ? a : b, id, sizeof id), m->model.shape.users,
+				  ncf_id_quote(ui < 0 ? a : b, id, sizeof id), m->model.shape.users,
 				  m->model.shape.items, (unsigned long long)pairs,
 				  pairs == 1 ? "" : "s", pairs == 1 ? "is" : "are");
 			goto out;
